@@ -1,0 +1,5 @@
+# Warnings applied to flowdsl's own targets (not to the dependencies' headers).
+add_library(flowdsl_warnings INTERFACE)
+target_compile_options(flowdsl_warnings INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion>
+  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)

@@ -1,0 +1,178 @@
+#pragma once
+/// \file description.hpp
+/// \brief The graph description: plain data that the builder produces and lowering reads.
+///
+/// Nothing here touches CUDA: a description can be built, inspected, validated and lowered
+/// to a plan on a machine without a GPU. Each node holds its operation; the fields of an
+/// operation are either *structure* (part of the topology hash: changing them selects another
+/// executable) or *parameters* (changed in place by an update of the cached executable).
+/// Each operation type documents which is which.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+namespace flowdsl {
+
+/// \brief Index of a node in its description, in order of declaration.
+using NodeId = std::uint32_t;
+inline constexpr NodeId no_node = ~NodeId{0};
+
+/// \brief A 3-D extent (grid or block), CUDA's dim3 without the CUDA header.
+struct Dim3 {
+  std::uint32_t x = 1, y = 1, z = 1;
+
+  constexpr Dim3() = default;
+  constexpr Dim3(std::uint32_t x_, std::uint32_t y_ = 1, std::uint32_t z_ = 1) : x(x_), y(y_), z(z_) {}
+  constexpr std::uint64_t volume() const { return std::uint64_t{x} * y * z; }
+  friend constexpr bool operator==(const Dim3& a, const Dim3& b) { return a.x == b.x && a.y == b.y && a.z == b.z; }
+  friend constexpr bool operator!=(const Dim3& a, const Dim3& b) { return !(a == b); }
+};
+
+/// \brief How a kernel is launched. Structure.
+struct LaunchShape {
+  Dim3 grid;
+  Dim3 block;
+  std::uint32_t shared_bytes = 0;  ///< dynamic shared memory per block
+};
+
+/// \brief A kernel's arguments, by value, one slot per parameter of the kernel.
+///
+/// Slots are laid out once (append) and then overwritten in place (set), so that changing an
+/// argument never reallocates. Arguments must be trivially copyable, as CUDA copies them.
+class ArgumentPack {
+ public:
+  /// \brief Appends a slot of `size` bytes aligned to `align` (a power of two, at most 16)
+  /// holding a copy of `value`. `bound` says whether that value is the argument (true) or a
+  /// placeholder that must be set before the graph is valid (false).
+  void append(const void* value, std::size_t size, std::size_t align, bool bound = true);
+
+  /// \brief Overwrites slot `index` with `size` bytes from `value`.
+  /// \throws UsageError if the index is out of range or the size differs from the slot's.
+  void set(std::size_t index, const void* value, std::size_t size);
+
+  std::size_t size() const noexcept { return slots_.size(); }
+  /// \brief Address of slot `index` (valid until the next append).
+  const void* data(std::size_t index) const { return bytes() + slots_[index].offset; }
+  std::size_t slot_size(std::size_t index) const { return slots_[index].size; }
+  /// \brief Whether slot `index` has been set since it was appended as a placeholder.
+  bool bound(std::size_t index) const { return slots_[index].bound; }
+
+  /// \brief One pointer per slot, in the form cudaKernelNodeParams::kernelParams wants.
+  /// Written into `out` (resized), valid until the next append.
+  void pointers(std::vector<void*>& out) const;
+
+  friend bool operator==(const ArgumentPack& a, const ArgumentPack& b);
+
+ private:
+  struct Slot {
+    std::uint32_t offset;
+    std::uint32_t size;
+    bool bound;
+  };
+  struct alignas(16) Chunk {
+    unsigned char bytes[16];
+  };
+  const unsigned char* bytes() const { return reinterpret_cast<const unsigned char*>(storage_.data()); }
+  unsigned char* bytes() { return reinterpret_cast<unsigned char*>(storage_.data()); }
+
+  std::vector<Slot> slots_;
+  std::vector<Chunk> storage_;
+  std::uint32_t used_ = 0;  ///< bytes in use in storage_
+};
+
+/// \brief Launch of a `__global__` function.
+/// Structure: function, launch. Parameters: args.
+struct KernelOp {
+  static constexpr std::string_view kind = "kernel";
+  const void* function = nullptr;  ///< the kernel's host stub address (its identity)
+  std::string kernel_name;         ///< for messages and dumps; may be empty
+  LaunchShape launch;
+  ArgumentPack args;
+};
+
+/// \brief 1-D copy between any two memories CUDA can address (host↔device, device↔device);
+/// the direction is inferred from the pointers (cudaMemcpyDefault).
+/// Parameters: dst, src, bytes.
+struct MemcpyOp {
+  static constexpr std::string_view kind = "memcpy";
+  void* dst = nullptr;
+  const void* src = nullptr;
+  std::size_t bytes = 0;
+};
+
+/// \brief 1-D memset of `count` elements of `element_size` bytes (1, 2 or 4) to `value`.
+/// Structure: element_size. Parameters: dst, value, count.
+struct MemsetOp {
+  static constexpr std::string_view kind = "memset";
+  void* dst = nullptr;
+  std::uint32_t value = 0;
+  std::uint32_t element_size = 1;
+  std::size_t count = 0;
+};
+
+/// \brief A node that does nothing: a join point. No fields.
+struct EmptyOp {
+  static constexpr std::string_view kind = "empty";
+};
+
+/// \brief Host function called in stream order: `fn(user_data)`. It must not call CUDA.
+/// Parameters: fn, user_data.
+struct HostOp {
+  static constexpr std::string_view kind = "host";
+  void (*fn)(void*) = nullptr;
+  void* user_data = nullptr;
+};
+
+/// \brief The operation of a node: one alternative per node kind.
+using Operation = std::variant<KernelOp, MemcpyOp, MemsetOp, EmptyOp, HostOp>;
+
+/// \brief The kind's name ("kernel", "memcpy", ...) of an operation.
+std::string_view kind_name(const Operation& op) noexcept;
+
+/// \brief Reference to a node, either by index (handles) or by name (resolved by validation).
+struct NodeRef {
+  NodeId id = no_node;
+  std::string name;  ///< used when id == no_node
+};
+
+/// \brief Ordering type of an edge. Only full dependencies exist today; programmatic-launch
+/// edges will add a kind here without changing the rest of the description.
+enum class EdgeKind : std::uint8_t { full };
+
+/// \brief `to` runs after `from` completes.
+struct Edge {
+  NodeRef from;
+  NodeRef to;
+  EdgeKind kind = EdgeKind::full;
+};
+
+/// \brief How a node uses a memory range it declares. Kept for the hazard check; not hashed.
+enum class AccessMode : std::uint8_t { read, write, read_write };
+
+/// \brief A memory range a node declares it reads or writes.
+struct Access {
+  const void* ptr = nullptr;
+  std::size_t bytes = 0;  ///< 0: extent unknown (the pointer alone is declared)
+  AccessMode mode = AccessMode::read;
+};
+
+/// \brief One node: a unique, user-given name, its operation and its declared accesses.
+struct Node {
+  std::string name;
+  Operation op;
+  std::vector<Access> accesses;
+};
+
+/// \brief The whole graph as data: nodes in declaration order and edges as declared.
+struct Description {
+  std::vector<Node> nodes;
+  std::vector<Edge> edges;
+};
+
+}  // namespace flowdsl

@@ -1,0 +1,64 @@
+#pragma once
+/// \file error.hpp
+/// \brief The exception types flowdsl throws.
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+namespace flowdsl {
+
+/// \brief Base of every exception flowdsl throws.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// \brief Misuse of the API that no valid program does: a node handle from another graph,
+/// a lookup of a name that does not exist, a parameter of the wrong kind of node.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// \brief One problem found by validation, attached to the node(s) it is about.
+struct Diagnostic {
+  std::vector<std::string> nodes;  ///< names of the nodes concerned (may be empty: empty graph)
+  std::string message;             ///< full sentence, starting with the node it names
+};
+
+/// \brief A graph description failed validation. what() lists every problem, one per line;
+/// diagnostics() gives them as data.
+class ValidationError : public Error {
+ public:
+  explicit ValidationError(std::vector<Diagnostic> diagnostics);
+
+  /// \brief Every problem found, in the order validation met them.
+  const std::vector<Diagnostic>& diagnostics() const noexcept { return diagnostics_; }
+
+ private:
+  std::vector<Diagnostic> diagnostics_;
+};
+
+/// \brief A CUDA runtime call failed. Carries the error code, the call and, where the call
+/// concerned one node, that node's name.
+class CudaError : public Error {
+ public:
+  /// \param code the cudaError_t the call returned
+  /// \param call the name of the CUDA function, e.g. "cudaGraphInstantiate"
+  /// \param node the node concerned, or empty
+  CudaError(cudaError_t code, std::string call, std::string node = {});
+
+  cudaError_t code() const noexcept { return code_; }
+  const std::string& call() const noexcept { return call_; }
+  const std::string& node() const noexcept { return node_; }
+
+ private:
+  cudaError_t code_;
+  std::string call_;
+  std::string node_;
+};
+
+}  // namespace flowdsl

@@ -1,0 +1,11 @@
+#pragma once
+/// \file flowdsl.hpp
+/// \brief Umbrella header: builder, description, plan, runtime, CUDA handle owners, errors.
+
+#include "flowdsl/cuda_handles.hpp"
+#include "flowdsl/description.hpp"
+#include "flowdsl/error.hpp"
+#include "flowdsl/graph.hpp"
+#include "flowdsl/log.hpp"
+#include "flowdsl/plan.hpp"
+#include "flowdsl/runtime.hpp"

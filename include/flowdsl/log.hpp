@@ -1,0 +1,24 @@
+#pragma once
+/// \file log.hpp
+/// \brief flowdsl's logger. Silent by default; never touches the application's default logger.
+
+#include <memory>
+
+namespace spdlog {
+class logger;
+}
+
+namespace flowdsl {
+
+/// \brief The library's logger, named "flowdsl".
+///
+/// If the application registered a spdlog logger named "flowdsl" before first use, that one is
+/// used; otherwise flowdsl makes its own (stderr, level off) without registering it, so
+/// spdlog::set_level() and the default logger are left alone. Traces of lowering,
+/// instantiation, updates, hits and evictions are at debug level.
+std::shared_ptr<spdlog::logger> logger();
+
+/// \brief Replaces the library's logger (null restores the silent default).
+void set_logger(std::shared_ptr<spdlog::logger> logger);
+
+}  // namespace flowdsl

@@ -1,0 +1,34 @@
+// Edge resolution and topological order, shared by validation and planning.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "flowdsl/description.hpp"
+#include "node_kinds.hpp"
+
+namespace flowdsl::lowering {
+
+/// Predecessors of each node by id, without duplicates, self-edges or unresolvable edges.
+struct ResolvedEdges {
+  std::vector<std::vector<NodeId>> predecessors;
+};
+
+/// Resolves names to ids; reports edges to unknown nodes and self-edges.
+ResolvedEdges resolve_edges(const Description& description, Diagnostics& diag);
+
+/// Kahn's algorithm, ready nodes taken in declaration order. Returns fewer than `count` ids
+/// when the edges hold a cycle.
+std::vector<NodeId> topological_order(const ResolvedEdges& edges, std::size_t count);
+
+/// Resolved edges and the topological order of a description.
+struct Ordering {
+  ResolvedEdges edges;
+  std::vector<NodeId> order;
+};
+
+/// Checks everything validation covers, reporting into `diag`, and returns the ordering
+/// (complete only when nothing was reported).
+Ordering validate(const Description& description, Diagnostics& diag);
+
+}  // namespace flowdsl::lowering

@@ -1,0 +1,35 @@
+// Hasher: a 64-bit streaming hash of 64-bit words, for topology hashes.
+#pragma once
+
+#include <cstdint>
+
+namespace flowdsl::lowering {
+
+/// Streaming 64-bit hash: each word is mixed with a multiply-rotate step and the result goes
+/// through the MurmurHash3 finaliser, so single-bit changes anywhere spread over all 64 bits.
+/// Not cryptographic; collisions are guarded against by the runtime's node-count check.
+class Hasher {
+ public:
+  void add(std::uint64_t word) noexcept {
+    state_ ^= mix(word + 0x9e3779b97f4a7c15ULL * ++count_);
+    state_ = rotl(state_, 27) * 0x9fb21c651e98df25ULL + 0x52dce729ULL;
+  }
+  std::uint64_t finish() const noexcept { return fmix(state_ ^ count_); }
+
+ private:
+  static std::uint64_t rotl(std::uint64_t x, int r) noexcept { return (x << r) | (x >> (64 - r)); }
+  static std::uint64_t mix(std::uint64_t x) noexcept { return rotl(x * 0x87c37b91114253d5ULL, 31) * 0x4cf5ad432745937fULL; }
+  static std::uint64_t fmix(std::uint64_t x) noexcept {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+  }
+
+  std::uint64_t state_ = 0x243f6a8885a308d3ULL;
+  std::uint64_t count_ = 0;
+};
+
+}  // namespace flowdsl::lowering

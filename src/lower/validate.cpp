@@ -1,0 +1,121 @@
+// Validation: every problem of a description, each attached to the node(s) it is about.
+#include <algorithm>
+#include <string>
+#include <unordered_map>
+
+#include "edges.hpp"
+#include "node_kinds.hpp"
+
+namespace flowdsl {
+namespace lowering {
+
+void Diagnostics::report(const Node& node, const std::string& message) {
+  out_.push_back(Diagnostic{{node.name}, "node '" + node.name + "' (" + std::string(kind_name(node.op)) + "): " + message});
+}
+
+void Diagnostics::add(std::vector<std::string> nodes, std::string message) {
+  out_.push_back(Diagnostic{std::move(nodes), std::move(message)});
+}
+
+namespace {
+
+void check_names(const Description& d, Diagnostics& diag) {
+  std::unordered_map<std::string_view, std::vector<NodeId>> by_name;
+  for (NodeId id = 0; id < d.nodes.size(); ++id) {
+    if (d.nodes[id].name.empty()) {
+      diag.add({}, "node #" + std::to_string(id) + " (" + std::string(kind_name(d.nodes[id].op)) +
+                          ") has an empty name");
+    } else {
+      by_name[d.nodes[id].name].push_back(id);
+    }
+  }
+  for (NodeId id = 0; id < d.nodes.size(); ++id) {
+    const auto it = by_name.find(d.nodes[id].name);
+    if (it == by_name.end() || it->second.size() < 2 || it->second.front() != id) continue;
+    std::string where;
+    for (NodeId dup : it->second) where += (where.empty() ? "#" : ", #") + std::to_string(dup);
+    diag.add({d.nodes[id].name}, "node '" + d.nodes[id].name + "' is declared " + std::to_string(it->second.size()) +
+                                        " times (nodes " + where + "): names must be unique");
+  }
+}
+
+// Reports each cycle once, as a path of names, among the nodes a topological sort left over.
+void check_cycles(const Description& d, const ResolvedEdges& edges, const std::vector<NodeId>& order,
+                  Diagnostics& diag) {
+  if (order.size() == d.nodes.size()) return;
+  std::vector<char> sorted(d.nodes.size(), 0);
+  for (NodeId id : order) sorted[id] = 1;
+  std::vector<char> visited(d.nodes.size(), 0);
+  std::vector<int> seen_at(d.nodes.size(), -1);
+  for (NodeId start = 0; start < d.nodes.size(); ++start) {
+    if (sorted[start] || visited[start]) continue;
+    // Every unsorted node has an unsorted predecessor, so walking predecessors must repeat:
+    // either within this walk (a new cycle) or into an earlier walk (a cycle already reported).
+    std::vector<NodeId> path;
+    NodeId at = start;
+    while (seen_at[at] < 0 && !visited[at]) {
+      seen_at[at] = static_cast<int>(path.size());
+      path.push_back(at);
+      const auto& preds = edges.predecessors[at];
+      at = *std::find_if(preds.begin(), preds.end(), [&](NodeId p) { return !sorted[p]; });
+    }
+    if (!visited[at]) {
+      std::vector<NodeId> cycle(path.begin() + seen_at[at], path.end());
+      std::reverse(cycle.begin(), cycle.end());  // walked backwards: print in edge order
+      std::vector<std::string> names;
+      std::string text;
+      for (NodeId id : cycle) {
+        names.push_back(d.nodes[id].name);
+        text += "'" + d.nodes[id].name + "' -> ";
+      }
+      text += "'" + d.nodes[cycle.front()].name + "'";
+      diag.add(std::move(names), "cycle: " + text);
+    }
+    for (NodeId id : path) {
+      visited[id] = 1;
+      seen_at[id] = -1;
+    }
+  }
+}
+
+}  // namespace
+
+Ordering validate(const Description& d, Diagnostics& diag) {
+  Ordering ordering;
+  if (d.nodes.empty()) {
+    diag.add({}, "graph is empty: declare at least one node");
+    return ordering;
+  }
+  check_names(d, diag);
+  ordering.edges = resolve_edges(d, diag);
+  for (const Node& node : d.nodes) {
+    std::visit([&](const auto& op) {
+      check_structure(op, node, diag);
+      check_parameters(op, node, diag);
+    }, node.op);
+  }
+  ordering.order = topological_order(ordering.edges, d.nodes.size());
+  check_cycles(d, ordering.edges, ordering.order, diag);
+  return ordering;
+}
+
+}  // namespace lowering
+
+std::vector<Diagnostic> validate(const Description& d) {
+  std::vector<Diagnostic> out;
+  lowering::Diagnostics diag(out);
+  lowering::validate(d, diag);
+  return out;
+}
+
+std::vector<Diagnostic> validate_parameters(const Description& d, const std::vector<NodeId>& nodes) {
+  std::vector<Diagnostic> out;
+  lowering::Diagnostics diag(out);
+  for (NodeId id : nodes) {
+    const Node& node = d.nodes[id];
+    std::visit([&](const auto& op) { lowering::check_parameters(op, node, diag); }, node.op);
+  }
+  return out;
+}
+
+}  // namespace flowdsl

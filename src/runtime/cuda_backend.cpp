@@ -1,0 +1,65 @@
+// The CUDA backend: executables made by the emitter, updated node by node, launched on streams.
+#include <algorithm>
+#include <string>
+
+#include "../lower/emit.hpp"
+#include "flowdsl/runtime.hpp"
+
+namespace flowdsl {
+namespace {
+
+class CudaExecutable final : public Executable {
+ public:
+  CudaExecutable(lowering::Emitted emitted, NativeExecutable exec)
+      : graph_(std::move(emitted.graph)), nodes_(std::move(emitted.nodes)), exec_(std::move(exec)) {}
+
+  std::optional<std::string> update(const Description& d, NodeId id) override {
+    const lowering::UpdateStatus status = lowering::update(d, id, exec_.get(), nodes_[id]);
+    if (status.code == cudaSuccess) return std::nullopt;
+    (void)cudaGetLastError();
+    return std::string(status.call) + " returned " + cudaGetErrorName(status.code) + " (" +
+           cudaGetErrorString(status.code) + ")";
+  }
+
+  void launch(cudaStream_t stream) override { check(cudaGraphLaunch(exec_.get(), stream), "cudaGraphLaunch"); }
+
+ private:
+  NativeGraph graph_;  // kept: per-node updates name nodes of the graph the executable came from
+  std::vector<cudaGraphNode_t> nodes_;
+  NativeExecutable exec_;  // declared last, destroyed first
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend() {
+    int device = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    limits_ = lowering::query_device_limits(device);
+  }
+
+  std::unique_ptr<Executable> instantiate(const Description& d, const Plan& plan, cudaStream_t stream) override {
+    lowering::Emitted emitted = lowering::emit(d, plan, limits_);
+    cudaGraphInstantiateParams params{};
+    params.flags = cudaGraphInstantiateFlagUpload;
+    params.uploadStream = stream;
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t code = cudaGraphInstantiateWithParams(&exec, emitted.graph.get(), &params);
+    NativeExecutable owned(exec);
+    if (code != cudaSuccess || params.result_out != cudaGraphInstantiateSuccess) {
+      const auto it = std::find(emitted.nodes.begin(), emitted.nodes.end(), params.errNode_out);
+      const std::string node =
+          params.errNode_out != nullptr && it != emitted.nodes.end() ? d.nodes[it - emitted.nodes.begin()].name : "";
+      check(code != cudaSuccess ? code : cudaErrorInvalidValue, "cudaGraphInstantiateWithParams", node.c_str());
+    }
+    return std::make_unique<CudaExecutable>(std::move(emitted), std::move(owned));
+  }
+
+ private:
+  lowering::DeviceLimits limits_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<CudaBackend>(); }
+
+}  // namespace flowdsl
