@@ -139,12 +139,16 @@ class NodeHandleBase {
 
  private:
   friend class Target;
+  friend class NodeHandle;
 };
 
 /// \brief Handle to any node (empty nodes, lookups by name).
 class NodeHandle : public NodeHandleBase<NodeHandle> {
  public:
   NodeHandle(detail::GraphState* state, NodeId id) : NodeHandleBase(state, id) {}
+  /// \brief Any typed handle converts to the plain one.
+  template <class Derived>
+  NodeHandle(const NodeHandleBase<Derived>& typed) : NodeHandleBase(typed.state_, typed.id_) {}
 };
 
 /// \brief Handle to a kernel node whose kernel takes `Params...`.

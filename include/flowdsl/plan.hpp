@@ -37,6 +37,8 @@ std::vector<Diagnostic> validate(const Description& description);
 
 /// \brief Checks only the parameters of the given nodes (the checks an update needs).
 std::vector<Diagnostic> validate_parameters(const Description& description, const std::vector<NodeId>& nodes);
+/// \brief Checks the parameters of every node (the checks an instantiation of a cached plan needs).
+std::vector<Diagnostic> validate_parameters(const Description& description);
 
 /// \brief Validates and lowers a description.
 /// \throws ValidationError listing every problem when the description is invalid.

@@ -62,6 +62,7 @@ void check_cycles(const Description& d, const ResolvedEdges& edges, const std::v
     if (!visited[at]) {
       std::vector<NodeId> cycle(path.begin() + seen_at[at], path.end());
       std::reverse(cycle.begin(), cycle.end());  // walked backwards: print in edge order
+      std::rotate(cycle.begin(), std::min_element(cycle.begin(), cycle.end()), cycle.end());  // first declared first
       std::vector<std::string> names;
       std::string text;
       for (NodeId id : cycle) {
@@ -108,13 +109,25 @@ std::vector<Diagnostic> validate(const Description& d) {
   return out;
 }
 
+namespace {
+
+void check_parameters_of(const Node& node, lowering::Diagnostics& diag) {
+  std::visit([&](const auto& op) { lowering::check_parameters(op, node, diag); }, node.op);
+}
+
+}  // namespace
+
 std::vector<Diagnostic> validate_parameters(const Description& d, const std::vector<NodeId>& nodes) {
   std::vector<Diagnostic> out;
   lowering::Diagnostics diag(out);
-  for (NodeId id : nodes) {
-    const Node& node = d.nodes[id];
-    std::visit([&](const auto& op) { lowering::check_parameters(op, node, diag); }, node.op);
-  }
+  for (NodeId id : nodes) check_parameters_of(d.nodes[id], diag);
+  return out;
+}
+
+std::vector<Diagnostic> validate_parameters(const Description& d) {
+  std::vector<Diagnostic> out;
+  lowering::Diagnostics diag(out);
+  for (const Node& node : d.nodes) check_parameters_of(node, diag);
   return out;
 }
 

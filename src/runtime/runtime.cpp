@@ -36,6 +36,10 @@ struct Runtime::Impl {
 };
 
 Entry& Runtime::Impl::instantiate(const Graph& graph, const Plan& plan, cudaStream_t stream) {
+  // The plan may predate parameter changes (it is kept while only parameters change).
+  if (auto problems = validate_parameters(graph.description()); !problems.empty()) {
+    throw ValidationError(std::move(problems));
+  }
   FLOWDSL_DEBUG("instantiate topology {:016x}: {} nodes", plan.topology_hash, plan.steps.size());
   Entry entry{backend->instantiate(graph.description(), plan, stream), graph.uid(), graph.parameter_version(),
               plan.steps.size()};

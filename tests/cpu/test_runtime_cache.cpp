@@ -1,0 +1,262 @@
+// The runtime's cache policy through a recording backend: hits, misses, per-node updates,
+// refused updates, LRU eviction, statistics and concurrent launches, without a GPU.
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include "catch.hpp"
+#include "flowdsl/flowdsl.hpp"
+
+using flowdsl_test::contains;
+
+namespace {
+
+void scale(float*, float, int) {}
+
+/// What the recording backend saw.
+struct Record {
+  std::atomic<int> instantiations{0};
+  std::atomic<int> updates{0};
+  std::atomic<int> launches{0};
+  std::atomic<int> live{0};          // executables alive now
+  std::set<flowdsl::NodeId> refuse;  // nodes whose update is refused (read under the runtime lock)
+};
+
+class RecordingExecutable final : public flowdsl::Executable {
+ public:
+  explicit RecordingExecutable(Record& r) : r_(r) { ++r_.live; }
+  ~RecordingExecutable() override { --r_.live; }
+  std::optional<std::string> update(const flowdsl::Description&, flowdsl::NodeId id) override {
+    if (r_.refuse.count(id)) return std::string("refused by the test");
+    ++r_.updates;
+    return std::nullopt;
+  }
+  void launch(cudaStream_t) override { ++r_.launches; }
+
+ private:
+  Record& r_;
+};
+
+class RecordingBackend final : public flowdsl::Backend {
+ public:
+  explicit RecordingBackend(Record& r) : r_(r) {}
+  std::unique_ptr<flowdsl::Executable> instantiate(const flowdsl::Description&, const flowdsl::Plan&,
+                                                   cudaStream_t) override {
+    ++r_.instantiations;
+    return std::make_unique<RecordingExecutable>(r_);
+  }
+
+ private:
+  Record& r_;
+};
+
+flowdsl::Runtime make_runtime(Record& r, std::size_t capacity = 8) {
+  return flowdsl::Runtime(flowdsl::RuntimeOptions{capacity}, std::make_unique<RecordingBackend>(r));
+}
+
+float x[16];
+
+/// A chain of `n` kernel nodes.
+flowdsl::Graph chain(int n, flowdsl::Dim3 grid = 1) {
+  flowdsl::Graph g;
+  std::string prev;
+  for (int i = 0; i < n; ++i) {
+    auto k = g.kernel("k" + std::to_string(i), scale).grid(grid).args(x, 1.0f, i);
+    if (!prev.empty()) k.after(prev);
+    prev = k.name();
+  }
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("The first launch instantiates, the next ones hit", "[runtime][cache]") {
+  Record r;
+  auto rt = make_runtime(r);
+  auto g = chain(3);
+  CHECK(rt.launch(g).kind == flowdsl::LaunchKind::instantiated);
+  const auto second = rt.launch(g);
+  CHECK(second.kind == flowdsl::LaunchKind::hit);
+  CHECK(second.nodes_updated == 0);
+  rt.launch(g);
+  const auto s = rt.statistics();
+  CHECK(s.launches == 3);
+  CHECK(s.misses == 1);
+  CHECK(s.hits == 2);
+  CHECK(s.node_updates == 0);
+  CHECK(r.instantiations == 1);
+  CHECK(r.updates == 0);
+  CHECK(r.launches == 3);
+}
+
+TEST_CASE("One changed argument updates exactly one node and instantiates nothing", "[runtime][update]") {
+  Record r;
+  auto rt = make_runtime(r);
+  flowdsl::Graph g;
+  auto a = g.kernel("a", scale).args(x, 1.0f, 4);
+  auto b = g.kernel("b", scale).args(x, 1.0f, 4).after(a);
+  rt.launch(g);
+  b.arg<1>(2.0f);
+  b.arg<1>(3.0f);  // twice: still one node to update
+  const auto report = rt.launch(g);
+  CHECK(report.kind == flowdsl::LaunchKind::updated);
+  CHECK(report.nodes_updated == 1);
+  CHECK(r.instantiations == 1);
+  CHECK(r.updates == 1);
+  CHECK(rt.statistics().node_updates == 1);
+  CHECK(rt.launch(g).kind == flowdsl::LaunchKind::hit);
+}
+
+TEST_CASE("Update work follows the number of changed nodes, not the graph's size", "[runtime][update]") {
+  Record r;
+  auto rt = make_runtime(r);
+  flowdsl::Graph g;
+  std::vector<flowdsl::KernelNode<float*, float, int>> nodes;
+  for (int i = 0; i < 10000; ++i) {
+    nodes.push_back(g.kernel("k" + std::to_string(i), scale).args(x, 1.0f, i));
+    if (i > 0) nodes.back().after(nodes[nodes.size() - 2]);
+  }
+  rt.launch(g);
+  for (int k : {1, 10, 1000}) {
+    const int before = r.updates;
+    for (int i = 0; i < k; ++i) nodes[static_cast<std::size_t>(i * 7)].arg<1>(static_cast<float>(k));
+    CHECK(rt.launch(g).nodes_updated == static_cast<std::size_t>(k));
+    CHECK(r.updates - before == k);
+  }
+  CHECK(r.instantiations == 1);
+}
+
+TEST_CASE("A structural change instantiates a new executable; the old one stays cached", "[runtime][cache]") {
+  Record r;
+  auto rt = make_runtime(r);
+  flowdsl::Graph g;
+  auto k = g.kernel("k", scale).grid(1).args(x, 1.0f, 4);
+  rt.launch(g);
+  k.grid(2);
+  CHECK(rt.launch(g).kind == flowdsl::LaunchKind::instantiated);
+  k.grid(1);
+  CHECK(rt.launch(g).kind == flowdsl::LaunchKind::hit);  // back to the first topology
+  CHECK(r.instantiations == 2);
+  CHECK(rt.size() == 2);
+}
+
+TEST_CASE("The least recently launched executable is evicted first", "[runtime][lru]") {
+  Record r;
+  auto rt = make_runtime(r, /*capacity=*/2);
+  auto a = chain(1);
+  auto b = chain(2);
+  auto c = chain(3);
+  rt.launch(a);
+  rt.launch(b);
+  rt.launch(a);  // b is now the least recently used
+  rt.launch(c);  // evicts b
+  CHECK(rt.size() == 2);
+  CHECK(r.live == 2);
+  CHECK(rt.statistics().evictions == 1);
+  CHECK(rt.launch(a).kind == flowdsl::LaunchKind::hit);
+  CHECK(rt.launch(c).kind == flowdsl::LaunchKind::hit);
+  CHECK(rt.launch(b).kind == flowdsl::LaunchKind::instantiated);  // evicts a
+  const auto s = rt.statistics();
+  CHECK(s.evictions == 2);
+  CHECK(s.misses == 4);
+  CHECK(s.hits == 3);
+  rt.clear();
+  CHECK(rt.size() == 0);
+  CHECK(r.live == 0);
+}
+
+TEST_CASE("A refused update falls back to a new instantiation", "[runtime][fallback]") {
+  Record r;
+  auto rt = make_runtime(r);
+  flowdsl::Graph g;
+  auto a = g.kernel("a", scale).args(x, 1.0f, 4);
+  auto b = g.kernel("b", scale).args(x, 1.0f, 4).after(a);
+  rt.launch(g);
+  r.refuse.insert(b.id());
+  b.arg<2>(8);
+  const auto report = rt.launch(g);
+  CHECK(report.kind == flowdsl::LaunchKind::reinstantiated);
+  CHECK(r.instantiations == 2);
+  CHECK(rt.statistics().reinstantiations == 1);
+  CHECK(rt.size() == 1);
+  CHECK(r.live == 1);
+  r.refuse.clear();
+  CHECK(rt.launch(g).kind == flowdsl::LaunchKind::hit);  // the new executable holds the change
+}
+
+TEST_CASE("Two graphs of one topology share an executable and resynchronise every node", "[runtime][cache]") {
+  Record r;
+  auto rt = make_runtime(r);
+  auto g1 = chain(5);
+  auto g2 = chain(5);
+  rt.launch(g1);
+  const auto report = rt.launch(g2);
+  CHECK(report.kind == flowdsl::LaunchKind::updated);
+  CHECK(report.nodes_updated == 5);
+  CHECK(rt.launch(g2).kind == flowdsl::LaunchKind::hit);
+  CHECK(r.instantiations == 1);
+}
+
+TEST_CASE("An invalid changed parameter is reported and nothing is launched", "[runtime][errors]") {
+  Record r;
+  auto rt = make_runtime(r);
+  flowdsl::Graph g;
+  auto copy = g.memcpy("copy", x, x + 8, 16);
+  rt.launch(g);
+  copy.set(x, nullptr, 16);
+  CHECK_THROWS_WITH(rt.launch(g), contains("node 'copy' (memcpy): source pointer is null"));
+  CHECK(r.launches == 1);
+  CHECK(r.updates == 0);
+  copy.set(x, x + 4, 16);
+  CHECK(rt.launch(g).nodes_updated == 1);
+  CHECK(r.launches == 2);
+}
+
+TEST_CASE("An invalid parameter is caught on a miss too, although the plan was cached", "[runtime][errors]") {
+  Record r;
+  auto rt = make_runtime(r);
+  flowdsl::Graph g;
+  auto copy = g.memcpy("copy", x, x + 8, 16);
+  (void)g.plan();
+  copy.set(x, x + 8, 0);
+  CHECK_THROWS_WITH(rt.launch(g), contains("node 'copy' (memcpy): copies zero bytes"));
+  CHECK(r.instantiations == 0);
+  CHECK(rt.size() == 0);
+}
+
+TEST_CASE("An invalid graph leaves the runtime untouched", "[runtime][errors]") {
+  Record r;
+  auto rt = make_runtime(r);
+  flowdsl::Graph g;
+  g.empty("a").after("missing");
+  CHECK_THROWS_AS(rt.launch(g), flowdsl::ValidationError);
+  const auto s = rt.statistics();
+  CHECK(s.launches == 0);
+  CHECK(s.misses == 0);
+  CHECK(rt.size() == 0);
+}
+
+TEST_CASE("Several threads launch through one runtime", "[runtime][threads]") {
+  Record r;
+  auto rt = make_runtime(r, 4);
+  constexpr int threads = 4;
+  constexpr int launches = 500;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&rt, t] {
+      flowdsl::Graph g;
+      auto k = g.kernel("k", scale).grid(static_cast<std::uint32_t>(t + 1)).args(x, 1.0f, 0);
+      for (int i = 0; i < launches; ++i) {
+        k.arg<2>(i);
+        rt.launch(g);
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  const auto s = rt.statistics();
+  CHECK(s.launches == threads * launches);
+  CHECK(s.misses == threads);
+  CHECK(s.hits == threads * (launches - 1));
+  CHECK(s.node_updates == threads * (launches - 1));
+  CHECK(r.launches == threads * launches);
+}

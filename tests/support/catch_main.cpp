@@ -1,0 +1,9 @@
+// Test runner for the cpu tests.
+#if defined(FLOWDSL_CATCH2_V3)
+#include <catch2/catch_session.hpp>
+#else
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+#endif
+
+int main(int argc, char* argv[]) { return Catch::Session().run(argc, argv); }
