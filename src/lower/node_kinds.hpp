@@ -72,11 +72,16 @@ cudaGraphNode_t add_native(const MemsetOp&, const Node&, cudaGraph_t, const std:
 cudaGraphNode_t add_native(const EmptyOp&, const Node&, cudaGraph_t, const std::vector<cudaGraphNode_t>& deps);
 cudaGraphNode_t add_native(const HostOp&, const Node&, cudaGraph_t, const std::vector<cudaGraphNode_t>& deps);
 
-/// Result of an in-place update: the CUDA status and the call that produced it.
+/// Result of an in-place update: the CUDA status and the call that produced it, or flowdsl's
+/// own refusal (`reason`) where CUDA would accept an update that cannot work.
 struct UpdateStatus {
   cudaError_t code = cudaSuccess;
   const char* call = "";
+  const char* reason = nullptr;
 };
+
+/// Memory type of a pointer as CUDA sees it (pageable host memory: cudaMemoryTypeUnregistered).
+cudaMemoryType memory_type(const void* ptr);
 
 // Applies the node's current parameters to an executable.
 UpdateStatus update_native(const KernelOp&, cudaGraphExec_t, cudaGraphNode_t);

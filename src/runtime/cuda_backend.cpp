@@ -17,6 +17,7 @@ class CudaExecutable final : public Executable {
     const lowering::UpdateStatus status = lowering::update(d, id, exec_.get(), nodes_[id]);
     if (status.code == cudaSuccess) return std::nullopt;
     (void)cudaGetLastError();
+    if (status.reason != nullptr) return std::string(status.reason);
     return std::string(status.call) + " returned " + cudaGetErrorName(status.code) + " (" +
            cudaGetErrorString(status.code) + ")";
   }

@@ -13,6 +13,15 @@ void check_parameters(const MemcpyOp& op, const Node& node, Diagnostics& diag) {
 
 void hash_structure(const MemcpyOp&, Hasher&) {}
 
+cudaMemoryType memory_type(const void* ptr) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, ptr) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return cudaMemoryTypeUnregistered;
+  }
+  return attributes.type;
+}
+
 void check_device(const MemcpyOp&, const Node&, const DeviceLimits&, Diagnostics&) {}
 
 cudaGraphNode_t add_native(const MemcpyOp& op, const Node& node, cudaGraph_t graph,
@@ -25,6 +34,19 @@ cudaGraphNode_t add_native(const MemcpyOp& op, const Node& node, cudaGraph_t gra
 }
 
 UpdateStatus update_native(const MemcpyOp& op, cudaGraphExec_t exec, cudaGraphNode_t native) {
+  // CUDA accepts a new operand of another memory type (seen on an H200, CUDA 13.0: a device
+  // source rebound to pageable host memory updated fine, then the launch faulted with
+  // cudaErrorIllegalAddress). Refuse such updates here so the runtime re-instantiates.
+  cudaMemcpy3DParms emitted{};
+  if (const cudaError_t e = cudaGraphMemcpyNodeGetParams(native, &emitted); e != cudaSuccess) {
+    return {e, "cudaGraphMemcpyNodeGetParams"};
+  }
+  const bool src_moved = emitted.srcPtr.ptr != op.src && memory_type(emitted.srcPtr.ptr) != memory_type(op.src);
+  const bool dst_moved = emitted.dstPtr.ptr != op.dst && memory_type(emitted.dstPtr.ptr) != memory_type(op.dst);
+  if (src_moved || dst_moved) {
+    return {cudaErrorInvalidValue, "cudaGraphExecMemcpyNodeSetParams1D",
+            "a copy operand moved to another kind of memory (device, pinned host, pageable host, managed)"};
+  }
   return {cudaGraphExecMemcpyNodeSetParams1D(exec, native, op.dst, op.src, op.bytes, cudaMemcpyDefault),
           "cudaGraphExecMemcpyNodeSetParams1D"};
 }

@@ -44,6 +44,15 @@ cudaGraphNode_t add_native(const MemsetOp& op, const Node& node, cudaGraph_t gra
 }
 
 UpdateStatus update_native(const MemsetOp& op, cudaGraphExec_t exec, cudaGraphNode_t native) {
+  // The new destination must be the same kind of allocation as the emitted one (CUDA's rule).
+  cudaMemsetParams emitted{};
+  if (const cudaError_t e = cudaGraphMemsetNodeGetParams(native, &emitted); e != cudaSuccess) {
+    return {e, "cudaGraphMemsetNodeGetParams"};
+  }
+  if (emitted.dst != op.dst && memory_type(emitted.dst) != memory_type(op.dst)) {
+    return {cudaErrorInvalidValue, "cudaGraphExecMemsetNodeSetParams",
+            "the memset destination moved to another kind of memory"};
+  }
   const cudaMemsetParams params = native_params(op);
   return {cudaGraphExecMemsetNodeSetParams(exec, native, &params), "cudaGraphExecMemsetNodeSetParams"};
 }
