@@ -8,4 +8,5 @@
 #include "flowdsl/graph.hpp"
 #include "flowdsl/log.hpp"
 #include "flowdsl/plan.hpp"
+#include "flowdsl/registry.hpp"
 #include "flowdsl/runtime.hpp"

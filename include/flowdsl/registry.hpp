@@ -1,0 +1,153 @@
+#pragma once
+/// \file registry.hpp
+/// \brief Kernels known by name, with named, typed parameters: what JSON arguments are
+/// checked against and what tools list.
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "flowdsl/error.hpp"
+
+namespace flowdsl {
+
+/// \brief Element types of kernel parameters and buffers.
+enum class ScalarType : std::uint8_t { i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64 };
+
+/// \brief "i32", "bf16", "f32", ...
+std::string_view to_string(ScalarType type) noexcept;
+/// \brief Parses the names to_string gives. \return false when `text` names no type.
+bool parse_scalar_type(std::string_view text, ScalarType& out) noexcept;
+/// \brief Size in bytes of one element.
+std::size_t size_of(ScalarType type) noexcept;
+
+/// \brief Type of one kernel parameter: a scalar by value or a pointer to a buffer of scalars.
+struct ParamType {
+  ScalarType scalar = ScalarType::f32;
+  bool pointer = false;
+  bool is_const = false;  ///< for pointers: the kernel only reads the buffer
+
+  std::size_t size() const noexcept { return pointer ? sizeof(void*) : size_of(scalar); }
+  std::size_t align() const noexcept { return size(); }
+  friend bool operator==(const ParamType& a, const ParamType& b) {
+    return a.scalar == b.scalar && a.pointer == b.pointer && a.is_const == b.is_const;
+  }
+};
+
+/// \brief "f32", "const f32*", "bf16*".
+std::string to_string(const ParamType& type);
+
+namespace detail {
+template <class T>
+struct scalar_of;
+#define FLOWDSL_SCALAR(T, S) \
+  template <>                \
+  struct scalar_of<T> {      \
+    static constexpr ScalarType value = ScalarType::S; \
+  };
+FLOWDSL_SCALAR(std::int8_t, i8)
+FLOWDSL_SCALAR(std::int16_t, i16)
+FLOWDSL_SCALAR(std::int32_t, i32)
+FLOWDSL_SCALAR(std::int64_t, i64)
+FLOWDSL_SCALAR(std::uint8_t, u8)
+FLOWDSL_SCALAR(std::uint16_t, u16)
+FLOWDSL_SCALAR(std::uint32_t, u32)
+FLOWDSL_SCALAR(std::uint64_t, u64)
+FLOWDSL_SCALAR(__half, f16)
+FLOWDSL_SCALAR(__nv_bfloat16, bf16)
+FLOWDSL_SCALAR(float, f32)
+FLOWDSL_SCALAR(double, f64)
+#undef FLOWDSL_SCALAR
+template <class T, class = void>
+struct has_scalar : std::false_type {};
+template <class T>
+struct has_scalar<T, std::void_t<decltype(scalar_of<T>::value)>> : std::true_type {};
+// long long is int64_t on LP64 only when they are the same type; map the other one too.
+template <class T>
+using canonical_t = std::conditional_t<
+    std::is_same_v<T, long long> && !std::is_same_v<long long, std::int64_t>, std::int64_t,
+    std::conditional_t<std::is_same_v<T, unsigned long long> && !std::is_same_v<unsigned long long, std::uint64_t>,
+                       std::uint64_t, T>>;
+}  // namespace detail
+
+/// \brief The ParamType of a C++ kernel parameter type (scalars and pointers to scalars).
+template <class T>
+constexpr ParamType param_type_of() {
+  if constexpr (std::is_pointer_v<T>) {
+    using Pointee = std::remove_cv_t<std::remove_pointer_t<T>>;
+    static_assert(detail::has_scalar<detail::canonical_t<Pointee>>::value,
+                  "flowdsl: registered kernels take pointers to i8..u64, f16, bf16, f32 or f64 only");
+    return ParamType{detail::scalar_of<detail::canonical_t<Pointee>>::value, true,
+                     std::is_const_v<std::remove_pointer_t<T>>};
+  } else {
+    static_assert(detail::has_scalar<detail::canonical_t<std::remove_cv_t<T>>>::value,
+                  "flowdsl: registered kernels take scalars i8..u64, f16, bf16, f32, f64 or pointers to them");
+    return ParamType{detail::scalar_of<detail::canonical_t<std::remove_cv_t<T>>>::value, false, false};
+  }
+}
+
+/// \brief One named parameter of a registered kernel.
+struct KernelParam {
+  std::string name;
+  ParamType type;
+};
+
+/// \brief A kernel known by name.
+struct KernelInfo {
+  std::string name;
+  const void* function = nullptr;  ///< host stub of a __global__ function, or a cudaKernel_t
+  std::vector<KernelParam> params;
+  std::string summary;             ///< one line for `flowdsl info`
+
+  /// \brief Index of the parameter called `param`, or params.size() when there is none.
+  std::size_t index_of(std::string_view param) const noexcept;
+};
+
+/// \brief Kernels by name. Thread-safe. Entries are never removed, so references stay valid.
+class KernelRegistry {
+ public:
+  /// \brief The process-wide registry (empty until something registers into it).
+  static KernelRegistry& global();
+
+  /// \brief Adds a kernel.
+  /// \throws UsageError when the name is empty or taken, the function is null, or two
+  ///         parameters share a name.
+  const KernelInfo& add(KernelInfo info);
+
+  /// \brief Adds a `__global__` function; parameter types come from its signature.
+  /// \param param_names one name per parameter
+  /// \throws UsageError as add(KernelInfo), or when the number of names differs from the
+  ///         number of parameters.
+  template <class... Params>
+  const KernelInfo& add(std::string name, void (*function)(Params...), std::vector<std::string> param_names,
+                        std::string summary = {}) {
+    if (param_names.size() != sizeof...(Params)) {
+      throw UsageError("flowdsl: kernel '" + name + "' takes " + std::to_string(sizeof...(Params)) +
+                       " parameters but " + std::to_string(param_names.size()) + " names were given");
+    }
+    KernelInfo info{std::move(name), reinterpret_cast<const void*>(function), {}, std::move(summary)};
+    const ParamType types[] = {param_type_of<Params>()..., ParamType{}};
+    for (std::size_t i = 0; i < sizeof...(Params); ++i) info.params.push_back(KernelParam{param_names[i], types[i]});
+    return add(std::move(info));
+  }
+
+  /// \brief The kernel called `name`, or null.
+  const KernelInfo* find(std::string_view name) const;
+  /// \brief Every kernel, sorted by name.
+  std::vector<const KernelInfo*> list() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, std::unique_ptr<KernelInfo>, std::less<>> kernels_;
+};
+
+}  // namespace flowdsl

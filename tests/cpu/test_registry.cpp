@@ -1,0 +1,57 @@
+// The kernel registry: parameter types from signatures, names, and misuse.
+#include "catch.hpp"
+#include "flowdsl/registry.hpp"
+
+using flowdsl_test::contains;
+
+namespace {
+
+void axpy(int, float, const float*, float*) {}
+void mixed(__nv_bfloat16*, const __half*, double, std::uint64_t, long long) {}
+
+}  // namespace
+
+TEST_CASE("Registered kernels take their parameter types from the signature", "[registry]") {
+  flowdsl::KernelRegistry registry;
+  const auto& info = registry.add("axpy", axpy, {"n", "alpha", "x", "y"}, "y = alpha * x + y");
+  REQUIRE(info.params.size() == 4);
+  CHECK(flowdsl::to_string(info.params[0].type) == "i32");
+  CHECK(flowdsl::to_string(info.params[1].type) == "f32");
+  CHECK(flowdsl::to_string(info.params[2].type) == "const f32*");
+  CHECK(flowdsl::to_string(info.params[3].type) == "f32*");
+  CHECK(info.index_of("x") == 2);
+  CHECK(info.index_of("nope") == 4);
+  CHECK(registry.find("axpy") == &info);
+  CHECK(registry.find("other") == nullptr);
+
+  const auto& m = registry.add("mixed", mixed, {"out", "in", "scale", "seed", "count"});
+  CHECK(flowdsl::to_string(m.params[0].type) == "bf16*");
+  CHECK(flowdsl::to_string(m.params[1].type) == "const f16*");
+  CHECK(flowdsl::to_string(m.params[2].type) == "f64");
+  CHECK(flowdsl::to_string(m.params[3].type) == "u64");
+  CHECK(flowdsl::to_string(m.params[4].type) == "i64");
+  CHECK(m.params[2].type.size() == 8);
+  REQUIRE(registry.list().size() == 2);
+  CHECK(registry.list()[0]->name == "axpy");
+}
+
+TEST_CASE("Scalar type names round-trip", "[registry]") {
+  for (auto t : {flowdsl::ScalarType::i8, flowdsl::ScalarType::u64, flowdsl::ScalarType::f16, flowdsl::ScalarType::bf16,
+                 flowdsl::ScalarType::f64}) {
+    flowdsl::ScalarType parsed{};
+    REQUIRE(flowdsl::parse_scalar_type(flowdsl::to_string(t), parsed));
+    CHECK(parsed == t);
+  }
+  flowdsl::ScalarType unused{};
+  CHECK_FALSE(flowdsl::parse_scalar_type("float", unused));
+}
+
+TEST_CASE("Registry misuse is reported by name", "[registry][errors]") {
+  flowdsl::KernelRegistry registry;
+  registry.add("axpy", axpy, {"n", "alpha", "x", "y"});
+  CHECK_THROWS_WITH(registry.add("axpy", axpy, {"n", "alpha", "x", "y"}), contains("'axpy' is already registered"));
+  CHECK_THROWS_WITH(registry.add("short", axpy, {"n", "alpha"}), contains("takes 4 parameters but 2 names"));
+  CHECK_THROWS_WITH(registry.add("dup", axpy, {"n", "n", "x", "y"}), contains("repeated parameter name 'n'"));
+  CHECK_THROWS_AS(registry.add(flowdsl::KernelInfo{"null", nullptr, {}, {}}), flowdsl::UsageError);
+  CHECK(registry.list().size() == 1);
+}
