@@ -17,7 +17,8 @@ class Error : public std::runtime_error {
 };
 
 /// \brief Misuse of the API that no valid program does: a node handle from another graph,
-/// a lookup of a name that does not exist, a parameter of the wrong kind of node.
+/// a lookup of a name that does not exist, a kernel argument slot that does not exist,
+/// a registry entry that clashes with another.
 class UsageError : public Error {
  public:
   using Error::Error;

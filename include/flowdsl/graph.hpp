@@ -13,7 +13,10 @@
 /// \endcode
 ///
 /// Thread-safety: a Graph is not synchronised. Modifying it concurrently with any other use
-/// is a data race; launching it from several threads through one Runtime is safe.
+/// is a data race. Its plan is built lazily, on the first plan()/topology_hash()/launch after a
+/// topology change, so even those const calls must not run concurrently on one Graph, except
+/// through one Runtime, whose launches are serialised: launching one Graph from several
+/// threads through one Runtime is safe.
 
 #include <cstddef>
 #include <cstdint>
@@ -243,6 +246,7 @@ class HostNode : public NodeHandleBase<HostNode> {
 /// Declaring a node or an edge, or changing a launch shape, changes the topology; setting
 /// arguments, pointers, sizes and values changes parameters only, and the Runtime then updates
 /// the cached executable in place. Copies are independent graphs; moves keep handles valid.
+/// Assigning to a Graph (copy or move) ends the graph it held: handles to that one dangle.
 class Graph {
  public:
   Graph();

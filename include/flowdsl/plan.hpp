@@ -46,8 +46,9 @@ Plan lower(const Description& description);
 
 /// \brief The 64-bit topology hash of a lowered description.
 ///
-/// Covers: node count; per step in plan order its kind, its structure (kernel: function and
-/// launch shape; memset: element size) and its dependencies as plan positions with edge kinds.
+/// Covers: node count; per step in plan order its kind, its structure (kernel: function, launch
+/// shape and argument count; memset: element size) and its dependencies as plan positions, each
+/// with its edge kind (all edges are full dependencies today).
 /// Excludes names, parameters (arguments, pointers, sizes, values, host data) and declared
 /// accesses. Equal topology with other parameters hashes equal.
 std::uint64_t topology_hash(const Description& description, const Plan& plan);

@@ -23,10 +23,13 @@ class Executable {
  public:
   virtual ~Executable() = default;
   /// \brief Applies the current parameters of node `id` of `description`.
+  /// \param position the node's step in the plan. Executables must find their native node by
+  ///        position, not by id: graphs of equal topology share an executable and agree on
+  ///        plan positions, but may have declared their nodes in another order.
   /// \return nothing when applied; the reason when the backend refuses the update (the
   ///         runtime then re-instantiates).
   /// \throws CudaError for failures that are not refusals
-  virtual std::optional<std::string> update(const Description& description, NodeId id) = 0;
+  virtual std::optional<std::string> update(const Description& description, NodeId id, std::uint32_t position) = 0;
   /// \brief Enqueues one launch on `stream`.
   /// \throws CudaError
   virtual void launch(cudaStream_t stream) = 0;
@@ -90,7 +93,8 @@ struct LaunchReport {
 /// update to later launches only.
 class Runtime {
  public:
-  /// \brief A runtime on the CUDA backend of the current device.
+  /// \brief A runtime on the CUDA backend of the device current now. Launches must then run
+  /// with that device current (the runtime does not switch devices on each launch).
   /// \throws CudaError when no device is usable.
   explicit Runtime(RuntimeOptions options = {});
   /// \brief A runtime on the given backend.

@@ -29,13 +29,13 @@ Emitted emit(const Description& d, const Plan& plan, const DeviceLimits& limits)
   cudaGraph_t graph = nullptr;
   check(cudaGraphCreate(&graph, 0), "cudaGraphCreate");
   out.graph.reset(graph);
-  out.nodes.assign(d.nodes.size(), nullptr);
+  out.nodes.reserve(plan.steps.size());
   std::vector<cudaGraphNode_t> deps;
   for (const PlanStep& step : plan.steps) {
     deps.clear();
-    for (std::uint32_t pos : step.deps) deps.push_back(out.nodes[plan.steps[pos].node]);
+    for (std::uint32_t pos : step.deps) deps.push_back(out.nodes[pos]);
     const Node& node = d.nodes[step.node];
-    out.nodes[step.node] = std::visit([&](const auto& op) { return add_native(op, node, graph, deps); }, node.op);
+    out.nodes.push_back(std::visit([&](const auto& op) { return add_native(op, node, graph, deps); }, node.op));
   }
   return out;
 }

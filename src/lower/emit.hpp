@@ -12,7 +12,7 @@ namespace flowdsl::lowering {
 /// A native graph with its table from node id to native node.
 struct Emitted {
   NativeGraph graph;
-  std::vector<cudaGraphNode_t> nodes;  ///< by NodeId
+  std::vector<cudaGraphNode_t> nodes;  ///< by plan position
 };
 
 /// Reads the limits of `device` that emission checks against.

@@ -1,6 +1,7 @@
 // Lowering: a valid description becomes a plan (canonical order) with its topology hash.
 #include <algorithm>
 
+#include "../runtime/log_internal.hpp"
 #include "edges.hpp"
 #include "flowdsl/plan.hpp"
 #include "node_kinds.hpp"
@@ -27,6 +28,7 @@ Plan lower(const Description& d) {
     plan.steps.push_back(std::move(step));
   }
   plan.topology_hash = topology_hash(d, plan);
+  FLOWDSL_DEBUG("lower {} nodes, {} edges: topology {:016x}", plan.steps.size(), d.edges.size(), plan.topology_hash);
   return plan;
 }
 

@@ -13,8 +13,8 @@ class CudaExecutable final : public Executable {
   CudaExecutable(lowering::Emitted emitted, NativeExecutable exec)
       : graph_(std::move(emitted.graph)), nodes_(std::move(emitted.nodes)), exec_(std::move(exec)) {}
 
-  std::optional<std::string> update(const Description& d, NodeId id) override {
-    const lowering::UpdateStatus status = lowering::update(d, id, exec_.get(), nodes_[id]);
+  std::optional<std::string> update(const Description& d, NodeId id, std::uint32_t position) override {
+    const lowering::UpdateStatus status = lowering::update(d, id, exec_.get(), nodes_[position]);
     if (status.code == cudaSuccess) return std::nullopt;
     (void)cudaGetLastError();
     if (status.reason != nullptr) return std::string(status.reason);
@@ -26,7 +26,7 @@ class CudaExecutable final : public Executable {
 
  private:
   NativeGraph graph_;  // kept: per-node updates name nodes of the graph the executable came from
-  std::vector<cudaGraphNode_t> nodes_;
+  std::vector<cudaGraphNode_t> nodes_;  // by plan position
   NativeExecutable exec_;  // declared last, destroyed first
 };
 
@@ -48,8 +48,9 @@ class CudaBackend final : public Backend {
     NativeExecutable owned(exec);
     if (code != cudaSuccess || params.result_out != cudaGraphInstantiateSuccess) {
       const auto it = std::find(emitted.nodes.begin(), emitted.nodes.end(), params.errNode_out);
-      const std::string node =
-          params.errNode_out != nullptr && it != emitted.nodes.end() ? d.nodes[it - emitted.nodes.begin()].name : "";
+      const std::string node = params.errNode_out != nullptr && it != emitted.nodes.end()
+                                   ? d.nodes[plan.steps[static_cast<std::size_t>(it - emitted.nodes.begin())].node].name
+                                   : "";
       check(code != cudaSuccess ? code : cudaErrorInvalidValue, "cudaGraphInstantiateWithParams", node.c_str());
     }
     return std::make_unique<CudaExecutable>(std::move(emitted), std::move(owned));

@@ -52,21 +52,26 @@ Entry& Runtime::Impl::instantiate(const Graph& graph, const Plan& plan, cudaStre
 
 LaunchReport Runtime::Impl::synchronise(Entry& entry, const Graph& graph, const Plan& plan, cudaStream_t stream) {
   const Description& d = graph.description();
+  const bool same_graph = entry.graph_uid == graph.uid();
+  if (same_graph && entry.version == graph.parameter_version()) {
+    FLOWDSL_DEBUG("hit topology {:016x}", plan.topology_hash);
+    return {LaunchKind::hit, 0};
+  }
   changed.clear();
-  if (entry.graph_uid == graph.uid()) {
+  if (same_graph) {
     graph.changes_since(entry.version, changed);
   } else {  // another graph of the same topology: every node may differ
     for (const PlanStep& step : plan.steps) changed.push_back(step.node);
   }
-  if (changed.empty()) {
-    FLOWDSL_DEBUG("hit topology {:016x}", plan.topology_hash);
+  if (changed.empty()) {  // parameters were set again to the values held
+    entry.version = graph.parameter_version();
     return {LaunchKind::hit, 0};
   }
   if (auto problems = validate_parameters(d, changed); !problems.empty()) throw ValidationError(std::move(problems));
 
   LaunchReport report{LaunchKind::updated, 0};
   for (NodeId id : changed) {
-    if (auto refusal = entry.executable->update(d, id)) {
+    if (auto refusal = entry.executable->update(d, id, plan.position[id])) {
       detail::log().info("update of node '{}' refused ({}); re-instantiating topology {:016x}", d.nodes[id].name,
                          *refusal, plan.topology_hash);
       entry.executable = backend->instantiate(d, plan, stream);

@@ -1,5 +1,6 @@
 // The runtime's cache policy through a recording backend: hits, misses, per-node updates,
 // refused updates, LRU eviction, statistics and concurrent launches, without a GPU.
+#include <algorithm>
 #include <atomic>
 #include <set>
 #include <thread>
@@ -20,15 +21,18 @@ struct Record {
   std::atomic<int> launches{0};
   std::atomic<int> live{0};          // executables alive now
   std::set<flowdsl::NodeId> refuse;  // nodes whose update is refused (read under the runtime lock)
+  std::vector<std::pair<std::string, std::uint32_t>> updated;  // (node name, plan position)
 };
 
 class RecordingExecutable final : public flowdsl::Executable {
  public:
   explicit RecordingExecutable(Record& r) : r_(r) { ++r_.live; }
   ~RecordingExecutable() override { --r_.live; }
-  std::optional<std::string> update(const flowdsl::Description&, flowdsl::NodeId id) override {
+  std::optional<std::string> update(const flowdsl::Description& d, flowdsl::NodeId id,
+                                    std::uint32_t position) override {
     if (r_.refuse.count(id)) return std::string("refused by the test");
     ++r_.updates;
+    r_.updated.emplace_back(d.nodes[id].name, position);
     return std::nullopt;
   }
   void launch(cudaStream_t) override { ++r_.launches; }
@@ -259,4 +263,23 @@ TEST_CASE("Several threads launch through one runtime", "[runtime][threads]") {
   CHECK(s.hits == threads * (launches - 1));
   CHECK(s.node_updates == threads * (launches - 1));
   CHECK(r.launches == threads * launches);
+}
+
+TEST_CASE("Graphs declaring equal topologies in other orders update the right native nodes", "[runtime][update]") {
+  Record r;
+  auto rt = make_runtime(r);
+  flowdsl::Graph first;
+  auto a = first.kernel("a", scale).grid(1).args(x, 1.0f, 1);
+  first.kernel("b", scale).grid(2).args(x, 1.0f, 2).after(a);
+  flowdsl::Graph second;  // the same chain, declared consumer first
+  auto bee = second.kernel("bee", scale).grid(2).args(x, 1.0f, 2);
+  second.kernel("ay", scale).grid(1).args(x, 1.0f, 1).before(bee);
+  REQUIRE(first.topology_hash() == second.topology_hash());
+
+  rt.launch(first);
+  rt.launch(second);  // shares the executable: every node resynchronised
+  REQUIRE(r.updated.size() == 2);
+  std::sort(r.updated.begin(), r.updated.end());
+  CHECK(r.updated[0] == std::make_pair(std::string("ay"), std::uint32_t{0}));   // the producer's native node
+  CHECK(r.updated[1] == std::make_pair(std::string("bee"), std::uint32_t{1}));  // the consumer's
 }
