@@ -52,6 +52,12 @@ class ArgumentPack {
   /// placeholder that must be set before the graph is valid (false).
   void append(const void* value, std::size_t size, std::size_t align, bool bound = true);
 
+  /// \brief Reserves room for `slots` slots of `bytes` bytes in all (an optimisation only).
+  void reserve(std::size_t slots, std::size_t bytes) {
+    slots_.reserve(slots);
+    storage_.reserve((bytes + sizeof(Chunk) - 1) / sizeof(Chunk));
+  }
+
   /// \brief Overwrites slot `index` with `size` bytes from `value`.
   /// \throws UsageError if the index is out of range or the size differs from the slot's.
   void set(std::size_t index, const void* value, std::size_t size);

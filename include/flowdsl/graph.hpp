@@ -69,7 +69,10 @@ class GraphState {
   void compact_changes();
 
   Description description_;
-  std::unordered_map<std::string, NodeId> names_;  ///< first node declared with each name
+  /// First node declared with each name, indexed lazily (up to names_indexed_) on the first
+  /// lookup by name, so graphs wired by handles never pay for it.
+  mutable std::unordered_map<std::string, NodeId> names_;
+  mutable NodeId names_indexed_ = 0;
   std::uint64_t uid_;
   std::uint64_t version_ = 0;                    ///< bumped on every parameter change
   std::vector<std::uint64_t> node_version_;      ///< per node: version of its last change
@@ -268,6 +271,7 @@ class Graph {
     KernelOp op;
     op.function = reinterpret_cast<const void*>(function);
     op.kernel_name = std::move(kernel_name);
+    op.args.reserve(sizeof...(Params), (0 + ... + (sizeof(Params) + alignof(Params))));
     (append_slot<Params>(op.args), ...);
     return KernelNode<Params...>(state_.get(), state_->add_node(std::move(name), std::move(op)));
   }

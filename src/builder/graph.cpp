@@ -20,6 +20,7 @@ GraphState::GraphState() : uid_(next_uid()) {}
 GraphState::GraphState(const GraphState& other)
     : description_(other.description_),
       names_(other.names_),
+      names_indexed_(other.names_indexed_),
       uid_(next_uid()),
       version_(other.version_),
       node_version_(other.node_version_),
@@ -28,7 +29,6 @@ GraphState::GraphState(const GraphState& other)
 
 NodeId GraphState::add_node(std::string name, Operation op) {
   const auto id = static_cast<NodeId>(description_.nodes.size());
-  names_.emplace(name, id);  // keeps the first: duplicates are reported by validation
   description_.nodes.push_back(Node{std::move(name), std::move(op), {}});
   node_version_.push_back(0);
   plan_.reset();
@@ -47,6 +47,10 @@ NodeRef GraphState::resolve(std::string_view name) const {
 }
 
 std::size_t GraphState::find(std::string_view name) const {
+  const auto& nodes = description_.nodes;
+  for (; names_indexed_ < nodes.size(); ++names_indexed_) {
+    names_.emplace(nodes[names_indexed_].name, names_indexed_);  // keeps the first: duplicates are reported by validation
+  }
   const auto it = names_.find(std::string(name));
   return it == names_.end() ? std::size_t{no_node} : it->second;
 }

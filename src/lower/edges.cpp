@@ -6,8 +6,37 @@
 #include <queue>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 namespace flowdsl::lowering {
+namespace {
+
+/// Builds rows from (row, neighbour) pairs: counting sort by row, then each row sorted and
+/// deduplicated. No allocation per node.
+Adjacency make_adjacency(std::size_t count, const std::vector<std::pair<NodeId, NodeId>>& pairs) {
+  Adjacency a;
+  a.offsets.assign(count + 1, 0);
+  for (const auto& [row, _] : pairs) ++a.offsets[row + 1];
+  for (std::size_t i = 0; i < count; ++i) a.offsets[i + 1] += a.offsets[i];
+  a.nodes.resize(pairs.size());
+  std::vector<std::uint32_t> fill(a.offsets.begin(), a.offsets.end() - 1);
+  for (const auto& [row, neighbour] : pairs) a.nodes[fill[row]++] = neighbour;
+  // Sort and deduplicate each row, compacting in place.
+  std::uint32_t write = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    auto first = a.nodes.begin() + a.offsets[i];
+    auto last = a.nodes.begin() + a.offsets[i + 1];
+    if (last - first > 1) std::sort(first, last);
+    const auto unique_end = std::unique(first, last);
+    a.offsets[i] = write;
+    write = static_cast<std::uint32_t>(std::move(first, unique_end, a.nodes.begin() + write) - a.nodes.begin());
+  }
+  a.offsets[count] = write;
+  a.nodes.resize(write);
+  return a;
+}
+
+}  // namespace
 
 ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag) {
   const auto count = static_cast<NodeId>(d.nodes.size());
@@ -26,8 +55,8 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag) {
     return ref.id != no_node ? "#" + std::to_string(ref.id) : "'" + ref.name + "'";
   };
 
-  ResolvedEdges out;
-  out.predecessors.resize(count);
+  std::vector<std::pair<NodeId, NodeId>> pairs;  // (to, from)
+  pairs.reserve(d.edges.size());
   for (const Edge& e : d.edges) {
     const NodeId from = resolve(e.from);
     const NodeId to = resolve(e.to);
@@ -40,23 +69,23 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag) {
     } else if (from == to) {
       diag.report(d.nodes[to], "depends on itself");
     } else {
-      out.predecessors[to].push_back(from);
+      pairs.emplace_back(to, from);
     }
   }
-  for (auto& preds : out.predecessors) {
-    std::sort(preds.begin(), preds.end());
-    preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
-  }
-  return out;
+  return ResolvedEdges{make_adjacency(count, pairs)};
 }
 
 std::vector<NodeId> topological_order(const ResolvedEdges& edges, std::size_t count) {
+  const Adjacency& preds = edges.predecessors;
+  std::vector<std::pair<NodeId, NodeId>> reversed;  // (from, to)
+  reversed.reserve(preds.nodes.size());
   std::vector<std::uint32_t> waiting(count, 0);
-  std::vector<std::vector<NodeId>> successors(count);
   for (NodeId to = 0; to < count; ++to) {
-    waiting[to] = static_cast<std::uint32_t>(edges.predecessors[to].size());
-    for (NodeId from : edges.predecessors[to]) successors[from].push_back(to);
+    waiting[to] = static_cast<std::uint32_t>(preds.count(to));
+    for (const NodeId* p = preds.begin(to); p != preds.end(to); ++p) reversed.emplace_back(*p, to);
   }
+  const Adjacency successors = make_adjacency(count, reversed);
+
   std::priority_queue<NodeId, std::vector<NodeId>, std::greater<>> ready;
   for (NodeId id = 0; id < count; ++id) {
     if (waiting[id] == 0) ready.push(id);
@@ -67,8 +96,8 @@ std::vector<NodeId> topological_order(const ResolvedEdges& edges, std::size_t co
     const NodeId id = ready.top();
     ready.pop();
     order.push_back(id);
-    for (NodeId next : successors[id]) {
-      if (--waiting[next] == 0) ready.push(next);
+    for (const NodeId* next = successors.begin(id); next != successors.end(id); ++next) {
+      if (--waiting[*next] == 0) ready.push(*next);
     }
   }
   return order;

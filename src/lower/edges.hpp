@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "flowdsl/description.hpp"
@@ -9,9 +10,20 @@
 
 namespace flowdsl::lowering {
 
-/// Predecessors of each node by id, without duplicates, self-edges or unresolvable edges.
+/// Adjacency in compressed rows: the neighbours of node i are
+/// nodes[offsets[i]] .. nodes[offsets[i + 1]], ascending, without duplicates.
+struct Adjacency {
+  std::vector<std::uint32_t> offsets;
+  std::vector<NodeId> nodes;
+
+  const NodeId* begin(NodeId i) const { return nodes.data() + offsets[i]; }
+  const NodeId* end(NodeId i) const { return nodes.data() + offsets[i + 1]; }
+  std::size_t count(NodeId i) const { return offsets[i + 1] - offsets[i]; }
+};
+
+/// Predecessors of each node, without self-edges or unresolvable edges.
 struct ResolvedEdges {
-  std::vector<std::vector<NodeId>> predecessors;
+  Adjacency predecessors;
 };
 
 /// Resolves names to ids; reports edges to unknown nodes and self-edges.

@@ -20,8 +20,9 @@ DeviceLimits query_device_limits(int device) {
 Emitted emit(const Description& d, const Plan& plan, const DeviceLimits& limits) {
   std::vector<Diagnostic> problems;
   Diagnostics diag(problems);
+  DeviceContext device{limits, {}};
   for (const Node& node : d.nodes) {
-    std::visit([&](const auto& op) { check_device(op, node, limits, diag); }, node.op);
+    std::visit([&](const auto& op) { check_device(op, node, device, diag); }, node.op);
   }
   if (!problems.empty()) throw ValidationError(std::move(problems));
 

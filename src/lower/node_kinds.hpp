@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -37,6 +38,17 @@ struct DeviceLimits {
   unsigned max_grid[3] = {0, 0, 0};
 };
 
+/// The device and what emission has learnt about it: kernel attributes are read once per
+/// function, not once per node.
+struct DeviceContext {
+  DeviceLimits limits;
+  struct KernelAttributes {
+    cudaError_t status;
+    cudaFuncAttributes attributes;
+  };
+  std::unordered_map<const void*, KernelAttributes> kernels;
+};
+
 // Checks of structure (launch shapes, element sizes, unbound arguments): on topology change.
 void check_structure(const KernelOp&, const Node&, Diagnostics&);
 void check_structure(const MemcpyOp&, const Node&, Diagnostics&);
@@ -59,11 +71,11 @@ void hash_structure(const EmptyOp&, Hasher&);
 void hash_structure(const HostOp&, Hasher&);
 
 // Checks against the device, made when emitting.
-void check_device(const KernelOp&, const Node&, const DeviceLimits&, Diagnostics&);
-void check_device(const MemcpyOp&, const Node&, const DeviceLimits&, Diagnostics&);
-void check_device(const MemsetOp&, const Node&, const DeviceLimits&, Diagnostics&);
-void check_device(const EmptyOp&, const Node&, const DeviceLimits&, Diagnostics&);
-void check_device(const HostOp&, const Node&, const DeviceLimits&, Diagnostics&);
+void check_device(const KernelOp&, const Node&, DeviceContext&, Diagnostics&);
+void check_device(const MemcpyOp&, const Node&, DeviceContext&, Diagnostics&);
+void check_device(const MemsetOp&, const Node&, DeviceContext&, Diagnostics&);
+void check_device(const EmptyOp&, const Node&, DeviceContext&, Diagnostics&);
+void check_device(const HostOp&, const Node&, DeviceContext&, Diagnostics&);
 
 // Adds the native node. Throws CudaError naming the node.
 cudaGraphNode_t add_native(const KernelOp&, const Node&, cudaGraph_t, const std::vector<cudaGraphNode_t>& deps);

@@ -22,8 +22,10 @@ Plan lower(const Description& d) {
   plan.steps.reserve(order.size());
   for (NodeId id : order) {
     PlanStep step{id, {}};
-    step.deps.reserve(edges.predecessors[id].size());
-    for (NodeId pred : edges.predecessors[id]) step.deps.push_back(plan.position[pred]);
+    step.deps.reserve(edges.predecessors.count(id));
+    for (const NodeId* pred = edges.predecessors.begin(id); pred != edges.predecessors.end(id); ++pred) {
+      step.deps.push_back(plan.position[*pred]);
+    }
     std::sort(step.deps.begin(), step.deps.end());
     plan.steps.push_back(std::move(step));
   }

@@ -1,7 +1,7 @@
 // Validation: every problem of a description, each attached to the node(s) it is about.
 #include <algorithm>
+#include <functional>
 #include <string>
-#include <unordered_map>
 
 #include "edges.hpp"
 #include "node_kinds.hpp"
@@ -20,23 +20,45 @@ void Diagnostics::add(std::vector<std::string> nodes, std::string message) {
 namespace {
 
 void check_names(const Description& d, Diagnostics& diag) {
-  std::unordered_map<std::string_view, std::vector<NodeId>> by_name;
+  // Sorting (hash of name, id) finds every duplicate without a hash-table node per name;
+  // names are compared only within runs of equal hashes.
+  std::vector<std::pair<std::size_t, NodeId>> names;
+  names.reserve(d.nodes.size());
   for (NodeId id = 0; id < d.nodes.size(); ++id) {
     if (d.nodes[id].name.empty()) {
       diag.add({}, "node #" + std::to_string(id) + " (" + std::string(kind_name(d.nodes[id].op)) +
-                          ") has an empty name");
+                       ") has an empty name");
     } else {
-      by_name[d.nodes[id].name].push_back(id);
+      names.emplace_back(std::hash<std::string_view>{}(d.nodes[id].name), id);
     }
   }
-  for (NodeId id = 0; id < d.nodes.size(); ++id) {
-    const auto it = by_name.find(d.nodes[id].name);
-    if (it == by_name.end() || it->second.size() < 2 || it->second.front() != id) continue;
-    std::string where;
-    for (NodeId dup : it->second) where += (where.empty() ? "#" : ", #") + std::to_string(dup);
-    diag.add({d.nodes[id].name}, "node '" + d.nodes[id].name + "' is declared " + std::to_string(it->second.size()) +
-                                        " times (nodes " + where + "): names must be unique");
+  std::sort(names.begin(), names.end());
+  std::vector<std::pair<NodeId, std::string>> duplicates;  // (first id, message), reported in id order
+  std::vector<char> reported(d.nodes.size(), 0);
+  for (std::size_t i = 0; i < names.size();) {
+    std::size_t j = i + 1;
+    while (j < names.size() && names[j].first == names[i].first) ++j;
+    for (std::size_t a = i; j - i > 1 && a < j; ++a) {  // a run of equal hashes: compare names
+      const NodeId first = names[a].second;
+      if (reported[first]) continue;
+      const std::string& name = d.nodes[first].name;
+      std::string where = "#" + std::to_string(first);
+      std::size_t count = 1;
+      for (std::size_t b = a + 1; b < j; ++b) {
+        if (d.nodes[names[b].second].name != name) continue;
+        reported[names[b].second] = 1;
+        where += ", #" + std::to_string(names[b].second);
+        ++count;
+      }
+      if (count > 1) {
+        duplicates.emplace_back(first, "node '" + name + "' is declared " + std::to_string(count) + " times (nodes " +
+                                           where + "): names must be unique");
+      }
+    }
+    i = j;
   }
+  std::sort(duplicates.begin(), duplicates.end());
+  for (auto& [id, message] : duplicates) diag.add({d.nodes[id].name}, std::move(message));
 }
 
 // Reports each cycle once, as a path of names, among the nodes a topological sort left over.
@@ -56,8 +78,7 @@ void check_cycles(const Description& d, const ResolvedEdges& edges, const std::v
     while (seen_at[at] < 0 && !visited[at]) {
       seen_at[at] = static_cast<int>(path.size());
       path.push_back(at);
-      const auto& preds = edges.predecessors[at];
-      at = *std::find_if(preds.begin(), preds.end(), [&](NodeId p) { return !sorted[p]; });
+      at = *std::find_if(edges.predecessors.begin(at), edges.predecessors.end(at), [&](NodeId p) { return !sorted[p]; });
     }
     if (!visited[at]) {
       std::vector<NodeId> cycle(path.begin() + seen_at[at], path.end());

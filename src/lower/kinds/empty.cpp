@@ -6,7 +6,7 @@ namespace flowdsl::lowering {
 void check_structure(const EmptyOp&, const Node&, Diagnostics&) {}
 void check_parameters(const EmptyOp&, const Node&, Diagnostics&) {}
 void hash_structure(const EmptyOp&, Hasher&) {}
-void check_device(const EmptyOp&, const Node&, const DeviceLimits&, Diagnostics&) {}
+void check_device(const EmptyOp&, const Node&, DeviceContext&, Diagnostics&) {}
 
 cudaGraphNode_t add_native(const EmptyOp&, const Node& node, cudaGraph_t graph,
                            const std::vector<cudaGraphNode_t>& deps) {

@@ -11,7 +11,7 @@ void check_parameters(const HostOp& op, const Node& node, Diagnostics& diag) {
 
 void hash_structure(const HostOp&, Hasher&) {}
 
-void check_device(const HostOp&, const Node&, const DeviceLimits&, Diagnostics&) {}
+void check_device(const HostOp&, const Node&, DeviceContext&, Diagnostics&) {}
 
 cudaGraphNode_t add_native(const HostOp& op, const Node& node, cudaGraph_t graph,
                            const std::vector<cudaGraphNode_t>& deps) {

@@ -58,15 +58,20 @@ void hash_structure(const KernelOp& op, Hasher& h) {
   h.add(op.args.size());
 }
 
-void check_device(const KernelOp& op, const Node& node, const DeviceLimits& limits, Diagnostics& diag) {
+void check_device(const KernelOp& op, const Node& node, DeviceContext& device, Diagnostics& diag) {
   if (op.function == nullptr) return;  // reported by validation
-  cudaFuncAttributes attr{};
-  if (const cudaError_t e = cudaFuncGetAttributes(&attr, op.function); e != cudaSuccess) {
-    (void)cudaGetLastError();
+  const DeviceLimits& limits = device.limits;
+  auto [it, added] = device.kernels.try_emplace(op.function);
+  if (added) {
+    it->second.status = cudaFuncGetAttributes(&it->second.attributes, op.function);
+    if (it->second.status != cudaSuccess) (void)cudaGetLastError();
+  }
+  if (it->second.status != cudaSuccess) {
     diag.report(node, std::string("the function is not a kernel loadable on device ") + std::to_string(limits.device) +
-                          " (" + cudaGetErrorName(e) + ")");
+                          " (" + cudaGetErrorName(it->second.status) + ")");
     return;
   }
+  const cudaFuncAttributes& attr = it->second.attributes;
   const std::size_t shared = std::size_t{op.launch.shared_bytes} + attr.sharedSizeBytes;
   if (shared > limits.shared_optin) {
     diag.report(node, "dynamic shared memory of " + std::to_string(op.launch.shared_bytes) + " bytes (+" +
@@ -93,7 +98,7 @@ cudaGraphNode_t add_native(const KernelOp& op, const Node& node, cudaGraph_t gra
                                static_cast<int>(op.launch.shared_bytes)),
           "cudaFuncSetAttribute", node.name.c_str());
   }
-  std::vector<void*> pointers;
+  thread_local std::vector<void*> pointers;
   const cudaKernelNodeParams params = native_params(op, pointers);
   cudaGraphNode_t native = nullptr;
   check(cudaGraphAddKernelNode(&native, graph, deps.data(), deps.size(), &params), "cudaGraphAddKernelNode",

@@ -22,7 +22,7 @@ cudaMemoryType memory_type(const void* ptr) {
   return attributes.type;
 }
 
-void check_device(const MemcpyOp&, const Node&, const DeviceLimits&, Diagnostics&) {}
+void check_device(const MemcpyOp&, const Node&, DeviceContext&, Diagnostics&) {}
 
 cudaGraphNode_t add_native(const MemcpyOp& op, const Node& node, cudaGraph_t graph,
                            const std::vector<cudaGraphNode_t>& deps) {

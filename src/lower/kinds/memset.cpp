@@ -32,7 +32,7 @@ void check_parameters(const MemsetOp& op, const Node& node, Diagnostics& diag) {
 
 void hash_structure(const MemsetOp& op, Hasher& h) { h.add(op.element_size); }
 
-void check_device(const MemsetOp&, const Node&, const DeviceLimits&, Diagnostics&) {}
+void check_device(const MemsetOp&, const Node&, DeviceContext&, Diagnostics&) {}
 
 cudaGraphNode_t add_native(const MemsetOp& op, const Node& node, cudaGraph_t graph,
                            const std::vector<cudaGraphNode_t>& deps) {

@@ -1,0 +1,430 @@
+// flowdsl side by side with stream launches, stream capture and hand-written CUDA graph code,
+// in one process and one run: build, instantiate, cache-hit launch, replay and update costs
+// for chains (width 1) and fan-outs (width 8) of N tiny kernels.
+//
+//   flowdsl_bench [--quick] [--json FILE]
+//
+// Host figures come from the host clock (medians), GPU figures from CUDA events (medians).
+#include <array>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "bench_util.hpp"
+#include "flowdsl/flowdsl.hpp"
+
+#define CHECK_CUDA(call)                                                                          \
+  do {                                                                                            \
+    const cudaError_t status_ = (call);                                                           \
+    if (status_ != cudaSuccess) {                                                                 \
+      std::fprintf(stderr, "%s:%d %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(status_)); \
+      std::exit(1);                                                                               \
+    }                                                                                             \
+  } while (0)
+
+namespace {
+
+// One block of 32 threads, each updating one float: the reference workload of
+// shared/reference/h200-anchors.md.
+__global__ void tiny(float* p, float v) { p[threadIdx.x] += v; }
+
+constexpr int threads = 32;
+
+struct Shape {
+  int n;      // kernels in all
+  int width;  // independent chains; node i belongs to chain i % width and follows node i - width
+};
+
+struct Settings {
+  int build_reps;
+  int launch_reps;
+  int replay_reps;
+  int update_reps;
+};
+
+std::vector<bench::Figure> figures;
+
+void record(const char* figure, const char* variant, const Shape& s, double us, int k = 0) {
+  figures.push_back(bench::Figure{figure, variant, s.n, s.width, k, us});
+}
+
+/// Per-chain buffers of 32 floats, and streams and events to fork and join the chains.
+struct Resources {
+  explicit Resources(int width) : buffers(static_cast<std::size_t>(width)) {
+    for (auto& b : buffers) CHECK_CUDA(cudaMalloc(&b, threads * sizeof(float)));
+    streams.push_back(flowdsl::make_stream());
+    for (int i = 1; i < width; ++i) streams.push_back(flowdsl::make_stream());
+    for (int i = 0; i <= width; ++i) events.push_back(flowdsl::make_event(cudaEventDisableTiming));
+    start = flowdsl::make_event();
+    stop = flowdsl::make_event();
+  }
+  ~Resources() {
+    for (auto* b : buffers) cudaFree(b);
+  }
+  cudaStream_t main() const { return streams[0].get(); }
+  void zero() {
+    for (auto* b : buffers) CHECK_CUDA(cudaMemset(b, 0, threads * sizeof(float)));
+    CHECK_CUDA(cudaDeviceSynchronize());
+  }
+
+  std::vector<float*> buffers;
+  std::vector<flowdsl::StreamHandle> streams;
+  std::vector<flowdsl::EventHandle> events;
+  flowdsl::EventHandle start, stop;
+};
+
+/// The work launched kernel by kernel: chains on their own streams, forked from and joined
+/// back into the main stream (also what stream capture records).
+void launch_on_streams(const Shape& s, Resources& r) {
+  const int w = s.width;
+  if (w > 1) {
+    CHECK_CUDA(cudaEventRecord(r.events[0].get(), r.main()));
+    for (int c = 1; c < w; ++c) CHECK_CUDA(cudaStreamWaitEvent(r.streams[static_cast<std::size_t>(c)].get(), r.events[0].get()));
+  }
+  for (int i = 0; i < s.n; ++i) {
+    const int c = i % w;
+    tiny<<<1, threads, 0, r.streams[static_cast<std::size_t>(c)].get()>>>(r.buffers[static_cast<std::size_t>(c)], 1.0f);
+  }
+  CHECK_CUDA(cudaGetLastError());
+  if (w > 1) {
+    for (int c = 1; c < w; ++c) {
+      CHECK_CUDA(cudaEventRecord(r.events[static_cast<std::size_t>(c)].get(), r.streams[static_cast<std::size_t>(c)].get()));
+      CHECK_CUDA(cudaStreamWaitEvent(r.main(), r.events[static_cast<std::size_t>(c)].get()));
+    }
+  }
+}
+
+/// The same graph written by hand against the CUDA graph API.
+struct RawGraph {
+  RawGraph(const Shape& s, Resources& r) : nodes(static_cast<std::size_t>(s.n)), params(nodes.size()),
+                                            values(nodes.size(), 1.0f), pointers(nodes.size()), args(nodes.size()) {
+    CHECK_CUDA(cudaGraphCreate(&graph, 0));
+    for (int i = 0; i < s.n; ++i) {
+      const auto u = static_cast<std::size_t>(i);
+      pointers[u] = r.buffers[static_cast<std::size_t>(i % s.width)];
+      args[u] = {&pointers[u], &values[u]};
+      cudaKernelNodeParams& p = params[u];
+      p = {};
+      p.func = reinterpret_cast<void*>(tiny);
+      p.gridDim = dim3(1);
+      p.blockDim = dim3(threads);
+      p.kernelParams = args[u].data();
+      const cudaGraphNode_t* dep = i >= s.width ? &nodes[u - static_cast<std::size_t>(s.width)] : nullptr;
+      CHECK_CUDA(cudaGraphAddKernelNode(&nodes[u], graph, dep, dep ? 1 : 0, &p));
+    }
+  }
+  void instantiate(cudaStream_t stream) {
+    cudaGraphInstantiateParams ip{};
+    ip.flags = cudaGraphInstantiateFlagUpload;
+    ip.uploadStream = stream;
+    CHECK_CUDA(cudaGraphInstantiateWithParams(&exec, graph, &ip));
+  }
+  void update(std::size_t i, float v) {
+    values[i] = v;
+    CHECK_CUDA(cudaGraphExecKernelNodeSetParams(exec, nodes[i], &params[i]));
+  }
+  ~RawGraph() {
+    if (exec) cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  std::vector<cudaGraphNode_t> nodes;
+  std::vector<cudaKernelNodeParams> params;
+  std::vector<float> values;
+  std::vector<float*> pointers;
+  std::vector<std::array<void*, 2>> args;
+};
+
+/// The same graph through flowdsl's builder.
+struct FlowGraph {
+  FlowGraph(const Shape& s, Resources& r) {
+    nodes.reserve(static_cast<std::size_t>(s.n));
+    for (int i = 0; i < s.n; ++i) {
+      nodes.push_back(graph.kernel("k" + std::to_string(i), tiny).block(threads).args(r.buffers[static_cast<std::size_t>(i % s.width)], 1.0f));
+      if (i >= s.width) nodes.back().after(nodes[static_cast<std::size_t>(i - s.width)]);
+    }
+  }
+  flowdsl::Graph graph;
+  std::vector<flowdsl::KernelNode<float*, float>> nodes;
+};
+
+/// Host time of `launch` alone (the stream is drained before each sample).
+template <class F>
+double host_launch_us(int reps, cudaStream_t stream, F&& launch) {
+  std::vector<double> t;
+  for (int i = 0; i < reps + 3; ++i) {
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    const double t0 = bench::now_us();
+    launch();
+    const double t1 = bench::now_us();
+    if (i >= 3) t.push_back(t1 - t0);
+  }
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  return bench::median(t);
+}
+
+/// GPU time between events around `launch` on the main stream.
+template <class F>
+double gpu_us(int reps, Resources& r, F&& launch) {
+  std::vector<double> t;
+  for (int i = 0; i < reps + 2; ++i) {
+    CHECK_CUDA(cudaEventRecord(r.start.get(), r.main()));
+    launch();
+    CHECK_CUDA(cudaEventRecord(r.stop.get(), r.main()));
+    CHECK_CUDA(cudaEventSynchronize(r.stop.get()));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, r.start.get(), r.stop.get()));
+    if (i >= 2) t.push_back(1000.0 * ms);
+  }
+  return bench::median(t);
+}
+
+/// Every slot of chain c must hold (nodes in chain c) * launches after `launches` launches.
+bool verify(const Shape& s, Resources& r, int launches, const char* who) {
+  for (int c = 0; c < s.width; ++c) {
+    float host[threads];
+    CHECK_CUDA(cudaMemcpy(host, r.buffers[static_cast<std::size_t>(c)], sizeof host, cudaMemcpyDeviceToHost));
+    const int in_chain = s.n / s.width + (c < s.n % s.width ? 1 : 0);
+    for (float v : host) {
+      if (v != static_cast<float>(in_chain * launches)) {
+        std::fprintf(stderr, "%s: chain %d holds %g, expected %d\n", who, c, v, in_chain * launches);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+bool run_shape(const Shape& s, const Settings& set) {
+  Resources r(s.width);
+  bool ok = true;
+
+  // Build (+ validate + lower) and instantiate, then the first launch to completion.
+  {
+    std::vector<double> raw_build, raw_inst, raw_first, flow_build, flow_lower, flow_inst, flow_first, cap_build,
+        cap_inst, cap_first;
+    for (int rep = 0; rep < set.build_reps; ++rep) {
+      r.zero();
+      double t0 = bench::now_us();
+      RawGraph raw(s, r);
+      double t1 = bench::now_us();
+      raw.instantiate(r.main());
+      CHECK_CUDA(cudaGraphLaunch(raw.exec, r.main()));
+      double t2 = bench::now_us();
+      CHECK_CUDA(cudaStreamSynchronize(r.main()));
+      double t3 = bench::now_us();
+      raw_build.push_back(t1 - t0);
+      raw_inst.push_back(t2 - t1);
+      raw_first.push_back(t3 - t2);
+      ok = ok && verify(s, r, 1, "raw");
+
+      r.zero();
+      flowdsl::Runtime runtime;  // made outside the timed region: it reads device limits once
+      t0 = bench::now_us();
+      FlowGraph flow(s, r);
+      t1 = bench::now_us();
+      (void)flow.graph.plan();
+      const double t_lower = bench::now_us();
+      runtime.launch(flow.graph, r.main());
+      t2 = bench::now_us();
+      CHECK_CUDA(cudaStreamSynchronize(r.main()));
+      t3 = bench::now_us();
+      flow_build.push_back(t1 - t0);
+      flow_lower.push_back(t_lower - t1);
+      flow_inst.push_back(t2 - t_lower);
+      flow_first.push_back(t3 - t2);
+      ok = ok && verify(s, r, 1, "flowdsl");
+
+      r.zero();
+      t0 = bench::now_us();
+      cudaGraph_t captured = nullptr;
+      CHECK_CUDA(cudaStreamBeginCapture(r.main(), cudaStreamCaptureModeThreadLocal));
+      launch_on_streams(s, r);
+      CHECK_CUDA(cudaStreamEndCapture(r.main(), &captured));
+      t1 = bench::now_us();
+      cudaGraphExec_t exec = nullptr;
+      cudaGraphInstantiateParams ip{};
+      ip.flags = cudaGraphInstantiateFlagUpload;
+      ip.uploadStream = r.main();
+      CHECK_CUDA(cudaGraphInstantiateWithParams(&exec, captured, &ip));
+      CHECK_CUDA(cudaGraphLaunch(exec, r.main()));
+      t2 = bench::now_us();
+      CHECK_CUDA(cudaStreamSynchronize(r.main()));
+      t3 = bench::now_us();
+      cap_build.push_back(t1 - t0);
+      cap_inst.push_back(t2 - t1);
+      cap_first.push_back(t3 - t2);
+      ok = ok && verify(s, r, 1, "capture");
+      CHECK_CUDA(cudaGraphExecDestroy(exec));
+      CHECK_CUDA(cudaGraphDestroy(captured));
+    }
+    record("build", "raw", s, bench::median(raw_build));
+    record("build", "flowdsl", s, bench::median(flow_build));
+    record("validate+lower", "flowdsl", s, bench::median(flow_lower));
+    record("build", "capture", s, bench::median(cap_build));
+    record("instantiate+launch", "raw", s, bench::median(raw_inst));
+    record("instantiate+launch", "flowdsl", s, bench::median(flow_inst));
+    record("instantiate+launch", "capture", s, bench::median(cap_inst));
+    record("first completion", "raw", s, bench::median(raw_first));
+    record("first completion", "flowdsl", s, bench::median(flow_first));
+    record("first completion", "capture", s, bench::median(cap_first));
+  }
+
+  // Steady state: one executable of each kind, kept.
+  RawGraph raw(s, r);
+  raw.instantiate(r.main());
+  FlowGraph flow(s, r);
+  flowdsl::Runtime runtime;
+  runtime.launch(flow.graph, r.main());
+  cudaGraph_t captured = nullptr;
+  CHECK_CUDA(cudaStreamBeginCapture(r.main(), cudaStreamCaptureModeThreadLocal));
+  launch_on_streams(s, r);
+  CHECK_CUDA(cudaStreamEndCapture(r.main(), &captured));
+  cudaGraphExec_t cap_exec = nullptr;
+  CHECK_CUDA(cudaGraphInstantiate(&cap_exec, captured, 0));
+  CHECK_CUDA(cudaStreamSynchronize(r.main()));
+
+  record("hit launch host", "raw", s, host_launch_us(set.launch_reps, r.main(), [&] { CHECK_CUDA(cudaGraphLaunch(raw.exec, r.main())); }));
+  record("hit launch host", "flowdsl", s, host_launch_us(set.launch_reps, r.main(), [&] { runtime.launch(flow.graph, r.main()); }));
+  record("hit launch host", "capture", s, host_launch_us(set.launch_reps, r.main(), [&] { CHECK_CUDA(cudaGraphLaunch(cap_exec, r.main())); }));
+  record("launch all host", "stream", s, host_launch_us(set.launch_reps, r.main(), [&] { launch_on_streams(s, r); }));
+
+  record("replay gpu", "raw", s, gpu_us(set.replay_reps, r, [&] { CHECK_CUDA(cudaGraphLaunch(raw.exec, r.main())); }));
+  record("replay gpu", "flowdsl", s, gpu_us(set.replay_reps, r, [&] { runtime.launch(flow.graph, r.main()); }));
+  record("replay gpu", "capture", s, gpu_us(set.replay_reps, r, [&] { CHECK_CUDA(cudaGraphLaunch(cap_exec, r.main())); }));
+  record("replay gpu", "stream", s, gpu_us(set.replay_reps, r, [&] { launch_on_streams(s, r); }));
+
+  // Update k of N changed nodes, then launch: host time of both together.
+  for (int k : {1, 10, s.n}) {
+    if (k > s.n || (k == s.n && s.n == 10)) continue;  // k = N = 10 is the k = 10 row
+    const std::size_t stride = static_cast<std::size_t>(s.n / k);
+    float value = 1.0f;
+    record("update k + launch host", "raw", s,
+           host_launch_us(set.update_reps, r.main(), [&] {
+             value = value == 1.0f ? 2.0f : 1.0f;
+             for (int j = 0; j < k; ++j) raw.update(static_cast<std::size_t>(j) * stride, value);
+             CHECK_CUDA(cudaGraphLaunch(raw.exec, r.main()));
+           }), k);
+    record("update k + launch host", "flowdsl", s,
+           host_launch_us(set.update_reps, r.main(), [&] {
+             value = value == 1.0f ? 2.0f : 1.0f;
+             for (int j = 0; j < k; ++j) flow.nodes[static_cast<std::size_t>(j) * stride].arg<1>(value);
+             runtime.launch(flow.graph, r.main());
+           }), k);
+  }
+  const auto stats = runtime.statistics();
+  if (stats.misses != 1 || stats.reinstantiations != 0) {
+    std::fprintf(stderr, "unexpected cache activity: misses=%llu reinstantiations=%llu\n",
+                 static_cast<unsigned long long>(stats.misses), static_cast<unsigned long long>(stats.reinstantiations));
+    ok = false;
+  }
+
+  // A last check that updated flowdsl launches compute what raw launches compute.
+  for (std::size_t i = 0; i < flow.nodes.size(); ++i) flow.nodes[i].arg<1>(1.0f);
+  r.zero();
+  runtime.launch(flow.graph, r.main());
+  CHECK_CUDA(cudaStreamSynchronize(r.main()));
+  ok = ok && verify(s, r, 1, "flowdsl after updates");
+
+  CHECK_CUDA(cudaGraphExecDestroy(cap_exec));
+  CHECK_CUDA(cudaGraphDestroy(captured));
+  return ok;
+}
+
+double find(const char* figure, const char* variant, const Shape& s, int k = 0) {
+  for (const auto& f : figures) {
+    if (f.figure == figure && f.variant == variant && f.n == s.n && f.width == s.width && f.k == k) return f.us;
+  }
+  return 0.0;
+}
+
+void print_table(const std::vector<Shape>& shapes) {
+  std::printf("\nAll times in microseconds (medians). ratio = flowdsl / raw.\n");
+  std::printf("%-28s %6s %3s %5s %11s %11s %11s %11s %7s\n", "figure", "N", "w", "k", "stream", "capture", "raw",
+              "flowdsl", "ratio");
+  auto row = [](const char* label, const Shape& s, int k, double stream, double capture, double raw, double flow) {
+    auto cell = [](double v) {
+      static char buf[4][32];
+      static int i = 0;
+      char* b = buf[i++ % 4];
+      if (v > 0) std::snprintf(b, 32, "%11.2f", v); else std::snprintf(b, 32, "%11s", "-");
+      return b;
+    };
+    std::printf("%-28s %6d %3d %5d %s %s %s %s %7.3f\n", label, s.n, s.width, k, cell(stream), cell(capture), cell(raw),
+                cell(flow), raw > 0 ? flow / raw : 0.0);
+  };
+  for (const Shape& s : shapes) {
+    const double raw_total = find("build", "raw", s) + find("instantiate+launch", "raw", s);
+    const double flow_total = find("build", "flowdsl", s) + find("validate+lower", "flowdsl", s) +
+                              find("instantiate+launch", "flowdsl", s);
+    const double cap_total = find("build", "capture", s) + find("instantiate+launch", "capture", s);
+    row("build+lower+instantiate", s, 0, 0, cap_total, raw_total, flow_total);
+    row("  of which build (+lower)", s, 0, 0, find("build", "capture", s), find("build", "raw", s),
+        find("build", "flowdsl", s) + find("validate+lower", "flowdsl", s));
+    row("hit launch, host", s, 0, find("launch all host", "stream", s), find("hit launch host", "capture", s),
+        find("hit launch host", "raw", s), find("hit launch host", "flowdsl", s));
+    row("replay, gpu per node", s, 0, find("replay gpu", "stream", s) / s.n, find("replay gpu", "capture", s) / s.n,
+        find("replay gpu", "raw", s) / s.n, find("replay gpu", "flowdsl", s) / s.n);
+    for (int k : {1, 10, s.n}) {
+      const double raw_k = find("update k + launch host", "raw", s, k);
+      if (raw_k > 0) row("update k + launch, host", s, k, 0, 0, raw_k, find("update k + launch host", "flowdsl", s, k));
+    }
+  }
+}
+
+std::string header_fields() {
+  cudaDeviceProp prop{};
+  int device = 0, driver = 0, runtime = 0;
+  CHECK_CUDA(cudaGetDevice(&device));
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, device));
+  CHECK_CUDA(cudaDriverGetVersion(&driver));
+  CHECK_CUDA(cudaRuntimeGetVersion(&runtime));
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "  \"gpu\": \"%s\",\n  \"driver_version\": %d,\n  \"runtime_version\": %d,\n", prop.name,
+                driver, runtime);
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  std::string json_path;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    else if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) json_path = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: %s [--quick] [--json FILE]\n", argv[0]);
+      return 2;
+    }
+  }
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("no CUDA device: the GPU benchmark needs one (flowdsl_bench_host runs without)\n");
+    return 2;
+  }
+  const Settings set = quick ? Settings{2, 20, 10, 20} : Settings{5, 200, 50, 100};
+  std::vector<Shape> shapes;
+  for (int n : quick ? std::vector<int>{10, 100} : std::vector<int>{10, 100, 1000, 10000}) {
+    for (int w : {1, 8}) shapes.push_back(Shape{n, w});
+  }
+  const std::string header = header_fields();
+  std::printf("%s", header.c_str());
+  bool ok = true;
+  for (const Shape& s : shapes) {
+    Settings local = set;
+    if (s.n >= 10000) local = Settings{std::min(set.build_reps, 3), set.launch_reps / 2, set.replay_reps / 2, set.update_reps / 4};
+    std::fprintf(stderr, "N=%d width=%d ...\n", s.n, s.width);
+    ok = run_shape(s, local) && ok;
+  }
+  print_table(shapes);
+  if (!json_path.empty()) bench::write_json(json_path, header, figures);
+  std::printf("\nresults %s\n", ok ? "verified: every variant computed the expected values" : "WRONG: see errors above");
+  return ok ? 0 : 1;
+}

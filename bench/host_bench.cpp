@@ -1,0 +1,49 @@
+// Host-only benchmark: build, validate + plan + hash per node at 100k nodes. Needs no GPU.
+// `--quick` runs a small size (used as a ctest smoke test; no timing is asserted).
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "bench_util.hpp"
+#include "flowdsl/flowdsl.hpp"
+
+namespace {
+
+void tiny(float*, float) {}  // stands in for a kernel: the description stores only its address
+float slot[8];
+
+flowdsl::Graph make_graph(int n, int width) {
+  flowdsl::Graph g;
+  std::vector<flowdsl::KernelNode<float*, float>> nodes;
+  nodes.reserve(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    nodes.push_back(g.kernel("k" + std::to_string(i), tiny).block(32).args(slot + i % width, 1.0f));
+    if (i >= width) nodes.back().after(nodes[static_cast<std::size_t>(i - width)]);
+  }
+  return g;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const int n = quick ? 2000 : 100000;
+  const int reps = quick ? 3 : 7;
+  std::printf("host-only figures, %d nodes, median of %d\n", n, reps);
+  std::printf("%-8s %14s %22s\n", "width", "build us/node", "validate+plan+hash us/node");
+  for (int width : {1, 8}) {
+    std::vector<double> build, lower;
+    for (int r = 0; r < reps; ++r) {
+      const double t0 = bench::now_us();
+      flowdsl::Graph g = make_graph(n, width);
+      const double t1 = bench::now_us();
+      const std::uint64_t hash = g.topology_hash();
+      const double t2 = bench::now_us();
+      if (hash == 0) std::printf("(zero hash)\n");
+      build.push_back((t1 - t0) / n);
+      lower.push_back((t2 - t1) / n);
+    }
+    std::printf("%-8d %14.3f %22.3f\n", width, bench::median(build), bench::median(lower));
+  }
+  return 0;
+}
