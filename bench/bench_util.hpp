@@ -48,7 +48,8 @@ inline void write_json(const std::string& path, const std::string& header_fields
   std::fprintf(f, "{\n%s  \"figures\": [\n", header_fields.c_str());
   for (std::size_t i = 0; i < figures.size(); ++i) {
     const Figure& r = figures[i];
-    std::fprintf(f, "    {\"figure\": \"%s\", \"variant\": \"%s\", \"n\": %d, \"width\": %d, \"k\": %d, \"us\": %.4f}%s\n",
+    std::fprintf(f,
+                 "    {\"figure\": \"%s\", \"variant\": \"%s\", \"n\": %d, \"width\": %d, \"k\": %d, \"us\": %.4f}%s\n",
                  json_escape(r.figure).c_str(), json_escape(r.variant).c_str(), r.n, r.width, r.k, r.us,
                  i + 1 < figures.size() ? "," : "");
   }

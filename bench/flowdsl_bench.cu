@@ -5,6 +5,8 @@
 //   flowdsl_bench [--quick] [--json FILE]
 //
 // Host figures come from the host clock (medians), GPU figures from CUDA events (medians).
+#include <cuda_runtime.h>
+
 #include <array>
 #include <cstdio>
 #include <cstring>
@@ -12,18 +14,16 @@
 #include <string>
 #include <vector>
 
-#include <cuda_runtime.h>
-
 #include "bench_util.hpp"
 #include "flowdsl/flowdsl.hpp"
 
-#define CHECK_CUDA(call)                                                                          \
-  do {                                                                                            \
-    const cudaError_t status_ = (call);                                                           \
-    if (status_ != cudaSuccess) {                                                                 \
+#define CHECK_CUDA(call)                                                                                   \
+  do {                                                                                                     \
+    const cudaError_t status_ = (call);                                                                    \
+    if (status_ != cudaSuccess) {                                                                          \
       std::fprintf(stderr, "%s:%d %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(status_)); \
-      std::exit(1);                                                                               \
-    }                                                                                             \
+      std::exit(1);                                                                                        \
+    }                                                                                                      \
   } while (0)
 
 namespace {
@@ -83,7 +83,8 @@ void launch_on_streams(const Shape& s, Resources& r) {
   const int w = s.width;
   if (w > 1) {
     CHECK_CUDA(cudaEventRecord(r.events[0].get(), r.main()));
-    for (int c = 1; c < w; ++c) CHECK_CUDA(cudaStreamWaitEvent(r.streams[static_cast<std::size_t>(c)].get(), r.events[0].get()));
+    for (int c = 1; c < w; ++c)
+      CHECK_CUDA(cudaStreamWaitEvent(r.streams[static_cast<std::size_t>(c)].get(), r.events[0].get()));
   }
   for (int i = 0; i < s.n; ++i) {
     const int c = i % w;
@@ -92,7 +93,8 @@ void launch_on_streams(const Shape& s, Resources& r) {
   CHECK_CUDA(cudaGetLastError());
   if (w > 1) {
     for (int c = 1; c < w; ++c) {
-      CHECK_CUDA(cudaEventRecord(r.events[static_cast<std::size_t>(c)].get(), r.streams[static_cast<std::size_t>(c)].get()));
+      CHECK_CUDA(
+          cudaEventRecord(r.events[static_cast<std::size_t>(c)].get(), r.streams[static_cast<std::size_t>(c)].get()));
       CHECK_CUDA(cudaStreamWaitEvent(r.main(), r.events[static_cast<std::size_t>(c)].get()));
     }
   }
@@ -100,8 +102,12 @@ void launch_on_streams(const Shape& s, Resources& r) {
 
 /// The same graph written by hand against the CUDA graph API.
 struct RawGraph {
-  RawGraph(const Shape& s, Resources& r) : nodes(static_cast<std::size_t>(s.n)), params(nodes.size()),
-                                            values(nodes.size(), 1.0f), pointers(nodes.size()), args(nodes.size()) {
+  RawGraph(const Shape& s, Resources& r)
+      : nodes(static_cast<std::size_t>(s.n)),
+        params(nodes.size()),
+        values(nodes.size(), 1.0f),
+        pointers(nodes.size()),
+        args(nodes.size()) {
     CHECK_CUDA(cudaGraphCreate(&graph, 0));
     for (int i = 0; i < s.n; ++i) {
       const auto u = static_cast<std::size_t>(i);
@@ -146,7 +152,9 @@ struct FlowGraph {
   FlowGraph(const Shape& s, Resources& r) {
     nodes.reserve(static_cast<std::size_t>(s.n));
     for (int i = 0; i < s.n; ++i) {
-      nodes.push_back(graph.kernel("k" + std::to_string(i), tiny).block(threads).args(r.buffers[static_cast<std::size_t>(i % s.width)], 1.0f));
+      nodes.push_back(graph.kernel("k" + std::to_string(i), tiny)
+                          .block(threads)
+                          .args(r.buffers[static_cast<std::size_t>(i % s.width)], 1.0f));
       if (i >= s.width) nodes.back().after(nodes[static_cast<std::size_t>(i - s.width)]);
     }
   }
@@ -209,36 +217,43 @@ bool run_shape(const Shape& s, const Settings& set) {
   {
     std::vector<double> raw_build, raw_inst, raw_first, flow_build, flow_lower, flow_inst, flow_first, cap_build,
         cap_inst, cap_first;
+    // Each variant's graph is destroyed before the next variant starts, so none instantiates
+    // beside another's executable.
     for (int rep = 0; rep < set.build_reps; ++rep) {
       r.zero();
-      double t0 = bench::now_us();
-      RawGraph raw(s, r);
-      double t1 = bench::now_us();
-      raw.instantiate(r.main());
-      CHECK_CUDA(cudaGraphLaunch(raw.exec, r.main()));
-      double t2 = bench::now_us();
-      CHECK_CUDA(cudaStreamSynchronize(r.main()));
-      double t3 = bench::now_us();
+      double t0 = 0, t1 = 0, t2 = 0, t3 = 0;
+      {
+        t0 = bench::now_us();
+        RawGraph raw(s, r);
+        t1 = bench::now_us();
+        raw.instantiate(r.main());
+        CHECK_CUDA(cudaGraphLaunch(raw.exec, r.main()));
+        t2 = bench::now_us();
+        CHECK_CUDA(cudaStreamSynchronize(r.main()));
+        t3 = bench::now_us();
+      }
       raw_build.push_back(t1 - t0);
       raw_inst.push_back(t2 - t1);
       raw_first.push_back(t3 - t2);
       ok = ok && verify(s, r, 1, "raw");
 
       r.zero();
-      flowdsl::Runtime runtime;  // made outside the timed region: it reads device limits once
-      t0 = bench::now_us();
-      FlowGraph flow(s, r);
-      t1 = bench::now_us();
-      (void)flow.graph.plan();
-      const double t_lower = bench::now_us();
-      runtime.launch(flow.graph, r.main());
-      t2 = bench::now_us();
-      CHECK_CUDA(cudaStreamSynchronize(r.main()));
-      t3 = bench::now_us();
-      flow_build.push_back(t1 - t0);
-      flow_lower.push_back(t_lower - t1);
-      flow_inst.push_back(t2 - t_lower);
-      flow_first.push_back(t3 - t2);
+      {
+        flowdsl::Runtime runtime;  // made outside the timed region: it reads device limits once
+        t0 = bench::now_us();
+        FlowGraph flow(s, r);
+        t1 = bench::now_us();
+        (void)flow.graph.plan();
+        const double t_lower = bench::now_us();
+        runtime.launch(flow.graph, r.main());
+        t2 = bench::now_us();
+        CHECK_CUDA(cudaStreamSynchronize(r.main()));
+        t3 = bench::now_us();
+        flow_build.push_back(t1 - t0);
+        flow_lower.push_back(t_lower - t1);
+        flow_inst.push_back(t2 - t_lower);
+        flow_first.push_back(t3 - t2);
+      }
       ok = ok && verify(s, r, 1, "flowdsl");
 
       r.zero();
@@ -290,14 +305,18 @@ bool run_shape(const Shape& s, const Settings& set) {
   CHECK_CUDA(cudaGraphInstantiate(&cap_exec, captured, 0));
   CHECK_CUDA(cudaStreamSynchronize(r.main()));
 
-  record("hit launch host", "raw", s, host_launch_us(set.launch_reps, r.main(), [&] { CHECK_CUDA(cudaGraphLaunch(raw.exec, r.main())); }));
-  record("hit launch host", "flowdsl", s, host_launch_us(set.launch_reps, r.main(), [&] { runtime.launch(flow.graph, r.main()); }));
-  record("hit launch host", "capture", s, host_launch_us(set.launch_reps, r.main(), [&] { CHECK_CUDA(cudaGraphLaunch(cap_exec, r.main())); }));
+  record("hit launch host", "raw", s,
+         host_launch_us(set.launch_reps, r.main(), [&] { CHECK_CUDA(cudaGraphLaunch(raw.exec, r.main())); }));
+  record("hit launch host", "flowdsl", s,
+         host_launch_us(set.launch_reps, r.main(), [&] { runtime.launch(flow.graph, r.main()); }));
+  record("hit launch host", "capture", s,
+         host_launch_us(set.launch_reps, r.main(), [&] { CHECK_CUDA(cudaGraphLaunch(cap_exec, r.main())); }));
   record("launch all host", "stream", s, host_launch_us(set.launch_reps, r.main(), [&] { launch_on_streams(s, r); }));
 
   record("replay gpu", "raw", s, gpu_us(set.replay_reps, r, [&] { CHECK_CUDA(cudaGraphLaunch(raw.exec, r.main())); }));
   record("replay gpu", "flowdsl", s, gpu_us(set.replay_reps, r, [&] { runtime.launch(flow.graph, r.main()); }));
-  record("replay gpu", "capture", s, gpu_us(set.replay_reps, r, [&] { CHECK_CUDA(cudaGraphLaunch(cap_exec, r.main())); }));
+  record("replay gpu", "capture", s,
+         gpu_us(set.replay_reps, r, [&] { CHECK_CUDA(cudaGraphLaunch(cap_exec, r.main())); }));
   record("replay gpu", "stream", s, gpu_us(set.replay_reps, r, [&] { launch_on_streams(s, r); }));
 
   // Update k of N changed nodes, then launch: host time of both together.
@@ -306,22 +325,27 @@ bool run_shape(const Shape& s, const Settings& set) {
     const std::size_t stride = static_cast<std::size_t>(s.n / k);
     float value = 1.0f;
     record("update k + launch host", "raw", s,
-           host_launch_us(set.update_reps, r.main(), [&] {
-             value = value == 1.0f ? 2.0f : 1.0f;
-             for (int j = 0; j < k; ++j) raw.update(static_cast<std::size_t>(j) * stride, value);
-             CHECK_CUDA(cudaGraphLaunch(raw.exec, r.main()));
-           }), k);
+           host_launch_us(set.update_reps, r.main(),
+                          [&] {
+                            value = value == 1.0f ? 2.0f : 1.0f;
+                            for (int j = 0; j < k; ++j) raw.update(static_cast<std::size_t>(j) * stride, value);
+                            CHECK_CUDA(cudaGraphLaunch(raw.exec, r.main()));
+                          }),
+           k);
     record("update k + launch host", "flowdsl", s,
-           host_launch_us(set.update_reps, r.main(), [&] {
-             value = value == 1.0f ? 2.0f : 1.0f;
-             for (int j = 0; j < k; ++j) flow.nodes[static_cast<std::size_t>(j) * stride].arg<1>(value);
-             runtime.launch(flow.graph, r.main());
-           }), k);
+           host_launch_us(set.update_reps, r.main(),
+                          [&] {
+                            value = value == 1.0f ? 2.0f : 1.0f;
+                            for (int j = 0; j < k; ++j) flow.nodes[static_cast<std::size_t>(j) * stride].arg<1>(value);
+                            runtime.launch(flow.graph, r.main());
+                          }),
+           k);
   }
   const auto stats = runtime.statistics();
   if (stats.misses != 1 || stats.reinstantiations != 0) {
     std::fprintf(stderr, "unexpected cache activity: misses=%llu reinstantiations=%llu\n",
-                 static_cast<unsigned long long>(stats.misses), static_cast<unsigned long long>(stats.reinstantiations));
+                 static_cast<unsigned long long>(stats.misses),
+                 static_cast<unsigned long long>(stats.reinstantiations));
     ok = false;
   }
 
@@ -353,7 +377,10 @@ void print_table(const std::vector<Shape>& shapes) {
       static char buf[4][32];
       static int i = 0;
       char* b = buf[i++ % 4];
-      if (v > 0) std::snprintf(b, 32, "%11.2f", v); else std::snprintf(b, 32, "%11s", "-");
+      if (v > 0)
+        std::snprintf(b, 32, "%11.2f", v);
+      else
+        std::snprintf(b, 32, "%11s", "-");
       return b;
     };
     std::printf("%-28s %6d %3d %5d %s %s %s %s %7.3f\n", label, s.n, s.width, k, cell(stream), cell(capture), cell(raw),
@@ -361,8 +388,8 @@ void print_table(const std::vector<Shape>& shapes) {
   };
   for (const Shape& s : shapes) {
     const double raw_total = find("build", "raw", s) + find("instantiate+launch", "raw", s);
-    const double flow_total = find("build", "flowdsl", s) + find("validate+lower", "flowdsl", s) +
-                              find("instantiate+launch", "flowdsl", s);
+    const double flow_total =
+        find("build", "flowdsl", s) + find("validate+lower", "flowdsl", s) + find("instantiate+launch", "flowdsl", s);
     const double cap_total = find("build", "capture", s) + find("instantiate+launch", "capture", s);
     row("build+lower+instantiate", s, 0, 0, cap_total, raw_total, flow_total);
     row("  of which build (+lower)", s, 0, 0, find("build", "capture", s), find("build", "raw", s),
@@ -386,8 +413,8 @@ std::string header_fields() {
   CHECK_CUDA(cudaDriverGetVersion(&driver));
   CHECK_CUDA(cudaRuntimeGetVersion(&runtime));
   char buf[512];
-  std::snprintf(buf, sizeof buf, "  \"gpu\": \"%s\",\n  \"driver_version\": %d,\n  \"runtime_version\": %d,\n", prop.name,
-                driver, runtime);
+  std::snprintf(buf, sizeof buf, "  \"gpu\": \"%s\",\n  \"driver_version\": %d,\n  \"runtime_version\": %d,\n",
+                prop.name, driver, runtime);
   return buf;
 }
 
@@ -397,8 +424,10 @@ int main(int argc, char** argv) {
   bool quick = false;
   std::string json_path;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
-    else if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) json_path = argv[++i];
+    if (std::strcmp(argv[i], "--quick") == 0)
+      quick = true;
+    else if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc)
+      json_path = argv[++i];
     else {
       std::fprintf(stderr, "usage: %s [--quick] [--json FILE]\n", argv[0]);
       return 2;
@@ -419,12 +448,14 @@ int main(int argc, char** argv) {
   bool ok = true;
   for (const Shape& s : shapes) {
     Settings local = set;
-    if (s.n >= 10000) local = Settings{std::min(set.build_reps, 3), set.launch_reps / 2, set.replay_reps / 2, set.update_reps / 4};
+    if (s.n >= 10000)
+      local = Settings{std::min(set.build_reps, 3), set.launch_reps / 2, set.replay_reps / 2, set.update_reps / 4};
     std::fprintf(stderr, "N=%d width=%d ...\n", s.n, s.width);
     ok = run_shape(s, local) && ok;
   }
   print_table(shapes);
   if (!json_path.empty()) bench::write_json(json_path, header, figures);
-  std::printf("\nresults %s\n", ok ? "verified: every variant computed the expected values" : "WRONG: see errors above");
+  std::printf("\nresults %s\n",
+              ok ? "verified: every variant computed the expected values" : "WRONG: see errors above");
   return ok ? 0 : 1;
 }

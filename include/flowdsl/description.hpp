@@ -45,29 +45,29 @@ struct LaunchShape {
 ///
 /// Slots are laid out once (append) and then overwritten in place (set), so that changing an
 /// argument never reallocates. Arguments must be trivially copyable, as CUDA copies them.
+/// Up to 8 slots and 64 bytes live inside the pack itself: a typical kernel's arguments sit
+/// next to the rest of its node, which keeps building and updating large graphs cache-friendly.
 class ArgumentPack {
  public:
+  /// CUDA's limit on the bytes of one kernel's parameters.
+  static constexpr std::size_t max_bytes = 32764;
+
   /// \brief Appends a slot of `size` bytes aligned to `align` (a power of two, at most 16)
   /// holding a copy of `value`. `bound` says whether that value is the argument (true) or a
   /// placeholder that must be set before the graph is valid (false).
+  /// \throws UsageError for a bad alignment or when the arguments would exceed max_bytes.
   void append(const void* value, std::size_t size, std::size_t align, bool bound = true);
-
-  /// \brief Reserves room for `slots` slots of `bytes` bytes in all (an optimisation only).
-  void reserve(std::size_t slots, std::size_t bytes) {
-    slots_.reserve(slots);
-    storage_.reserve((bytes + sizeof(Chunk) - 1) / sizeof(Chunk));
-  }
 
   /// \brief Overwrites slot `index` with `size` bytes from `value`.
   /// \throws UsageError if the index is out of range or the size differs from the slot's.
   void set(std::size_t index, const void* value, std::size_t size);
 
-  std::size_t size() const noexcept { return slots_.size(); }
+  std::size_t size() const noexcept { return count_; }
   /// \brief Address of slot `index` (valid until the next append).
-  const void* data(std::size_t index) const { return bytes() + slots_[index].offset; }
-  std::size_t slot_size(std::size_t index) const { return slots_[index].size; }
+  const void* data(std::size_t index) const { return bytes() + slot(index).offset; }
+  std::size_t slot_size(std::size_t index) const { return slot(index).size; }
   /// \brief Whether slot `index` has been set since it was appended as a placeholder.
-  bool bound(std::size_t index) const { return slots_[index].bound; }
+  bool bound(std::size_t index) const { return slot(index).bound; }
 
   /// \brief One pointer per slot, in the form cudaKernelNodeParams::kernelParams wants.
   /// Written into `out` (resized), valid until the next append.
@@ -77,19 +77,30 @@ class ArgumentPack {
 
  private:
   struct Slot {
-    std::uint32_t offset;
-    std::uint32_t size;
+    std::uint16_t offset;
+    std::uint16_t size;
     bool bound;
   };
   struct alignas(16) Chunk {
     unsigned char bytes[16];
   };
-  const unsigned char* bytes() const { return reinterpret_cast<const unsigned char*>(storage_.data()); }
-  unsigned char* bytes() { return reinterpret_cast<unsigned char*>(storage_.data()); }
+  static constexpr std::size_t inline_slots = 8;
+  static constexpr std::size_t inline_chunks = 4;  // 64 bytes
 
-  std::vector<Slot> slots_;
-  std::vector<Chunk> storage_;
-  std::uint32_t used_ = 0;  ///< bytes in use in storage_
+  const Slot& slot(std::size_t i) const { return i < inline_slots ? slots_[i] : more_slots_[i - inline_slots]; }
+  Slot& slot(std::size_t i) { return i < inline_slots ? slots_[i] : more_slots_[i - inline_slots]; }
+  // Bytes live inline until they outgrow it; then all of them move to heap_.
+  const unsigned char* bytes() const {
+    return reinterpret_cast<const unsigned char*>(heap_.empty() ? inline_ : heap_.data());
+  }
+  unsigned char* bytes() { return reinterpret_cast<unsigned char*>(heap_.empty() ? inline_ : heap_.data()); }
+
+  std::uint16_t count_ = 0;
+  std::uint16_t used_ = 0;  ///< bytes in use
+  Slot slots_[inline_slots] = {};
+  Chunk inline_[inline_chunks] = {};
+  std::vector<Slot> more_slots_;  ///< slots 8 and up
+  std::vector<Chunk> heap_;       ///< all bytes, once more than 64
 };
 
 /// \brief Launch of a `__global__` function.

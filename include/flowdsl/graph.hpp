@@ -271,7 +271,6 @@ class Graph {
     KernelOp op;
     op.function = reinterpret_cast<const void*>(function);
     op.kernel_name = std::move(kernel_name);
-    op.args.reserve(sizeof...(Params), (0 + ... + (sizeof(Params) + alignof(Params))));
     (append_slot<Params>(op.args), ...);
     return KernelNode<Params...>(state_.get(), state_->add_node(std::move(name), std::move(op)));
   }

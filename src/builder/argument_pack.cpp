@@ -13,39 +13,57 @@ void ArgumentPack::append(const void* value, std::size_t size, std::size_t align
     throw UsageError("flowdsl: kernel argument alignment " + std::to_string(align) +
                      " is not a power of two of at most 16");
   }
-  const std::size_t offset = (used_ + align - 1) & ~(align - 1);
+  const std::size_t offset = (std::size_t{used_} + align - 1) & ~(align - 1);
   const std::size_t end = offset + size;
-  storage_.resize((end + sizeof(Chunk) - 1) / sizeof(Chunk));
+  if (end > max_bytes) {
+    throw UsageError("flowdsl: kernel arguments of " + std::to_string(end) + " bytes exceed CUDA's limit of " +
+                     std::to_string(max_bytes));
+  }
+  const std::size_t chunks = (end + sizeof(Chunk) - 1) / sizeof(Chunk);
+  if (chunks > inline_chunks) {
+    if (heap_.empty()) {
+      heap_.resize(chunks);
+      std::memcpy(heap_.data(), inline_, used_);
+    } else {
+      heap_.resize(chunks);
+    }
+  }
   std::memcpy(bytes() + offset, value, size);
-  slots_.push_back(Slot{static_cast<std::uint32_t>(offset), static_cast<std::uint32_t>(size), bound});
-  used_ = static_cast<std::uint32_t>(end);
+  const Slot s{static_cast<std::uint16_t>(offset), static_cast<std::uint16_t>(size), bound};
+  if (count_ < inline_slots) {
+    slots_[count_] = s;
+  } else {
+    more_slots_.push_back(s);
+  }
+  ++count_;
+  used_ = static_cast<std::uint16_t>(end);
 }
 
 void ArgumentPack::set(std::size_t index, const void* value, std::size_t size) {
-  if (index >= slots_.size()) {
+  if (index >= count_) {
     throw UsageError("flowdsl: kernel argument " + std::to_string(index) + " does not exist (the kernel takes " +
-                     std::to_string(slots_.size()) + ")");
+                     std::to_string(count_) + ")");
   }
-  Slot& slot = slots_[index];
-  if (size != slot.size) {
-    throw UsageError("flowdsl: kernel argument " + std::to_string(index) + " takes " + std::to_string(slot.size) +
+  Slot& s = slot(index);
+  if (size != s.size) {
+    throw UsageError("flowdsl: kernel argument " + std::to_string(index) + " takes " + std::to_string(s.size) +
                      " bytes, not " + std::to_string(size));
   }
-  std::memcpy(bytes() + slot.offset, value, size);
-  slot.bound = true;
+  std::memcpy(bytes() + s.offset, value, size);
+  s.bound = true;
 }
 
 void ArgumentPack::pointers(std::vector<void*>& out) const {
-  out.resize(slots_.size());
+  out.resize(count_);
   auto* base = const_cast<unsigned char*>(bytes());
-  std::transform(slots_.begin(), slots_.end(), out.begin(), [base](const Slot& s) { return base + s.offset; });
+  for (std::size_t i = 0; i < count_; ++i) out[i] = base + slot(i).offset;
 }
 
 bool operator==(const ArgumentPack& a, const ArgumentPack& b) {
-  if (a.slots_.size() != b.slots_.size()) return false;
-  for (std::size_t i = 0; i < a.slots_.size(); ++i) {
-    const auto& sa = a.slots_[i];
-    const auto& sb = b.slots_[i];
+  if (a.count_ != b.count_) return false;
+  for (std::size_t i = 0; i < a.count_; ++i) {
+    const auto& sa = a.slot(i);
+    const auto& sb = b.slot(i);
     if (sa.size != sb.size || sa.bound != sb.bound || std::memcmp(a.data(i), b.data(i), sa.size) != 0) return false;
   }
   return true;

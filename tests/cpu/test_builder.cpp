@@ -210,3 +210,29 @@ TEST_CASE("Moving a graph keeps its handles; copying makes an independent graph"
   k.arg<1>(9.0f);
   CHECK(arg_value<float>(kernel_op(copy, k.id()), 1) == 4.0f);
 }
+
+TEST_CASE("Argument packs beyond 8 slots or 64 bytes keep every value", "[builder][args]") {
+  flowdsl::ArgumentPack pack;
+  std::vector<double> values;
+  for (int i = 0; i < 20; ++i) {  // 20 doubles: 160 bytes, 20 slots
+    values.push_back(0.5 * i);
+    pack.append(&values.back(), sizeof(double), alignof(double), i % 2 == 0);
+  }
+  const double changed = -1.0;
+  pack.set(13, &changed, sizeof changed);
+  REQUIRE(pack.size() == 20);
+  for (std::size_t i = 0; i < 20; ++i) {
+    const double want = i == 13 ? -1.0 : 0.5 * static_cast<double>(i);
+    CHECK(*static_cast<const double*>(pack.data(i)) == want);
+    CHECK(pack.bound(i) == (i % 2 == 0 || i == 13));
+  }
+  std::vector<void*> pointers;
+  pack.pointers(pointers);
+  CHECK(*static_cast<double*>(pointers[19]) == 9.5);
+  const flowdsl::ArgumentPack copy = pack;
+  CHECK(copy == pack);
+  CHECK(copy.data(0) != pack.data(0));  // the copy owns its bytes
+
+  std::vector<unsigned char> huge(flowdsl::ArgumentPack::max_bytes + 1);
+  CHECK_THROWS_WITH(pack.append(huge.data(), huge.size(), 1), flowdsl_test::contains("exceed CUDA's limit"));
+}
