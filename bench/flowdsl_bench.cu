@@ -319,6 +319,18 @@ bool run_shape(const Shape& s, const Settings& set) {
          gpu_us(set.replay_reps, r, [&] { CHECK_CUDA(cudaGraphLaunch(cap_exec, r.main())); }));
   record("replay gpu", "stream", s, gpu_us(set.replay_reps, r, [&] { launch_on_streams(s, r); }));
 
+  // Wall time from the first launch call to the end of the work (host clock, includes the sync).
+  auto wall = [&](auto&& launch) {
+    return host_launch_us(set.replay_reps, r.main(), [&] {
+      launch();
+      CHECK_CUDA(cudaStreamSynchronize(r.main()));
+    });
+  };
+  record("replay wall", "raw", s, wall([&] { CHECK_CUDA(cudaGraphLaunch(raw.exec, r.main())); }));
+  record("replay wall", "flowdsl", s, wall([&] { runtime.launch(flow.graph, r.main()); }));
+  record("replay wall", "capture", s, wall([&] { CHECK_CUDA(cudaGraphLaunch(cap_exec, r.main())); }));
+  record("replay wall", "stream", s, wall([&] { launch_on_streams(s, r); }));
+
   // Update k of N changed nodes, then launch: host time of both together.
   for (int k : {1, 10, s.n}) {
     if (k > s.n || (k == s.n && s.n == 10)) continue;  // k = N = 10 is the k = 10 row
@@ -398,6 +410,8 @@ void print_table(const std::vector<Shape>& shapes) {
         find("hit launch host", "raw", s), find("hit launch host", "flowdsl", s));
     row("replay, gpu per node", s, 0, find("replay gpu", "stream", s) / s.n, find("replay gpu", "capture", s) / s.n,
         find("replay gpu", "raw", s) / s.n, find("replay gpu", "flowdsl", s) / s.n);
+    row("replay incl. sync, wall", s, 0, find("replay wall", "stream", s), find("replay wall", "capture", s),
+        find("replay wall", "raw", s), find("replay wall", "flowdsl", s));
     for (int k : {1, 10, s.n}) {
       const double raw_k = find("update k + launch host", "raw", s, k);
       if (raw_k > 0) row("update k + launch, host", s, k, 0, 0, raw_k, find("update k + launch host", "flowdsl", s, k));
