@@ -94,14 +94,16 @@ std::uint64_t as_unsigned(const json& j, std::uint64_t max) {
 }
 
 std::string get_string(const json& j, const char* key) {
+  const json& value = member(j, key);
   std::string out;
-  within(token(key), [&] { out = as_string(member(j, key)); });
+  within(token(key), [&] { out = as_string(value); });
   return out;
 }
 
 std::uint64_t get_unsigned(const json& j, const char* key, std::uint64_t max) {
+  const json& value = member(j, key);
   std::uint64_t out = 0;
-  within(token(key), [&] { out = as_unsigned(member(j, key), max); });
+  within(token(key), [&] { out = as_unsigned(value, max); });
   return out;
 }
 

@@ -18,7 +18,7 @@ using nlohmann::json;
 
 /// A JSON pointer token: "~" becomes "~0" and "/" becomes "~1" (RFC 6901).
 std::string token(std::string_view key);
-inline std::string token(std::size_t index) { return std::to_string(index); }
+inline std::string token(std::size_t index) { return "/" + std::to_string(index); }
 
 [[noreturn]] void fail(std::string pointer, std::string message);
 
