@@ -177,6 +177,13 @@ GraphSpec read_graph_file(const std::string& path, const JsonLimits& limits = {}
 void check_graph(const GraphSpec& spec, const KernelRegistry& registry, const HostFunctions& hosts = {},
            const std::string& source = {});
 
+/// \brief The graph check_graph builds: bound to placeholder addresses (disjoint, never
+/// dereferenced) with kernels of kernel_files standing for themselves. For dumps and
+/// inspection only: it must never be launched.
+/// \throws JsonError as check_graph.
+Graph inspect_graph(const GraphSpec& spec, const KernelRegistry& registry, const HostFunctions& hosts = {},
+                    const std::string& source = {});
+
 /// \brief Builds the graph of `spec` on the given buffers. The kernels of kernel_files must
 /// already be in `registry` (see load_kernel_files). The graph is validated (its plan is built).
 /// \param addresses a device address for every buffer of the spec

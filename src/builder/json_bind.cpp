@@ -333,7 +333,8 @@ Graph bind_graph(const GraphSpec& spec, const BufferAddresses& addresses, const 
   return Binder(spec, addresses, registry, hosts).run(source);
 }
 
-void check_graph(const GraphSpec& spec, const KernelRegistry& registry, const HostFunctions& hosts, const std::string& source) {
+Graph inspect_graph(const GraphSpec& spec, const KernelRegistry& registry, const HostFunctions& hosts,
+                    const std::string& source) {
   // Placeholder addresses: disjoint, non-null, never dereferenced (nothing is launched).
   BufferAddresses addresses;
   std::uintptr_t next = 1u << 16;
@@ -357,11 +358,17 @@ void check_graph(const GraphSpec& spec, const KernelRegistry& registry, const Ho
     }
   }
   try {
-    (void)bind_graph(spec, addresses, scratch, hosts, source);
+    Graph graph = bind_graph(spec, addresses, scratch, hosts, source);
+    if (problems.empty()) return graph;
   } catch (const JsonError& e) {
     problems.insert(problems.end(), e.problems().begin(), e.problems().end());
   }
-  if (!problems.empty()) throw JsonError(std::move(problems), source);
+  throw JsonError(std::move(problems), source);
+}
+
+void check_graph(const GraphSpec& spec, const KernelRegistry& registry, const HostFunctions& hosts,
+                 const std::string& source) {
+  (void)inspect_graph(spec, registry, hosts, source);
 }
 
 }  // namespace flowdsl

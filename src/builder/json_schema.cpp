@@ -562,6 +562,12 @@ json parse_bounded(std::string_view text, const std::string& source, const JsonL
     throw JsonError({{"", "malformed JSON at line " + std::to_string(line) + ", column " +
                               std::to_string(end > line_start ? end - line_start : 1) + ": " + what}},
                     source);
+  } catch (const json::exception& e) {
+    // A number beyond double's range: nlohmann reports it without a position.
+    std::string what = e.what();
+    const std::size_t detail = what.find("] ");
+    if (detail != std::string::npos) what = what.substr(detail + 2);
+    throw JsonError({{"", "malformed JSON: " + what}}, source);
   }
 }
 

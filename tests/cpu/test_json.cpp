@@ -146,6 +146,13 @@ TEST_CASE("Malformed JSON is reported with line and column", "[json][errors]") {
   CHECK_THAT(e.what(), contains("test.json: /: malformed JSON at line 3, column 11"));
 }
 
+TEST_CASE("A number beyond double's range is malformed JSON, not a crash", "[json][errors][fuzz]") {
+  // Found by fuzz_json: nlohmann reports it as out_of_range, not as a parse error.
+  const auto e = error_of(R"({"version": 1, "name": "t", "buffers": [{"name": "b", "type": "f32", "count": 104E576}]})");
+  CHECK(e.pointer().empty());
+  CHECK_THAT(e.what(), contains("malformed JSON: number overflow parsing '104E576'"));
+}
+
 TEST_CASE("An unsupported version is reported at /version", "[json][errors]") {
   const auto e = error_of(R"({"version": 2, "name": "t", "nodes": []})");
   CHECK(e.pointer() == "/version");
