@@ -113,9 +113,7 @@ class Binder {
     index_buffers();
     index_nodes();
     for (std::size_t i = 0; i < spec_.nodes.size(); ++i) add_node(i);
-    if (problems_.empty()) {
-      for (std::size_t i = 0; i < spec_.nodes.size(); ++i) add_edges(i);
-    }
+    for (std::size_t i = 0; i < spec_.nodes.size(); ++i) add_edges(i);
     if (problems_.empty()) validate();
     if (!problems_.empty()) throw JsonError(std::move(problems_), source);
     return std::move(graph_);
@@ -296,7 +294,7 @@ class Binder {
         problem(node_pointer(i) + "/after/" + std::to_string(j), "dependency on unknown node '" + node.after[j] + "'");
         continue;
       }
-      handles_[i]->after(node.after[j]);
+      if (handles_[i]) handles_[i]->after(node.after[j]);
     }
   }
 

@@ -79,9 +79,10 @@ int dot(const std::string& file, const std::string& out, bool arguments) {
 }
 
 void require_device() {
-  int devices = 0;
+  int devices = 0, driver = 0;
   const cudaError_t status = cudaGetDeviceCount(&devices);
-  if (status == cudaErrorInsufficientDriver) {
+  (void)cudaDriverGetVersion(&driver);  // 0 when no driver is installed at all
+  if (status == cudaErrorInsufficientDriver && driver > 0) {
     throw EnvironmentError("the installed CUDA driver is too old for this build of flowdsl (CUDA runtime " +
                            std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10) +
                            "); update the driver to run graphs.");
