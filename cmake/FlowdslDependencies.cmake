@@ -3,6 +3,7 @@
 find_package(CUDAToolkit REQUIRED)
 find_package(Threads REQUIRED)
 find_package(spdlog REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
 
 # spdlog is used header-only, with fmt header-only too, so that a binary built on Debian 12
 # needs neither libspdlog.so nor libfmt.so where it runs (e.g. an Ubuntu 24.04 GPU machine).

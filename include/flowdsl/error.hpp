@@ -43,6 +43,31 @@ class ValidationError : public Error {
   std::vector<Diagnostic> diagnostics_;
 };
 
+/// \brief One problem of a JSON graph file, at a JSON pointer (RFC 6901, "" is the whole file).
+struct JsonProblem {
+  std::string pointer;  ///< e.g. "/nodes/3/args/alpha"
+  std::string message;  ///< what was found and what was expected
+};
+
+/// \brief A JSON graph file is malformed or describes an invalid graph. what() gives one line
+/// per problem, "<pointer>: <message>", prefixed by the file's name when known; problems()
+/// gives them as data. Core validation errors are mapped to the pointer of their node.
+class JsonError : public Error {
+ public:
+  /// \param problems at least one problem
+  /// \param source the file name, or empty
+  explicit JsonError(std::vector<JsonProblem> problems, std::string source = {});
+
+  const std::vector<JsonProblem>& problems() const noexcept { return problems_; }
+  /// \brief Pointer of the first problem.
+  const std::string& pointer() const noexcept { return problems_.front().pointer; }
+  const std::string& source() const noexcept { return source_; }
+
+ private:
+  std::vector<JsonProblem> problems_;
+  std::string source_;
+};
+
 /// \brief A CUDA runtime call failed. Carries the error code, the call and, where the call
 /// concerned one node, that node's name.
 class CudaError : public Error {

@@ -32,6 +32,7 @@
 #include "flowdsl/description.hpp"
 #include "flowdsl/error.hpp"
 #include "flowdsl/plan.hpp"
+#include "flowdsl/registry.hpp"
 
 namespace flowdsl {
 
@@ -220,6 +221,56 @@ class KernelNode : public NodeHandleBase<KernelNode<Params...>> {
   }
 };
 
+/// \brief Handle to a kernel node of a registered kernel (KernelInfo): the launch shape as for
+/// KernelNode, arguments set by parameter name and checked against the registered types at run
+/// time. This is how graphs read from JSON are built.
+class RegisteredKernelNode : public NodeHandleBase<RegisteredKernelNode> {
+ public:
+  RegisteredKernelNode(detail::GraphState* state, NodeId id, const KernelInfo* kernel)
+      : NodeHandleBase(state, id), kernel_(kernel) {}
+
+  /// \brief The registered kernel this node launches.
+  const KernelInfo& kernel() const noexcept { return *kernel_; }
+
+  /// \brief Grid dimensions (blocks). Structure.
+  RegisteredKernelNode& grid(Dim3 grid);
+  /// \brief Block dimensions (threads). Structure.
+  RegisteredKernelNode& block(Dim3 block);
+  /// \brief Dynamic shared memory per block in bytes. Structure.
+  RegisteredKernelNode& shared_memory(std::uint32_t bytes);
+  /// \brief Grid, block and dynamic shared memory at once. Structure.
+  RegisteredKernelNode& launch(Dim3 grid, Dim3 block, std::uint32_t shared_bytes = 0);
+
+  /// \brief Binds the parameter called `param` to `value`. Parameters.
+  ///
+  /// `T` must be exactly the parameter's type (i32 is `std::int32_t`, f16 is `__half`, ...);
+  /// a pointer parameter takes a pointer to its element type (a `const` parameter also takes
+  /// a pointer to non-const).
+  /// \throws UsageError naming the node and the parameter when there is no such parameter or
+  ///         the type differs.
+  template <class T>
+  RegisteredKernelNode& set(std::string_view param, T value) {
+    static_assert(std::is_trivially_copyable_v<T>, "flowdsl: kernel arguments must be trivially copyable");
+    const std::size_t index = check_param(param, param_type_of<T>());
+    return set_slot(index, &value, sizeof(T));
+  }
+
+  /// \brief Binds the parameter called `param` to the `size` bytes at `value` (its
+  /// representation: a device address for pointers, the little-endian scalar otherwise).
+  /// Parameters.
+  /// \throws UsageError naming the node and the parameter when there is no such parameter or
+  ///         `size` is not the parameter's size.
+  RegisteredKernelNode& set_bytes(std::string_view param, const void* value, std::size_t size);
+
+ private:
+  std::size_t index_of(std::string_view param) const;
+  std::size_t check_param(std::string_view param, const ParamType& given) const;
+  RegisteredKernelNode& set_slot(std::size_t index, const void* value, std::size_t size);
+  LaunchShape& shape();
+
+  const KernelInfo* kernel_;
+};
+
 /// \brief Handle to a memcpy node.
 class MemcpyNode : public NodeHandleBase<MemcpyNode> {
  public:
@@ -274,6 +325,14 @@ class Graph {
     (append_slot<Params>(op.args), ...);
     return KernelNode<Params...>(state_.get(), state_->add_node(std::move(name), std::move(op)));
   }
+
+  /// \brief Declares a kernel node launching the registered kernel `kernel`, whose parameters
+  /// start unset. The node's kernel_name is the registered name. `kernel` must outlive the
+  /// graph (entries of a KernelRegistry do).
+  /// \param name unique node name
+  /// \param kernel the registered kernel
+  /// \throws UsageError when a parameter's type has an alignment over 16 bytes (none does)
+  RegisteredKernelNode kernel(std::string name, const KernelInfo& kernel);
 
   /// \brief Declares a 1-D copy of `bytes` bytes from `src` to `dst` (any direction).
   MemcpyNode memcpy(std::string name, void* dst, const void* src, std::size_t bytes);

@@ -116,6 +116,63 @@ HostNode& HostNode::set(void (*fn)(void*), void* user_data) {
   return *this;
 }
 
+std::size_t RegisteredKernelNode::index_of(std::string_view param) const {
+  const std::size_t index = kernel_->index_of(param);
+  if (index == kernel_->params.size()) {
+    std::string known;
+    for (const KernelParam& p : kernel_->params) known += (known.empty() ? "" : ", ") + p.name;
+    throw UsageError("flowdsl: node '" + name() + "' (kernel '" + kernel_->name + "'): no parameter named '" +
+                     std::string(param) + "' (parameters: " + known + ")");
+  }
+  return index;
+}
+
+std::size_t RegisteredKernelNode::check_param(std::string_view param, const ParamType& given) const {
+  const std::size_t index = index_of(param);
+  const ParamType& want = kernel_->params[index].type;
+  // A pointer to non-const converts to a pointer to const, as in C++.
+  const bool ok = given.scalar == want.scalar && given.pointer == want.pointer && (!given.is_const || want.is_const);
+  if (!ok) {
+    throw UsageError("flowdsl: node '" + name() + "' (kernel '" + kernel_->name + "'): parameter '" +
+                     std::string(param) + "' takes " + to_string(want) + ", not " + to_string(given));
+  }
+  return index;
+}
+
+RegisteredKernelNode& RegisteredKernelNode::set_bytes(std::string_view param, const void* value, std::size_t size) {
+  const std::size_t index = index_of(param);
+  const std::size_t want = kernel_->params[index].type.size();
+  if (size != want) {
+    throw UsageError("flowdsl: node '" + name() + "' (kernel '" + kernel_->name + "'): parameter '" +
+                     std::string(param) + "' takes " + std::to_string(want) + " bytes, not " + std::to_string(size));
+  }
+  return set_slot(index, value, size);
+}
+
+RegisteredKernelNode& RegisteredKernelNode::set_slot(std::size_t index, const void* value, std::size_t size) {
+  std::get<KernelOp>(state_->parameters(id_)).args.set(index, value, size);
+  return *this;
+}
+
+LaunchShape& RegisteredKernelNode::shape() { return std::get<KernelOp>(state_->structure(id_)).launch; }
+
+RegisteredKernelNode& RegisteredKernelNode::grid(Dim3 grid) {
+  shape().grid = grid;
+  return *this;
+}
+RegisteredKernelNode& RegisteredKernelNode::block(Dim3 block) {
+  shape().block = block;
+  return *this;
+}
+RegisteredKernelNode& RegisteredKernelNode::shared_memory(std::uint32_t bytes) {
+  shape().shared_bytes = bytes;
+  return *this;
+}
+RegisteredKernelNode& RegisteredKernelNode::launch(Dim3 grid, Dim3 block, std::uint32_t shared_bytes) {
+  shape() = LaunchShape{grid, block, shared_bytes};
+  return *this;
+}
+
 Graph::Graph() : state_(std::make_unique<detail::GraphState>()) {}
 Graph::~Graph() = default;
 Graph::Graph(const Graph& other) : state_(std::make_unique<detail::GraphState>(*other.state_)) {}
@@ -125,6 +182,17 @@ Graph& Graph::operator=(const Graph& other) {
 }
 Graph::Graph(Graph&& other) noexcept = default;
 Graph& Graph::operator=(Graph&& other) noexcept = default;
+
+RegisteredKernelNode Graph::kernel(std::string name, const KernelInfo& kernel) {
+  KernelOp op;
+  op.function = kernel.function;
+  op.kernel_name = kernel.name;
+  for (const KernelParam& p : kernel.params) {
+    const unsigned char zero[16] = {};
+    op.args.append(zero, p.type.size(), p.type.align(), /*bound=*/false);
+  }
+  return RegisteredKernelNode(state_.get(), state_->add_node(std::move(name), std::move(op)), &kernel);
+}
 
 MemcpyNode Graph::memcpy(std::string name, void* dst, const void* src, std::size_t bytes) {
   return MemcpyNode(state_.get(), state_->add_node(std::move(name), MemcpyOp{dst, src, bytes}));

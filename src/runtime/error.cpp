@@ -20,7 +20,18 @@ std::string describe(cudaError_t code, const std::string& call, const std::strin
   return text + ": " + cudaGetErrorName(code) + " (" + cudaGetErrorString(code) + ")";
 }
 
+std::string join(const std::vector<JsonProblem>& problems, const std::string& source) {
+  std::string text = "flowdsl: " + (source.empty() ? std::string("JSON graph") : source) + ": ";
+  if (problems.size() == 1) return text + (problems[0].pointer.empty() ? "/" : problems[0].pointer) + ": " + problems[0].message;
+  text += std::to_string(problems.size()) + " problems:";
+  for (const JsonProblem& p : problems) text += "\n  " + (p.pointer.empty() ? "/" : p.pointer) + ": " + p.message;
+  return text;
+}
+
 }  // namespace
+
+JsonError::JsonError(std::vector<JsonProblem> problems, std::string source)
+    : Error(join(problems, source)), problems_(std::move(problems)), source_(std::move(source)) {}
 
 ValidationError::ValidationError(std::vector<Diagnostic> diagnostics)
     : Error(join(diagnostics)), diagnostics_(std::move(diagnostics)) {}

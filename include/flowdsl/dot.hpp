@@ -1,0 +1,38 @@
+#pragma once
+/// \file dot.hpp
+/// \brief Graphviz DOT dumps of a graph's description.
+
+#include <optional>
+#include <string>
+
+#include "flowdsl/graph.hpp"
+#include "flowdsl/registry.hpp"
+#include "flowdsl/runtime.hpp"
+
+namespace flowdsl {
+
+/// \brief What to_dot shows besides names, kinds, kernels, launch shapes and edges.
+struct DotOptions {
+  /// Show each node's bound parameters: kernel arguments (by parameter name and typed when
+  /// `registry` knows the kernel, as bytes otherwise), copy and memset operands.
+  bool show_arguments = false;
+  /// Registry used to name and type kernel arguments; may be null.
+  const KernelRegistry* registry = nullptr;
+  /// The report of the graph's last Runtime::launch: shown in the graph's title
+  /// (hit, update of N nodes, instantiation, re-instantiation).
+  std::optional<LaunchReport> last_launch;
+};
+
+/// \brief "hit", "updated", "instantiated" or "reinstantiated".
+const char* to_string(LaunchKind kind) noexcept;
+
+/// \brief The graph as a DOT digraph: one DOT node per graph node, labelled with its name,
+/// kind, kernel name and launch shape and coloured by kind; one edge per declared edge (an
+/// edge to an undeclared name is drawn to a dashed red node of that name).
+///
+/// Every user string is escaped: any node name (quotes, backslashes, newlines, control
+/// characters, invalid UTF-8, which becomes U+FFFD) yields valid DOT. Needs no GPU and does
+/// not validate the graph.
+std::string to_dot(const Graph& graph, const DotOptions& options = {});
+
+}  // namespace flowdsl

@@ -1,0 +1,223 @@
+#pragma once
+/// \file json.hpp
+/// \brief Graph files in JSON: a pointer-free *graph spec* that binds to device buffers and
+/// yields the same description the C++ builder makes.
+///
+/// \code
+///   flowdsl::GraphSpec spec = flowdsl::read_graph_file("diamond.json");   // syntax and schema
+///   flowdsl::check_graph(spec, flowdsl::KernelRegistry::global());              // everything, no GPU
+///   flowdsl::BufferAddresses at = allocate(spec.buffers);                 // name -> device pointer
+///   flowdsl::Graph g = flowdsl::bind_graph(spec, at, flowdsl::KernelRegistry::global());
+/// \endcode
+///
+/// Every error is a JsonError whose problems name a JSON pointer ("/nodes/3/args/alpha").
+/// The format is documented in docs/json-format.md; docs/flowdsl.schema.json is its schema.
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "flowdsl/description.hpp"
+#include "flowdsl/error.hpp"
+#include "flowdsl/graph.hpp"
+#include "flowdsl/registry.hpp"
+
+namespace flowdsl {
+
+/// \brief The format version this library reads and writes.
+inline constexpr int json_format_version = 1;
+
+/// \brief Largest buffer a graph file may declare, in bytes (1 TiB).
+inline constexpr std::uint64_t json_max_buffer_bytes = std::uint64_t{1} << 40;
+
+/// \brief Bounds on what a reader accepts, so that hostile input cannot exhaust memory or time.
+struct JsonLimits {
+  std::size_t max_bytes = std::size_t{256} << 20;       ///< size of the text
+  std::size_t max_depth = 32;                           ///< nesting of arrays and objects
+  std::size_t max_values = std::size_t{32} << 20;       ///< values of any kind in the text
+  std::size_t max_string = 4096;                        ///< bytes of one string (names, paths)
+  std::size_t max_nodes = 1'000'000;
+  std::size_t max_buffers = 100'000;
+};
+
+/// \brief Initial contents of a buffer.
+struct BufferInit {
+  enum class Kind : std::uint8_t { zeros, constant, uniform, normal, npy };
+  Kind kind = Kind::zeros;
+  double value = 0;                 ///< constant
+  double low = 0, high = 1;         ///< uniform on [low, high)
+  double mean = 0, stddev = 1;      ///< normal
+  std::uint64_t seed = 0;           ///< uniform, normal
+  std::string file;                 ///< npy: path, relative to the graph file
+};
+
+/// \brief A named device buffer of `count` elements of `type`.
+struct BufferSpec {
+  std::string name;
+  ScalarType type = ScalarType::f32;
+  std::uint64_t count = 0;
+  BufferInit init;
+  bool output = false;  ///< written out by `flowdsl run --out`
+  std::uint64_t bytes() const noexcept { return count * size_of(type); }
+};
+
+/// \brief A byte offset into a named buffer: how pointers are written.
+struct BufferRef {
+  std::string buffer;
+  std::uint64_t offset = 0;
+};
+
+/// \brief A scalar argument as written in the file, converted to the parameter's type on binding.
+struct ScalarValue {
+  enum class Kind : std::uint8_t { signed_integer, unsigned_integer, floating };
+  Kind kind = Kind::signed_integer;
+  std::int64_t i = 0;
+  std::uint64_t u = 0;
+  double f = 0;
+};
+
+/// \brief One kernel argument, by parameter name: a buffer (pointer parameters) or a scalar.
+struct ArgumentSpec {
+  std::string param;
+  std::variant<BufferRef, ScalarValue> value;
+};
+
+/// \brief A kernel node: registered kernel name, launch shape, arguments.
+struct KernelNodeSpec {
+  std::string kernel;
+  LaunchShape launch;
+  std::vector<ArgumentSpec> args;  ///< sorted by parameter name (as JSON objects are read)
+};
+/// \brief A copy of `bytes` bytes between buffers.
+struct MemcpyNodeSpec {
+  BufferRef dst, src;
+  std::uint64_t bytes = 0;
+};
+/// \brief A memset of `count` elements of `element_size` bytes.
+struct MemsetNodeSpec {
+  BufferRef dst;
+  std::uint32_t value = 0;
+  std::uint32_t element_size = 1;
+  std::uint64_t count = 0;
+};
+/// \brief A join point.
+struct EmptyNodeSpec {};
+/// \brief A host node calling a function known by name (see HostFunctions).
+struct HostNodeSpec {
+  std::string function;
+};
+
+/// \brief A declared access: `bytes` bytes at a buffer offset (0: extent unknown).
+struct AccessSpec {
+  BufferRef at;
+  std::uint64_t bytes = 0;
+};
+
+/// \brief One node of a graph file.
+struct NodeSpec {
+  std::string name;
+  std::variant<KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec, EmptyNodeSpec, HostNodeSpec> op;
+  std::vector<std::string> after;  ///< names of the nodes this one runs after
+  std::vector<AccessSpec> reads, writes;
+};
+
+/// \brief A kernel loaded at run time from a cubin, fatbin or PTX file, with its parameters
+/// declared in the file (a compiled kernel does not carry them).
+struct KernelFileSpec {
+  std::string name;    ///< registry name the nodes use
+  std::string file;    ///< path, relative to the graph file
+  std::string symbol;  ///< the kernel's symbol in the file (extern "C" name or mangled)
+  std::vector<KernelParam> params;
+};
+
+/// \brief A whole graph file: pointer-free, so it can be checked without a GPU.
+struct GraphSpec {
+  std::string name;
+  int version = json_format_version;
+  std::vector<KernelFileSpec> kernel_files;
+  std::vector<BufferSpec> buffers;
+  std::vector<NodeSpec> nodes;
+};
+
+/// \brief Host functions known by name, for host nodes (a file cannot carry code).
+struct HostFunction {
+  void (*fn)(void*) = nullptr;
+  void* user_data = nullptr;
+};
+using HostFunctions = std::map<std::string, HostFunction, std::less<>>;
+
+/// \brief Device address of each buffer, by buffer name.
+using BufferAddresses = std::map<std::string, void*, std::less<>>;
+
+/// \brief Parses "f32", "const f32*", "bf16*".
+/// \return false when `text` names no parameter type.
+bool parse_param_type(std::string_view text, ParamType& out);
+
+/// \brief Parses a graph file's text and reads its schema (no registry, no GPU).
+/// \param source the file name, for messages (may be empty)
+/// \throws JsonError for malformed JSON (with line and column), limits exceeded, a missing or
+///         mistyped member, an unknown member or kind, an unsupported version.
+GraphSpec parse_graph(std::string_view text, std::string source = {}, const JsonLimits& limits = {});
+
+/// \brief Reads and parses a graph file.
+/// \throws JsonError as parse_graph, or when the file cannot be read or exceeds max_bytes.
+GraphSpec read_graph_file(const std::string& path, const JsonLimits& limits = {});
+
+/// \brief Checks everything binding would check, without device memory: kernels (registered
+/// or declared in kernel_files), arguments (unknown, missing, wrong type, out of range),
+/// buffers and their bounds, host functions, dependencies, and core validation.
+/// \param source the file name, for messages (may be empty)
+/// \throws JsonError listing every problem, each at its JSON pointer.
+void check_graph(const GraphSpec& spec, const KernelRegistry& registry, const HostFunctions& hosts = {},
+           const std::string& source = {});
+
+/// \brief The graph check_graph builds: bound to placeholder addresses (disjoint, never
+/// dereferenced) with kernels of kernel_files standing for themselves. For dumps and
+/// inspection only: it must never be launched.
+/// \throws JsonError as check_graph.
+Graph inspect_graph(const GraphSpec& spec, const KernelRegistry& registry, const HostFunctions& hosts = {},
+                    const std::string& source = {});
+
+/// \brief Builds the graph of `spec` on the given buffers. The kernels of kernel_files must
+/// already be in `registry` (see load_kernel_files). The graph is validated (its plan is built).
+/// \param addresses a device address for every buffer of the spec
+/// \throws JsonError listing every problem, each at its JSON pointer; no graph is returned.
+Graph bind_graph(const GraphSpec& spec, const BufferAddresses& addresses, const KernelRegistry& registry,
+           const HostFunctions& hosts = {}, const std::string& source = {});
+
+/// \brief Writes a C++-built graph as a spec. Every pointer must lie in one of `buffers`
+/// (located through `addresses`); kernels are named by the registry entry with the node's
+/// function (else by the node's kernel_name); host functions by the entry of `hosts` with
+/// the node's function and user data.
+/// \throws JsonError naming the node ("/nodes/i") when a pointer, kernel or host function has
+///         no name, or an argument does not fit the registered parameters.
+GraphSpec describe_graph(const Graph& graph, std::string name, std::vector<BufferSpec> buffers,
+                   const BufferAddresses& addresses, const KernelRegistry& registry, const HostFunctions& hosts = {});
+
+/// \brief The spec as indented JSON text (what read_graph_file reads back).
+std::string to_json_text(const GraphSpec& spec);
+
+// ADL serialisers, beside the types (nlohmann/json finds them). from_json throws JsonError
+// whose pointer is relative to the value read.
+void to_json(nlohmann::json& j, const BufferInit& v);
+void from_json(const nlohmann::json& j, BufferInit& v);
+void to_json(nlohmann::json& j, const BufferSpec& v);
+void from_json(const nlohmann::json& j, BufferSpec& v);
+void to_json(nlohmann::json& j, const BufferRef& v);
+void from_json(const nlohmann::json& j, BufferRef& v);
+void to_json(nlohmann::json& j, const AccessSpec& v);
+void from_json(const nlohmann::json& j, AccessSpec& v);
+void to_json(nlohmann::json& j, const NodeSpec& v);
+void from_json(const nlohmann::json& j, NodeSpec& v);
+void to_json(nlohmann::json& j, const KernelFileSpec& v);
+void from_json(const nlohmann::json& j, KernelFileSpec& v);
+void to_json(nlohmann::json& j, const GraphSpec& v);
+void from_json(const nlohmann::json& j, GraphSpec& v);
+
+}  // namespace flowdsl

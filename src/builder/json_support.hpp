@@ -1,0 +1,57 @@
+// Helpers shared by the JSON reader, binder and writer: typed member access that fails with a
+// JsonError at a JSON pointer, and pointer tokens.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "flowdsl/error.hpp"
+
+namespace flowdsl::json_detail {
+
+using nlohmann::json;
+
+/// A JSON pointer token: "~" becomes "~0" and "/" becomes "~1" (RFC 6901).
+std::string token(std::string_view key);
+inline std::string token(std::size_t index) { return "/" + std::to_string(index); }
+
+[[noreturn]] void fail(std::string pointer, std::string message);
+
+/// Runs `read`, prefixing the pointer of any JsonError it throws with `prefix`.
+template <class F>
+void within(const std::string& prefix, F&& read) {
+  try {
+    std::forward<F>(read)();
+  } catch (const JsonError& e) {
+    std::vector<JsonProblem> problems = e.problems();
+    for (JsonProblem& p : problems) p.pointer = prefix + p.pointer;
+    throw JsonError(std::move(problems), e.source());
+  }
+}
+
+/// The JSON type of `j`, for messages ("a string", "an array", ...).
+std::string type_of(const json& j);
+
+/// Fails unless `j` is an object whose members are all among `allowed`.
+void expect_object(const json& j, std::initializer_list<std::string_view> allowed);
+/// The member `key` of an object; fails when absent.
+const json& member(const json& j, const char* key);
+/// The member `key`, or null when absent.
+const json* optional_member(const json& j, const char* key);
+
+std::string get_string(const json& j, const char* key);
+/// An integer in [0, max].
+std::uint64_t get_unsigned(const json& j, const char* key, std::uint64_t max);
+double get_number(const json& j, const char* key);
+bool get_bool(const json& j, const char* key);
+
+/// Value readers for a member that is already found (pointer "" is the value itself).
+std::string as_string(const json& j);
+std::uint64_t as_unsigned(const json& j, std::uint64_t max);
+
+}  // namespace flowdsl::json_detail

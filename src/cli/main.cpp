@@ -1,0 +1,259 @@
+// The `flowdsl` command-line tool: validate, dot, run and info on JSON graph files.
+//
+// Exit codes: 0 ok, 1 invalid input (file, arguments), 2 environment (no CUDA device, driver
+// too old, out of device memory), 3 internal error.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "buffers.hpp"
+#include "cli_kernels.hpp"
+#include "flowdsl/flowdsl.hpp"
+#include "flowdsl/kernel_library.hpp"
+#include "npy.hpp"
+
+namespace {
+
+constexpr int exit_ok = 0;
+constexpr int exit_invalid = 1;
+constexpr int exit_environment = 2;
+constexpr int exit_internal = 3;
+
+// A problem with the environment (no device, old driver), reported as one sentence.
+struct EnvironmentError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// A problem with an input file other than the graph file (a .npy file, an output folder).
+struct InputError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void noop(void*) {}
+
+// The host functions graph files may name: the tool knows only `noop`.
+const flowdsl::HostFunctions& host_functions() {
+  static const flowdsl::HostFunctions hosts{{"noop", {noop, nullptr}}};
+  return hosts;
+}
+
+std::string folder_of(const std::string& path) {
+  const std::size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? std::string(".") : path.substr(0, slash == 0 ? 1 : slash);
+}
+
+flowdsl::GraphSpec checked_spec(const std::string& file) {
+  flowdsl::GraphSpec spec = flowdsl::read_graph_file(file);
+  flowdsl::check_graph(spec, flowdsl::KernelRegistry::global(), host_functions(), file);
+  return spec;
+}
+
+int validate(const std::string& file) {
+  const flowdsl::GraphSpec spec = checked_spec(file);
+  std::printf("%s: valid graph '%s' (%zu nodes, %zu buffers)\n", file.c_str(), spec.name.c_str(), spec.nodes.size(),
+              spec.buffers.size());
+  return exit_ok;
+}
+
+int dot(const std::string& file, const std::string& out, bool arguments) {
+  const flowdsl::GraphSpec spec = flowdsl::read_graph_file(file);
+  const flowdsl::Graph graph = flowdsl::inspect_graph(spec, flowdsl::KernelRegistry::global(), host_functions(), file);
+  flowdsl::DotOptions options;
+  options.show_arguments = arguments;
+  options.registry = &flowdsl::KernelRegistry::global();
+  const std::string text = flowdsl::to_dot(graph, options);
+  if (out.empty() || out == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return exit_ok;
+  }
+  std::ofstream stream(out, std::ios::binary);
+  if (!(stream << text)) throw InputError("cannot write '" + out + "'");
+  return exit_ok;
+}
+
+void require_device() {
+  int devices = 0, driver = 0;
+  const cudaError_t status = cudaGetDeviceCount(&devices);
+  (void)cudaDriverGetVersion(&driver);  // 0 when no driver is installed at all
+  if (status == cudaErrorInsufficientDriver && driver > 0) {
+    throw EnvironmentError("the installed CUDA driver is too old for this build of flowdsl (CUDA runtime " +
+                           std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10) +
+                           "); update the driver to run graphs.");
+  }
+  if (status != cudaSuccess || devices == 0) {
+    throw EnvironmentError("no CUDA device is available, so graphs cannot be run here (validate and dot work without one).");
+  }
+}
+
+using DeviceMemory = flowdsl::UniqueHandle<void*, &cudaFree>;
+
+int run(const std::string& file, int iterations, const std::string& out_dir) {
+  require_device();
+  const flowdsl::GraphSpec spec = checked_spec(file);
+  const std::string base = folder_of(file);
+
+  // Kernels from files go into a registry that lives no longer than their libraries.
+  flowdsl::KernelRegistry registry;
+  for (const flowdsl::KernelInfo* info : flowdsl::KernelRegistry::global().list()) registry.add(*info);
+  const std::vector<flowdsl::KernelLibrary> libraries = flowdsl::load_kernel_files(spec, base, registry);
+
+  std::vector<DeviceMemory> memory;
+  flowdsl::BufferAddresses addresses;
+  std::uint64_t total = 0;
+  for (const flowdsl::BufferSpec& b : spec.buffers) {
+    std::vector<unsigned char> contents;
+    try {
+      contents = flowdsl::cli::initial_contents(b, base);
+    } catch (const std::runtime_error& e) {
+      throw InputError("buffer '" + b.name + "': " + e.what());
+    }
+    void* ptr = nullptr;
+    flowdsl::check(cudaMalloc(&ptr, b.bytes()), ("cudaMalloc for buffer '" + b.name + "'").c_str());
+    memory.emplace_back(ptr);
+    flowdsl::check(cudaMemcpy(ptr, contents.data(), b.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy");
+    addresses.emplace(b.name, ptr);
+    total += b.bytes();
+  }
+  std::printf("%s: %zu buffers (%.1f MiB) allocated and initialised\n", spec.name.c_str(), spec.buffers.size(),
+              static_cast<double>(total) / (1 << 20));
+
+  const flowdsl::Graph graph = flowdsl::bind_graph(spec, addresses, registry, host_functions(), file);
+  flowdsl::Runtime runtime;
+  const flowdsl::StreamHandle stream = flowdsl::make_stream();
+  const flowdsl::EventHandle start = flowdsl::make_event();
+  const flowdsl::EventHandle stop = flowdsl::make_event();
+  for (int i = 0; i < iterations; ++i) {
+    flowdsl::check(cudaEventRecord(start.get(), stream.get()), "cudaEventRecord");
+    const auto host_start = std::chrono::steady_clock::now();
+    const flowdsl::LaunchReport report = runtime.launch(graph, stream.get());
+    const double host_us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - host_start).count();
+    flowdsl::check(cudaEventRecord(stop.get(), stream.get()), "cudaEventRecord");
+    flowdsl::check(cudaEventSynchronize(stop.get()), "cudaEventSynchronize");
+    float device_ms = 0;
+    flowdsl::check(cudaEventElapsedTime(&device_ms, start.get(), stop.get()), "cudaEventElapsedTime");
+    std::printf("launch %d: %s, %.1f us host, %.1f us on the stream\n", i + 1, flowdsl::to_string(report.kind), host_us,
+                1000.0 * device_ms);
+  }
+  const flowdsl::RuntimeStatistics s = runtime.statistics();
+  std::printf("cache: launches=%llu hits=%llu misses=%llu node_updates=%llu reinstantiations=%llu evictions=%llu\n",
+              static_cast<unsigned long long>(s.launches), static_cast<unsigned long long>(s.hits),
+              static_cast<unsigned long long>(s.misses), static_cast<unsigned long long>(s.node_updates),
+              static_cast<unsigned long long>(s.reinstantiations), static_cast<unsigned long long>(s.evictions));
+
+  if (out_dir.empty()) return exit_ok;
+  for (const flowdsl::BufferSpec& b : spec.buffers) {
+    if (!b.output) continue;
+    std::vector<unsigned char> host(b.bytes());
+    flowdsl::check(cudaMemcpy(host.data(), addresses.at(b.name), b.bytes(), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    const std::string path = out_dir + "/" + b.name + ".npy";
+    try {
+      flowdsl::cli::write_npy(path, b.type, b.count, host.data());
+    } catch (const std::runtime_error& e) {
+      throw InputError(e.what());
+    }
+    std::printf("wrote %s (%llu x %s)\n", path.c_str(), static_cast<unsigned long long>(b.count),
+                std::string(flowdsl::to_string(b.type)).c_str());
+  }
+  return exit_ok;
+}
+
+int info() {
+  int runtime_version = 0, driver_version = 0, devices = 0;
+  (void)cudaRuntimeGetVersion(&runtime_version);
+  (void)cudaDriverGetVersion(&driver_version);
+  std::printf("CUDA runtime %d.%d, driver supports up to %d.%d\n", runtime_version / 1000, runtime_version % 1000 / 10,
+              driver_version / 1000, driver_version % 1000 / 10);
+  const cudaError_t status = cudaGetDeviceCount(&devices);
+  if (status != cudaSuccess || devices == 0) {
+    std::printf("devices: none (%s)\n", status != cudaSuccess ? cudaGetErrorName(status) : "0 devices");
+  }
+  for (int d = 0; status == cudaSuccess && d < devices; ++d) {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, d) != cudaSuccess) continue;
+    std::printf("device %d: %s, compute capability %d.%d, %.1f GiB\n", d, p.name, p.major, p.minor,
+                static_cast<double>(p.totalGlobalMem) / (1u << 30));
+  }
+  std::printf("registered kernels:\n");
+  for (const flowdsl::KernelInfo* k : flowdsl::KernelRegistry::global().list()) {
+    std::string params;
+    for (const flowdsl::KernelParam& p : k->params) params += (params.empty() ? "" : ", ") + flowdsl::to_string(p.type) + " " + p.name;
+    std::printf("  %s(%s)%s%s\n", k->name.c_str(), params.c_str(), k->summary.empty() ? "" : "  -- ", k->summary.c_str());
+  }
+  return exit_ok;
+}
+
+void set_log_level(const std::string& level) {
+  auto logger = std::make_shared<spdlog::logger>("flowdsl", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+  logger->set_level(spdlog::level::from_str(level));
+  flowdsl::set_logger(std::move(logger));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"flowdsl: check, draw and run JSON graph descriptions as CUDA graphs.\n"
+               "Exit codes: 0 ok, 1 invalid input, 2 environment (no device, old driver), 3 internal error."};
+  app.require_subcommand(1);
+  std::string log_level = "warn";
+  app.add_option("--log-level", log_level, "flowdsl's log level: trace, debug, info, warn, error, off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+
+  std::string file, out;
+  int iterations = 1;
+  bool arguments = false;
+  CLI::App* validate_cmd = app.add_subcommand("validate", "Check a graph file completely; no GPU needed");
+  validate_cmd->add_option("FILE", file, "graph file (.json)")->required();
+  CLI::App* dot_cmd = app.add_subcommand("dot", "Write a graph file as Graphviz DOT; no GPU needed");
+  dot_cmd->add_option("FILE", file, "graph file (.json)")->required();
+  dot_cmd->add_option("-o,--output", out, "output file (default: standard output)");
+  dot_cmd->add_flag("--args", arguments, "show kernel arguments and copy operands");
+  CLI::App* run_cmd = app.add_subcommand("run", "Allocate and initialise the buffers, run the graph N times");
+  run_cmd->add_option("FILE", file, "graph file (.json)")->required();
+  run_cmd->add_option("-n,--iterations", iterations, "number of launches")->check(CLI::Range(1, 1000000));
+  run_cmd->add_option("--out", out, "folder to write the output buffers to, as <buffer>.npy");
+  CLI::App* info_cmd = app.add_subcommand("info", "Devices, CUDA versions, registered kernels");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? exit_ok : exit_invalid;
+  }
+  set_log_level(log_level);
+
+  try {
+    flowdsl::cli::register_cli_kernels(flowdsl::KernelRegistry::global());
+    if (validate_cmd->parsed()) return validate(file);
+    if (dot_cmd->parsed()) return dot(file, out, arguments);
+    if (run_cmd->parsed()) return run(file, iterations, out);
+    if (info_cmd->parsed()) return info();
+  } catch (const EnvironmentError& e) {
+    std::fprintf(stderr, "flowdsl: %s\n", e.what());
+    return exit_environment;
+  } catch (const flowdsl::JsonError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return exit_invalid;
+  } catch (const flowdsl::ValidationError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return exit_invalid;
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "flowdsl: %s\n", e.what());
+    return exit_invalid;
+  } catch (const flowdsl::CudaError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    const bool environment = e.code() == cudaErrorMemoryAllocation || e.code() == cudaErrorInsufficientDriver ||
+                             e.code() == cudaErrorNoDevice;
+    return environment ? exit_environment : exit_internal;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "flowdsl: internal error: %s\n", e.what());
+    return exit_internal;
+  }
+  return exit_internal;
+}

@@ -1,0 +1,119 @@
+// .npy reader and writer (format 1.0 written; 1.0 to 3.0 read), bounded by the expected size.
+#include "npy.hpp"
+
+#include <fstream>
+#include <stdexcept>
+
+namespace flowdsl::cli {
+namespace {
+
+constexpr char magic[] = "\x93NUMPY";
+constexpr std::size_t max_header = 1 << 16;
+
+[[noreturn]] void fail(const std::string& path, const std::string& why) {
+  throw std::runtime_error(path + ": " + why);
+}
+
+// The text of `key`'s value in a .npy header dict, e.g. "'<f4'" or "(16,)".
+std::string dict_value(const std::string& header, const std::string& key) {
+  const std::size_t at = header.find("'" + key + "'");
+  if (at == std::string::npos) return {};
+  std::size_t begin = header.find(':', at);
+  if (begin == std::string::npos) return {};
+  ++begin;
+  while (begin < header.size() && header[begin] == ' ') ++begin;
+  const char close = header[begin] == '(' ? ')' : ',';
+  const std::size_t end = header.find(close, begin + 1);
+  if (end == std::string::npos) return {};
+  return header.substr(begin, end - begin + (close == ')' ? 1 : 0));
+}
+
+}  // namespace
+
+std::string npy_descr(ScalarType type) {
+  switch (type) {
+    case ScalarType::i8: return "|i1";
+    case ScalarType::u8: return "|u1";
+    case ScalarType::i16: return "<i2";
+    case ScalarType::u16: return "<u2";
+    case ScalarType::bf16: return "<u2";
+    case ScalarType::f16: return "<f2";
+    case ScalarType::i32: return "<i4";
+    case ScalarType::u32: return "<u4";
+    case ScalarType::f32: return "<f4";
+    case ScalarType::i64: return "<i8";
+    case ScalarType::u64: return "<u8";
+    case ScalarType::f64: return "<f8";
+  }
+  return "?";
+}
+
+void write_npy(const std::string& path, ScalarType type, std::uint64_t count, const void* data) {
+  std::string header = "{'descr': '" + npy_descr(type) + "', 'fortran_order': False, 'shape': (" +
+                       std::to_string(count) + ",), }";
+  // Magic (6) + version (2) + length (2) + header, padded with spaces to a multiple of 64, ending in '\n'.
+  const std::size_t total = (10 + header.size() + 1 + 63) / 64 * 64;
+  header.append(total - 10 - header.size() - 1, ' ');
+  header += '\n';
+  std::ofstream out(path, std::ios::binary);
+  if (!out) fail(path, "cannot open for writing");
+  const auto length = static_cast<std::uint16_t>(header.size());
+  out.write(magic, 6);
+  out.put(1).put(0);
+  out.put(static_cast<char>(length & 0xff)).put(static_cast<char>(length >> 8));
+  out << header;
+  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(count * size_of(type)));
+  if (!out) fail(path, "write failed");
+}
+
+std::vector<unsigned char> read_npy(const std::string& path, ScalarType type, std::uint64_t count) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, "cannot open the file");
+  char prefix[8] = {};
+  in.read(prefix, 8);
+  if (!in || std::string(prefix, 6) != std::string(magic, 6)) fail(path, "not a .npy file (bad magic)");
+  const int major = static_cast<unsigned char>(prefix[6]);
+  std::size_t length = 0;
+  unsigned char len_bytes[4] = {};
+  const int len_size = major == 1 ? 2 : 4;
+  if (major < 1 || major > 3) fail(path, "unsupported .npy version " + std::to_string(major));
+  in.read(reinterpret_cast<char*>(len_bytes), len_size);
+  for (int i = len_size - 1; i >= 0; --i) length = length * 256 + len_bytes[i];
+  if (!in || length > max_header) fail(path, "header missing or longer than 64 KiB");
+  std::string header(length, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(length));
+  if (!in) fail(path, "truncated header");
+  const std::string descr = dict_value(header, "descr");
+  if (descr != "'" + npy_descr(type) + "'") {
+    fail(path, "dtype " + descr + " does not match the buffer's " + std::string(to_string(type)) + " ('" + npy_descr(type) + "')");
+  }
+  if (dict_value(header, "fortran_order").rfind("False", 0) != 0) fail(path, "Fortran order is not supported");
+  const std::string shape = dict_value(header, "shape");
+  std::uint64_t elements = 1;
+  std::size_t i = 1;
+  bool any = false;
+  while (i < shape.size()) {
+    if (shape[i] >= '0' && shape[i] <= '9') {
+      std::uint64_t dim = 0;
+      while (i < shape.size() && shape[i] >= '0' && shape[i] <= '9') {
+        if (dim > (std::uint64_t{1} << 50)) fail(path, "shape too large");
+        dim = dim * 10 + static_cast<std::uint64_t>(shape[i++] - '0');
+      }
+      if (dim != 0 && elements > (std::uint64_t{1} << 50) / dim) fail(path, "shape too large");
+      elements *= dim;
+      any = true;
+    } else {
+      ++i;
+    }
+  }
+  if (shape.empty() || !any) fail(path, "missing or empty shape");
+  if (elements != count) {
+    fail(path, "holds " + std::to_string(elements) + " elements, the buffer " + std::to_string(count));
+  }
+  std::vector<unsigned char> data(count * size_of(type));
+  in.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  if (!in) fail(path, "truncated data");
+  return data;
+}
+
+}  // namespace flowdsl::cli

@@ -1,0 +1,110 @@
+// DOT dumps: content, escaping of any name, and Graphviz `dot -Tsvg` accepting the output.
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "catch.hpp"
+#include "flowdsl/flowdsl.hpp"
+
+using flowdsl_test::contains;
+
+namespace {
+
+void scale_f32(int, float, const float*, float*) {}
+void multiply_add_f32(int, const float*, const float*, float*) {}
+void axpy_f32(int, float, const float*, float*) {}
+void clamp_f32(int, float, float, float*) {}
+void host_fn(void*) {}
+
+const flowdsl::KernelRegistry& registry() {
+  static flowdsl::KernelRegistry r;
+  static const bool once = [] {
+    r.add("scale_f32", scale_f32, {"n", "alpha", "x", "y"});
+    r.add("multiply_add_f32", multiply_add_f32, {"n", "a", "b", "out"});
+    r.add("axpy_f32", axpy_f32, {"n", "alpha", "x", "y"});
+    r.add("clamp_f32", clamp_f32, {"n", "lo", "hi", "y"});
+    return true;
+  }();
+  (void)once;
+  return r;
+}
+
+// Renders `text` with Graphviz; fails the test with the reason when dot rejects it.
+void require_dot_accepts(const std::string& text, const std::string& file) {
+  if (std::system("command -v dot >/dev/null 2>&1") != 0) {
+    FAIL("Graphviz 'dot' is not on PATH: install the graphviz package (.ci/install-deps does)");
+  }
+  { std::ofstream(file) << text; }
+  const std::string command = "dot -Tsvg '" + file + "' -o '" + file + ".svg' 2>'" + file + ".err'";
+  INFO("dot input:\n" << text);
+  REQUIRE(std::system(command.c_str()) == 0);
+  std::ifstream err(file + ".err");
+  const std::string warnings((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
+  CHECK(warnings.empty());
+}
+
+}  // namespace
+
+TEST_CASE("A DOT dump has one labelled, coloured node per graph node and the declared edges", "[dot]") {
+  flowdsl::Graph g;
+  float buf[8];
+  auto up = g.memcpy("upload", buf, buf + 4, 16);
+  auto k = g.kernel("scale", scale_f32, "scale_f32").launch({4, 2}, 256, 128).args(4, 2.5f, buf, buf).after(up);
+  g.memset("clear", buf, 7, 4).after(k);
+  g.empty("join").after("clear");
+  g.host("cb", host_fn).after("join", "later");
+
+  flowdsl::DotOptions options;
+  options.show_arguments = true;
+  options.registry = &registry();
+  options.last_launch = flowdsl::LaunchReport{flowdsl::LaunchKind::updated, 2};
+  const std::string dot = flowdsl::to_dot(g, options);
+  CHECK_THAT(dot, contains(R"x(n1 [label="scale\nkernel scale_f32\ngrid 4x2x1 block 256x1x1 smem 128\nn = 4\nalpha = 2.5)x"));
+  CHECK_THAT(dot, contains("fillcolor=lightblue"));
+  CHECK_THAT(dot, contains("fillcolor=palegreen"));
+  CHECK_THAT(dot, contains("fillcolor=khaki"));
+  CHECK_THAT(dot, contains("fillcolor=lightsalmon"));
+  CHECK_THAT(dot, contains("n0 -> n1;"));
+  CHECK_THAT(dot, contains("n3 -> n4;"));
+  CHECK_THAT(dot, contains(R"x(label="later\n(undeclared)", style=dashed)x"));
+  CHECK_THAT(dot, contains(R"x(label="last launch: updated (2 nodes)")x"));
+  require_dot_accepts(dot, "dot_kinds.dot");
+}
+
+TEST_CASE("Any node name yields valid DOT", "[dot][escape]") {
+  const std::vector<std::string> names = {
+      "say \"hi\"", "back\\slash", "trailing\\", "two\nlines", "tab\there", "ünïcødé ✓ 数据 🚀",
+      "bad utf8 \xff\xfe", "truncated \xe2\x82", "{braces} [brackets] <html> ;", "\\N \\G \\L", "",
+  };
+  flowdsl::Graph g;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    auto n = g.empty(names[i]);
+    if (i) n.after(g.node(names[i - 1]));
+  }
+  g.empty("tail").after("undeclared \"quoted\"\nname\\");
+  const std::string dot = flowdsl::to_dot(g);
+  CHECK_THAT(dot, contains(R"(say \"hi\")"));
+  CHECK_THAT(dot, contains(R"(two\nlines)"));
+  CHECK_THAT(dot, contains("bad utf8 \xef\xbf\xbd\xef\xbf\xbd"));
+  require_dot_accepts(dot, "dot_names.dot");
+}
+
+TEST_CASE("Every sample graph file renders with Graphviz", "[dot][samples]") {
+  for (const char* name : {"diamond", "pipeline"}) {
+    INFO(name);
+    const flowdsl::GraphSpec spec = flowdsl::read_graph_file(std::string(FLOWDSL_SAMPLES_DIR) + "/" + name + ".json");
+    flowdsl::BufferAddresses addresses;
+    std::uintptr_t next = 0x100000;
+    for (const auto& b : spec.buffers) {
+      addresses[b.name] = reinterpret_cast<void*>(next);
+      next += b.bytes();
+    }
+    const flowdsl::Graph g = flowdsl::bind_graph(spec, addresses, registry());
+    flowdsl::DotOptions options;
+    options.show_arguments = true;
+    options.registry = &registry();
+    const std::string dot = flowdsl::to_dot(g, options);
+    CHECK_THAT(dot, contains("kernel"));
+    require_dot_accepts(dot, std::string("dot_sample_") + name + ".dot");
+  }
+}
