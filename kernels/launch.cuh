@@ -24,6 +24,11 @@ inline const char* suffix<__half>() { return "f16"; }
 template <>
 inline const char* suffix<__nv_bfloat16>() { return "bf16"; }
 
+/// The finishing node of a two-pass sum (reduce.cu): out[0] = sum of partials (or its sqrt).
+KernelNode<std::int32_t, const double*, std::int32_t, float*> declare_sum_finish(Graph& g, std::string name, std::int32_t count,
+                                                                                const double* partials, bool take_sqrt,
+                                                                                float* out);
+
 void register_elementwise(KernelRegistry& registry);
 void register_reductions(KernelRegistry& registry);
 void register_batching(KernelRegistry& registry);

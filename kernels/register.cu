@@ -6,6 +6,7 @@ namespace flowdsl::kernels {
 
 void register_builtins(KernelRegistry& registry) {
   detail::register_elementwise(registry);
+  detail::register_reductions(registry);
 }
 
 }  // namespace flowdsl::kernels
