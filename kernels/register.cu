@@ -7,6 +7,8 @@ namespace flowdsl::kernels {
 void register_builtins(KernelRegistry& registry) {
   detail::register_elementwise(registry);
   detail::register_reductions(registry);
+  detail::register_batching(registry);
+  detail::register_simulation(registry);
 }
 
 }  // namespace flowdsl::kernels
