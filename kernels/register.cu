@@ -9,6 +9,7 @@ void register_builtins(KernelRegistry& registry) {
   detail::register_reductions(registry);
   detail::register_batching(registry);
   detail::register_simulation(registry);
+  detail::register_matmul(registry);
 }
 
 }  // namespace flowdsl::kernels
