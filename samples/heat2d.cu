@@ -1,7 +1,8 @@
 // 2-D heat diffusion: a hot square spreading on a cold plate with fixed boundary. A graph of
 // 2 x 25 stencil steps (ping-pong between two fields, a residual norm after each) replayed
 // 8 times = 400 steps, against the same kernels launched one by one on a stream. The final
-// field and every residual are checked against the host reference; the residual must fall.
+// field (float steps vs double-rounded host steps: within 1e-4) and every residual (1e-2)
+// are checked against the host reference; the residual must fall.
 #include <cmath>
 #include <vector>
 
@@ -85,13 +86,13 @@ int main() {
     for (std::size_t i = 0; i < n; ++i) worst = std::max(worst, double(std::fabs(got[i] - want[i])));
     std::size_t bad_residuals = 0;
     for (int s = 0; s < steps_per_graph * replays; ++s) {
-      bad_residuals += !(std::fabs(got_residual[s] - want_residual[s]) <= 1e-3 * want_residual[s] + 1e-6);
+      bad_residuals += !(std::fabs(got_residual[s] - want_residual[s]) <= 1e-2 * want_residual[s] + 1e-6);
     }
     const bool falling = want_residual.back() < want_residual.front() && got_residual.back() < got_residual.front();
     std::printf("heat2d: %d x %d, %d steps; largest difference from the host field %.2e; residual %.4e -> %.4e (host %.4e)\n",
                 nx, ny, steps_per_graph * replays, worst, got_residual.front(), got_residual.back(), want_residual.back());
-    ok = worst <= 1e-5 && bad_residuals == 0 && falling;
-    if (bad_residuals) std::printf("%zu residuals differ from the host by more than 1e-3 relative\n", bad_residuals);
+    ok = worst <= 1e-4 && bad_residuals == 0 && falling;
+    if (bad_residuals) std::printf("%zu residuals differ from the host by more than 1e-2 relative\n", bad_residuals);
     std::printf("%-30s %10s %14s\n", "", "GPU ms", "us per step");
     std::printf("%-30s %10.3f %14.2f\n", "graph replay", graph_ms, 1e3 * graph_ms / (steps_per_graph * replays));
     std::printf("%-30s %10.3f %14.2f\n", "kernels one by one (stream)", stream_ms, 1e3 * stream_ms / (steps_per_graph * replays));
