@@ -109,6 +109,7 @@ __global__ void __launch_bounds__(mm::threads) matmul_tensor_kernel(std::int32_t
     }
     __syncthreads();  // the stage just read is the next iteration's load target
   }
+  cp_async_wait<0>();  // no copy may be left in flight at exit (k == 0 issues one and never waits)
 
   float* tile = scratch[warp];
 #pragma unroll

@@ -7,6 +7,9 @@
 #include "reference.hpp"
 
 namespace ref = flowdsl::kernels::reference;
+#if defined(FLOWDSL_CATCH2_V3)
+using Catch::Approx;
+#endif
 
 TEST_CASE("Pad copies each row, cuts long rows and masks the padding", "[reference][batching]") {
   const ref::Floats values = {1, 2, 3, 4, 5, 6, 7};
