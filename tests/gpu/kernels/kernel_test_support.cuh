@@ -67,10 +67,13 @@ std::vector<float> random_values(std::size_t n, unsigned seed, float lo = -1.0f,
   return v;
 }
 
-/// A device buffer of T filled from floats.
+/// Fills the first values.size() elements of a device buffer of T (which may be larger).
 template <class T>
 void upload(DeviceBuffer<T>& buffer, const std::vector<float>& values) {
-  buffer.upload(convert<T>(values));
+  REQUIRE(values.size() <= buffer.size());
+  if (values.empty()) return;
+  const std::vector<T> converted = convert<T>(values);
+  CUDA_REQUIRE(cudaMemcpy(buffer.get(), converted.data(), converted.size() * sizeof(T), cudaMemcpyHostToDevice));
 }
 template <class T>
 std::vector<float> download(const DeviceBuffer<T>& buffer) {

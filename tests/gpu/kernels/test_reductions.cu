@@ -86,8 +86,9 @@ TEMPLATE_TEST_CASE("The whole-array sum matches the host and is deterministic", 
     double magnitude = 0;
     const double want = ref::sum(x, &magnitude);
     const float first = out.download()[0];
-    // Double accumulation: the float rounding of the result dominates.
-    CHECK(std::fabs(first - want) <= 1e-6 * std::max(1.0, magnitude));
+    // Double accumulation across threads; within a thread up to 16 values are added in float
+    // first (one 16-byte vector pair), hence a bound of 2e-6 of sum |x|.
+    CHECK(std::fabs(first - want) <= 2e-6 * std::max(1.0, magnitude));
     out.poison();
     runner.run(g);
     CHECK(out.download()[0] == first);  // same grid, same bits
