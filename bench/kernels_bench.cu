@@ -112,7 +112,15 @@ int main(int argc, char** argv) {
   auto* fa = reinterpret_cast<float*>(a);
   auto* fb = reinterpret_cast<float*>(b);
   auto* fc = reinterpret_cast<float*>(c);
-  auto* ha = reinterpret_cast<__nv_bfloat16*>(a);  // 2n bf16 per operand
+  // bfloat16 operands get their own random values (float bits read as bf16 would include
+  // NaN and huge values).
+  auto* ha = static_cast<__nv_bfloat16*>(device_bytes(operand));  // 2n bf16
+  {
+    flowdsl::Graph g;
+    fk::random_uniform(g, "h", 2 * n, 4, -1.0f, 1.0f, ha);
+    runtime.launch(g, stream);
+    SAMPLE_CHECK(cudaStreamSynchronize(stream));
+  }
   auto* hc = reinterpret_cast<__nv_bfloat16*>(c);
 
   std::vector<Row> rows;
@@ -143,7 +151,7 @@ int main(int argc, char** argv) {
   });
   memory_row("bias+silu bf16 [2n/1024, 1024]", 8 * N, [&](flowdsl::Graph& g) {
     fk::bias_activation(g, "k", 2 * row_count, cols, fk::Activation::silu, static_cast<const __nv_bfloat16*>(ha),
-                        reinterpret_cast<const __nv_bfloat16*>(b), hc);
+                        static_cast<const __nv_bfloat16*>(ha), hc);
   });
   memory_row("cast f32 -> bf16", 6 * N, [&](flowdsl::Graph& g) { fk::cast(g, "k", n, static_cast<const float*>(fa), hc); });
   memory_row("cast bf16 -> f32", 6 * N, [&](flowdsl::Graph& g) { fk::cast(g, "k", n, static_cast<const __nv_bfloat16*>(ha), fc); });
