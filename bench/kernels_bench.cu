@@ -1,0 +1,314 @@
+// kernels_bench: achieved bandwidth of the memory-bound kernels against a device-to-device
+// cudaMemcpy measured in the same run, and matmul TFLOP/s against cuBLAS in the same run.
+//
+//   kernels_bench [--quick] [--repeats R] [--json FILE]
+//
+// Method: inputs are random (never zeros), each kernel is the one node of a flowdsl::Graph
+// launched by cudaLaunchKernel from its description (so the graph launch cost is not timed),
+// 3 warm-up runs, then R runs timed one by one with CUDA events; the median is reported.
+// Bytes are the fewest the operation must move (each input read once, each output written
+// once); the copy moves 2 bytes per byte copied (read + write). Buffers are 1 GiB per operand
+// (--quick: 64 MiB), far beyond the 50 MB L2, so repeats do not run from cache.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <cublas_v2.h>
+
+#include "common.cuh"
+#include "eager.cuh"
+#include "flowdsl/kernels.hpp"
+
+namespace fk = flowdsl::kernels;
+
+namespace {
+
+struct Row {
+  std::string name;
+  double bytes = 0, flops = 0, ms = 0;
+  double percent = 0;  ///< of copy bandwidth (memory rows) or of cuBLAS (matmul rows)
+};
+
+int repeats = 20;
+
+/// Median of `repeats` event-timed runs of `enqueue`, after 3 warm-up runs.
+double time_ms(cudaStream_t stream, const std::function<void()>& enqueue) {
+  for (int i = 0; i < 3; ++i) enqueue();
+  SAMPLE_CHECK(cudaStreamSynchronize(stream));
+  SAMPLE_CHECK(cudaGetLastError());
+  cudaEvent_t start, stop;
+  SAMPLE_CHECK(cudaEventCreate(&start));
+  SAMPLE_CHECK(cudaEventCreate(&stop));
+  std::vector<double> ms;
+  for (int i = 0; i < repeats; ++i) {
+    SAMPLE_CHECK(cudaEventRecord(start, stream));
+    enqueue();
+    SAMPLE_CHECK(cudaEventRecord(stop, stream));
+    SAMPLE_CHECK(cudaEventSynchronize(stop));
+    float t = 0;
+    SAMPLE_CHECK(cudaEventElapsedTime(&t, start, stop));
+    ms.push_back(t);
+  }
+  SAMPLE_CHECK(cudaGetLastError());
+  SAMPLE_CHECK(cudaEventDestroy(start));
+  SAMPLE_CHECK(cudaEventDestroy(stop));
+  return sample::median(ms);
+}
+
+void* device_bytes(std::size_t bytes) {
+  void* p = nullptr;
+  SAMPLE_CHECK(cudaMalloc(&p, bytes));
+  return p;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  const char* json = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--quick")) {
+      quick = true;
+    } else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) {
+      json = argv[++i];
+    } else if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc) {
+      repeats = std::max(1, std::atoi(argv[++i]));
+    } else {
+      std::fprintf(stderr, "usage: %s [--quick] [--repeats R] [--json FILE]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (!sample::have_device()) return sample::skipped;
+  if (quick && repeats == 20) repeats = 5;
+  cudaDeviceProp prop{};
+  SAMPLE_CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s, %d SMs, L2 %d MB; repeats %d%s\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20,
+              repeats, quick ? " (quick)" : "");
+
+  const std::int64_t n = quick ? (std::int64_t{1} << 24) : (std::int64_t{1} << 28);  // floats per operand: 64 MiB / 1 GiB
+  const std::size_t operand = std::size_t(n) * 4;
+  char* a = static_cast<char*>(device_bytes(operand));
+  char* b = static_cast<char*>(device_bytes(operand));
+  char* c = static_cast<char*>(device_bytes(operand));
+  double* partials = static_cast<double*>(device_bytes(fk::sum_max_partials * sizeof(double)));
+  float* small = static_cast<float*>(device_bytes(std::size_t(n / 16) * 4 + 64));
+  auto stream_handle = flowdsl::make_stream();
+  cudaStream_t stream = stream_handle.get();
+  flowdsl::Runtime runtime;
+
+  // Random inputs in every operand (uniform in [-1, 1)).
+  {
+    flowdsl::Graph g;
+    fk::random_uniform(g, "a", n, 1, -1.0f, 1.0f, reinterpret_cast<float*>(a));
+    fk::random_uniform(g, "b", n, 2, -1.0f, 1.0f, reinterpret_cast<float*>(b));
+    fk::random_uniform(g, "c", n, 3, -1.0f, 1.0f, reinterpret_cast<float*>(c));
+    runtime.launch(g, stream);
+    SAMPLE_CHECK(cudaStreamSynchronize(stream));
+  }
+  auto* fa = reinterpret_cast<float*>(a);
+  auto* fb = reinterpret_cast<float*>(b);
+  auto* fc = reinterpret_cast<float*>(c);
+  // bfloat16 operands get their own random values (float bits read as bf16 would include
+  // NaN and huge values).
+  auto* ha = static_cast<__nv_bfloat16*>(device_bytes(operand));  // 2n bf16
+  {
+    flowdsl::Graph g;
+    fk::random_uniform(g, "h", 2 * n, 4, -1.0f, 1.0f, ha);
+    runtime.launch(g, stream);
+    SAMPLE_CHECK(cudaStreamSynchronize(stream));
+  }
+  auto* hc = reinterpret_cast<__nv_bfloat16*>(c);
+
+  std::vector<Row> rows;
+  const double copy_ms = time_ms(stream, [&] { SAMPLE_CHECK(cudaMemcpyAsync(c, a, operand, cudaMemcpyDeviceToDevice, stream)); });
+  const double copy_bw = 2.0 * operand / (copy_ms * 1e-3);
+  rows.push_back({"cudaMemcpy D2D (baseline)", 2.0 * operand, 0, copy_ms, 100.0});
+
+  // One node per graph, timed as a plain kernel launch.
+  auto memory_row = [&](const std::string& name, double bytes, auto&& declare) {
+    flowdsl::Graph g;
+    declare(g);
+    const double ms = time_ms(stream, [&] { sample::launch_one_by_one(g, stream); });
+    rows.push_back({name, bytes, 0, ms, 100.0 * (bytes / (ms * 1e-3)) / copy_bw});
+  };
+  const double N = static_cast<double>(n);
+  const int cols = 1024;
+  const int row_count = static_cast<int>(n / cols);
+  memory_row("fill f32", 4 * N, [&](flowdsl::Graph& g) { fk::fill(g, "k", n, 1.5f, fc); });
+  memory_row("iota f32", 4 * N, [&](flowdsl::Graph& g) { fk::iota(g, "k", n, 0.0f, 1e-3f, fc); });
+  memory_row("scale f32", 8 * N, [&](flowdsl::Graph& g) { fk::scale(g, "k", n, 0.5f, static_cast<const float*>(fa), fc); });
+  memory_row("axpy f32", 12 * N, [&](flowdsl::Graph& g) { fk::axpy(g, "k", n, 0.5f, static_cast<const float*>(fa), fc); });
+  memory_row("add f32", 12 * N, [&](flowdsl::Graph& g) { fk::add(g, "k", n, static_cast<const float*>(fa), static_cast<const float*>(fb), fc); });
+  memory_row("multiply f32", 12 * N,
+             [&](flowdsl::Graph& g) { fk::multiply(g, "k", n, static_cast<const float*>(fa), static_cast<const float*>(fb), fc); });
+  memory_row("clamp f32", 8 * N, [&](flowdsl::Graph& g) { fk::clamp(g, "k", n, -0.5f, 0.5f, static_cast<const float*>(fa), fc); });
+  memory_row("bias+gelu f32 [n/1024, 1024]", 8 * N, [&](flowdsl::Graph& g) {
+    fk::bias_activation(g, "k", row_count, cols, fk::Activation::gelu, static_cast<const float*>(fa), static_cast<const float*>(fb), fc);
+  });
+  memory_row("bias+silu bf16 [2n/1024, 1024]", 8 * N, [&](flowdsl::Graph& g) {
+    fk::bias_activation(g, "k", 2 * row_count, cols, fk::Activation::silu, static_cast<const __nv_bfloat16*>(ha),
+                        static_cast<const __nv_bfloat16*>(ha), hc);
+  });
+  memory_row("cast f32 -> bf16", 6 * N, [&](flowdsl::Graph& g) { fk::cast(g, "k", n, static_cast<const float*>(fa), hc); });
+  memory_row("cast bf16 -> f32", 6 * N, [&](flowdsl::Graph& g) { fk::cast(g, "k", n, static_cast<const __nv_bfloat16*>(ha), fc); });
+  memory_row("cast f32 -> f16", 6 * N,
+             [&](flowdsl::Graph& g) { fk::cast(g, "k", n, static_cast<const float*>(fa), reinterpret_cast<__half*>(c)); });
+  memory_row("random_uniform f32", 4 * N, [&](flowdsl::Graph& g) { fk::random_uniform(g, "k", n, 7, 0.0f, 1.0f, fc); });
+  memory_row("random_normal f32", 4 * N, [&](flowdsl::Graph& g) { fk::random_normal(g, "k", n, 7, 0.0f, 1.0f, fc); });
+  memory_row("row_sum f32 [n/1024, 1024]", 4 * N, [&](flowdsl::Graph& g) { fk::row_sum(g, "k", row_count, cols, static_cast<const float*>(fa), small); });
+  memory_row("row_max f32 [n/1024, 1024]", 4 * N, [&](flowdsl::Graph& g) { fk::row_max(g, "k", row_count, cols, static_cast<const float*>(fa), small); });
+  memory_row("row_argmax f32 [n/1024, 1024]", 4 * N, [&](flowdsl::Graph& g) {
+    fk::row_argmax(g, "k", row_count, cols, static_cast<const float*>(fa), reinterpret_cast<std::int32_t*>(small));
+  });
+  memory_row("row_sum f32 [n/65536, 65536]", 4 * N, [&](flowdsl::Graph& g) {
+    fk::row_sum(g, "k", static_cast<int>(n / 65536), 65536, static_cast<const float*>(fa), small);
+  });
+  memory_row("sum f32 (whole array, 2 nodes)", 4 * N, [&](flowdsl::Graph& g) { fk::sum(g, "k", n, static_cast<const float*>(fa), partials, small); });
+  memory_row("softmax f32 [n/1024, 1024]", 8 * N, [&](flowdsl::Graph& g) { fk::softmax(g, "k", row_count, cols, static_cast<const float*>(fa), fc); });
+  memory_row("softmax bf16 [2n/1024, 1024]", 8 * N, [&](flowdsl::Graph& g) { fk::softmax(g, "k", 2 * row_count, cols, static_cast<const __nv_bfloat16*>(ha), hc); });
+  memory_row("softmax f32 [n/64, 64] (warp rows)", 8 * N, [&](flowdsl::Graph& g) {
+    fk::softmax(g, "k", static_cast<int>(n / 64), 64, static_cast<const float*>(fa), fc);
+  });
+  memory_row("layer_norm f32 [n/1024, 1024]", 8 * N, [&](flowdsl::Graph& g) {
+    fk::layer_norm(g, "k", row_count, cols, 1e-5f, static_cast<const float*>(fa), static_cast<const float*>(fb), static_cast<const float*>(fb) + cols, fc);
+  });
+  memory_row("layer_norm bf16 [2n/4096, 4096]", 8 * N, [&](flowdsl::Graph& g) {
+    fk::layer_norm(g, "k", 2 * row_count / 4, 4096, 1e-5f, static_cast<const __nv_bfloat16*>(ha), static_cast<const float*>(fb),
+                   static_cast<const float*>(fb) + 4096, hc);
+  });
+  {
+    // Pad: rows of random length in [width/2, width] -> [batch, width] + mask.
+    const int width = 1024, batch = row_count;
+    std::vector<std::int32_t> offsets(batch + 1, 0);
+    std::mt19937 rng(5);
+    std::uniform_int_distribution<int> length(width / 2, width);
+    for (int i = 0; i < batch; ++i) offsets[i + 1] = offsets[i] + length(rng);
+    auto* d_offsets = static_cast<std::int32_t*>(device_bytes(offsets.size() * 4));
+    SAMPLE_CHECK(cudaMemcpy(d_offsets, offsets.data(), offsets.size() * 4, cudaMemcpyHostToDevice));
+    auto* mask = static_cast<std::uint8_t*>(device_bytes(std::size_t(n)));
+    const double moved = 4.0 * offsets.back() + 4.0 * N + N + 4.0 * batch;
+    memory_row("pad f32 -> [n/1024, 1024] + mask", moved, [&](flowdsl::Graph& g) {
+      fk::pad(g, "k", batch, width, 0.0f, static_cast<const float*>(fa), d_offsets, fc, mask);
+    });
+    memory_row("crop f32 [n/1024, 1024] -> rows", 8.0 * offsets.back() + 4.0 * batch, [&](flowdsl::Graph& g) {
+      fk::crop(g, "k", batch, width, 0.0f, static_cast<const float*>(fc), d_offsets, fb);
+    });
+    std::vector<std::int32_t> index(batch);
+    for (int i = 0; i < batch; ++i) index[i] = i;
+    std::shuffle(index.begin(), index.end(), rng);
+    SAMPLE_CHECK(cudaMemcpy(d_offsets, index.data(), index.size() * 4, cudaMemcpyHostToDevice));
+    memory_row("gather_rows f32 [n/1024, 1024]", 8 * N, [&](flowdsl::Graph& g) {
+      fk::gather_rows(g, "k", batch, width, d_offsets, batch, static_cast<const float*>(fa), fc);
+    });
+    SAMPLE_CHECK(cudaFree(mask));
+    SAMPLE_CHECK(cudaFree(d_offsets));
+  }
+  {
+    const int side = quick ? 4096 : 16384;  // side^2 = n floats
+    memory_row("heat2d step f32 (+residual)", 8.0 * side * side, [&](flowdsl::Graph& g) {
+      fk::heat2d_step(g, "k", side, side, 0.2f, static_cast<const float*>(fa), fc, partials, small);
+    });
+  }
+  {
+    const int envs = static_cast<int>(n / 8);  // state 4 floats + counters: fits the operands
+    float* state = fc;
+    float* reward = fb;
+    auto* counters = reinterpret_cast<std::int32_t*>(fb + envs);
+    auto* action = reinterpret_cast<std::int32_t*>(fb + 3 * envs);
+    auto* done = reinterpret_cast<std::uint8_t*>(fb + 4 * envs);
+    flowdsl::Graph init;
+    fk::cartpole_reset(init, "reset", envs, 1, state, reward, counters, counters + envs, done);
+    fk::random_uniform(init, "actions", envs, 3, 0.0f, 1.0f, reinterpret_cast<float*>(action));  // any bits: action != 1 -> left
+    runtime.launch(init, stream);
+    SAMPLE_CHECK(cudaStreamSynchronize(stream));
+    memory_row("cartpole_step (53 B/env)", 53.0 * envs, [&](flowdsl::Graph& g) {
+      fk::cartpole_step(g, "k", envs, 1, 500, action, state, reward, counters, counters + envs, done);
+    });
+  }
+
+  // Matmul at 4096^3 (--quick: 2048^3), half/bfloat16 in, float accumulate and out, vs cuBLAS.
+  cublasHandle_t blas;
+  if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr, "cublasCreate failed\n");
+    return 1;
+  }
+  cublasSetStream(blas, stream);
+  const int mn = quick ? 2048 : 4096;
+  auto matmul_rows = [&](auto tag, cudaDataType_t type, const char* label) {
+    using T = decltype(tag);
+    const std::size_t elems = std::size_t(mn) * mn;
+    T* A = reinterpret_cast<T*>(a);
+    T* B = reinterpret_cast<T*>(b);
+    float* C = fc;
+    float* C_ref = reinterpret_cast<float*>(a + elems * sizeof(T));  // after A in the same operand
+    {
+      flowdsl::Graph init;  // random operands in [-1, 1)
+      fk::random_uniform(init, "A", static_cast<std::int64_t>(elems), 11, -1.0f, 1.0f, A);
+      fk::random_uniform(init, "B", static_cast<std::int64_t>(elems), 12, -1.0f, 1.0f, B);
+      runtime.launch(init, stream);
+    }
+    const double flops = 2.0 * mn * double(mn) * mn;
+    flowdsl::Graph g;
+    fk::matmul(g, "k", mn, mn, mn, static_cast<const T*>(A), static_cast<const T*>(B), static_cast<const float*>(nullptr),
+               fk::Activation::none, C);
+    const double ours = time_ms(stream, [&] { sample::launch_one_by_one(g, stream); });
+    const float one = 1.0f, zero = 0.0f;
+    // Row-major C = A B is column-major C^T = B^T A^T: pass B first.
+    auto gemm = [&] {
+      const cublasStatus_t s = cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, mn, mn, mn, &one, B, type, mn, A, type, mn, &zero,
+                                            C_ref, CUDA_R_32F, mn, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      if (s != CUBLAS_STATUS_SUCCESS) {
+        std::fprintf(stderr, "cublasGemmEx failed: %d\n", static_cast<int>(s));
+        std::exit(1);
+      }
+    };
+    const double theirs = time_ms(stream, gemm);
+    // Same result as cuBLAS (both accumulate in float)?
+    std::vector<float> x(elems), y(elems);
+    SAMPLE_CHECK(cudaMemcpy(x.data(), C, elems * 4, cudaMemcpyDeviceToHost));
+    SAMPLE_CHECK(cudaMemcpy(y.data(), C_ref, elems * 4, cudaMemcpyDeviceToHost));
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < elems; ++i) {
+      num += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
+      den += double(y[i]) * y[i];
+    }
+    std::printf("matmul %s %d^3: ||flowdsl - cuBLAS|| / ||cuBLAS|| = %.2e\n", label, mn, std::sqrt(num / den));
+    rows.push_back({std::string("matmul ") + label + " " + std::to_string(mn) + "^3 (flowdsl)", 0, flops, ours, 100.0 * theirs / ours});
+    rows.push_back({std::string("matmul ") + label + " " + std::to_string(mn) + "^3 (cuBLAS)", 0, flops, theirs, 100.0});
+  };
+  matmul_rows(__half{}, CUDA_R_16F, "f16");
+  matmul_rows(__nv_bfloat16{}, CUDA_R_16BF, "bf16");
+  cublasDestroy(blas);
+
+  std::printf("\n%-40s %10s %12s %12s %10s\n", "kernel", "ms", "GB/s", "TFLOP/s", "% of base");
+  for (const Row& r : rows) {
+    std::printf("%-40s %10.4f %12s %12s %9.1f%%\n", r.name.c_str(), r.ms,
+                r.bytes > 0 ? std::to_string(static_cast<long long>(r.bytes / (r.ms * 1e6))).c_str() : "-",
+                r.flops > 0 ? std::to_string(r.flops / (r.ms * 1e9)).substr(0, 7).c_str() : "-", r.percent);
+  }
+  std::printf("(%% of base: memory rows against the copy's bandwidth, %.0f GB/s; matmul rows against cuBLAS)\n", copy_bw / 1e9);
+
+  if (json) {
+    FILE* f = std::fopen(json, "w");
+    if (!f) {
+      std::fprintf(stderr, "cannot write %s\n", json);
+      return 1;
+    }
+    std::fprintf(f, "{\n  \"device\": \"%s\",\n  \"repeats\": %d,\n  \"quick\": %s,\n  \"copy_gb_per_s\": %.1f,\n  \"rows\": [\n",
+                 prop.name, repeats, quick ? "true" : "false", copy_bw / 1e9);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      std::fprintf(f, "    {\"name\": \"%s\", \"ms\": %.6f, \"bytes\": %.0f, \"flops\": %.0f, \"gb_per_s\": %.1f, \"tflop_per_s\": %.2f, \"percent_of_baseline\": %.1f}%s\n",
+                   r.name.c_str(), r.ms, r.bytes, r.flops, r.bytes > 0 ? r.bytes / (r.ms * 1e6) : 0.0,
+                   r.flops > 0 ? r.flops / (r.ms * 1e9) : 0.0, r.percent, i + 1 < rows.size() ? "," : "");
+    }
+    std::fprintf(f, "  ]\n}\n");
+    std::fclose(f);
+    std::printf("wrote %s\n", json);
+  }
+  return 0;
+}

@@ -1,0 +1,162 @@
+#pragma once
+/// \file kernels.hpp
+/// \brief The built-in kernel library: typed launchers that add one kernel node (or a short
+/// chain) to a Graph, and register_builtins() that makes every kernel known by name.
+///
+/// Each launcher picks grid and block from the problem size; the returned handle can override
+/// them (`.grid()`, `.block()`) and rebind any argument (`.arg<I>()`, a parameter-only update).
+/// Element types: `T` is float, __half or __nv_bfloat16 unless a launcher says otherwise;
+/// arithmetic is done in float. Pointers need only the alignment of their element type;
+/// 16-byte-aligned ones take the vectorised path.
+///
+/// \code
+///   flowdsl::Graph g;
+///   auto k = flowdsl::kernels::axpy(g, "axpy", n, 2.0f, d_x, d_y);   // y = 2 x + y
+///   k.arg<1>(3.0f);                                                     // next launch: y = 3 x + y
+/// \endcode
+
+#include <cstdint>
+#include <string>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "flowdsl/graph.hpp"
+#include "flowdsl/registry.hpp"
+
+namespace flowdsl::kernels {
+
+using i64 = std::int64_t;
+using i32 = std::int32_t;
+using u8 = std::uint8_t;
+using u64 = std::uint64_t;
+
+/// \brief Activation applied after a bias (an i32 kernel parameter: values are stable).
+enum class Activation : std::int32_t { none = 0, relu = 1, gelu = 2, silu = 3 };
+
+// ---------------------------------------------------------------- elementwise ----------------
+
+/// \brief out[i] = value.
+template <class T> KernelNode<i64, float, T*> fill(Graph& g, std::string name, i64 n, float value, T* out);
+/// \brief out[i] = start + step * i.
+template <class T> KernelNode<i64, float, float, T*> iota(Graph& g, std::string name, i64 n, float start, float step, T* out);
+/// \brief y[i] = a * x[i] (x may equal y).
+template <class T> KernelNode<i64, float, const T*, T*> scale(Graph& g, std::string name, i64 n, float a, const T* x, T* y);
+/// \brief y[i] = a * x[i] + y[i].
+template <class T> KernelNode<i64, float, const T*, T*> axpy(Graph& g, std::string name, i64 n, float a, const T* x, T* y);
+/// \brief out[i] = a[i] + b[i].
+template <class T> KernelNode<i64, const T*, const T*, T*> add(Graph& g, std::string name, i64 n, const T* a, const T* b, T* out);
+/// \brief out[i] = a[i] * b[i].
+template <class T> KernelNode<i64, const T*, const T*, T*> multiply(Graph& g, std::string name, i64 n, const T* a, const T* b, T* out);
+/// \brief y[i] = min(max(x[i], lo), hi).
+template <class T> KernelNode<i64, float, float, const T*, T*> clamp(Graph& g, std::string name, i64 n, float lo, float hi, const T* x, T* y);
+/// \brief y[r, c] = act(x[r, c] + bias[c]) over a row-major [rows, cols] tensor, in one pass.
+template <class T>
+KernelNode<i64, i32, i32, const T*, const T*, T*> bias_activation(Graph& g, std::string name, i64 rows, i32 cols,
+                                                                   Activation act, const T* x, const T* bias, T* y);
+
+/// \brief y[i] = (Out) x[i], rounding to nearest even. In, Out: float, __half, __nv_bfloat16.
+template <class In, class Out> KernelNode<i64, const In*, Out*> cast(Graph& g, std::string name, i64 n, const In* x, Out* y);
+
+/// \brief out[i] = lo + (hi - lo) * u(seed, i), u in [0, 1) from a counter-based hash: the
+/// same (seed, i) gives the same value on any grid and on the host (reference::uniform).
+template <class T>
+KernelNode<i64, u64, float, float, T*> random_uniform(Graph& g, std::string name, i64 n, u64 seed, float lo, float hi, T* out);
+/// \brief out[i] = mean + stddev * z(seed, i), z standard normal (Box–Muller on the hash).
+template <class T>
+KernelNode<i64, u64, float, float, T*> random_normal(Graph& g, std::string name, i64 n, u64 seed, float mean, float stddev, T* out);
+
+// ---------------------------------------------------------------- reductions -----------------
+
+/// \brief out[r] = sum of row r of a row-major [rows, cols] tensor (float accumulation).
+template <class T> KernelNode<i32, i32, const T*, float*> row_sum(Graph& g, std::string name, i32 rows, i32 cols, const T* x, float* out);
+/// \brief out[r] = max of row r (-inf for an empty row).
+template <class T> KernelNode<i32, i32, const T*, float*> row_max(Graph& g, std::string name, i32 rows, i32 cols, const T* x, float* out);
+/// \brief out[r] = mean of row r.
+template <class T> KernelNode<i32, i32, const T*, float*> row_mean(Graph& g, std::string name, i32 rows, i32 cols, const T* x, float* out);
+/// \brief out[r] = index of the largest element of row r (the first one on ties; -1 if empty).
+template <class T> KernelNode<i32, i32, const T*, i32*> row_argmax(Graph& g, std::string name, i32 rows, i32 cols, const T* x, i32* out);
+
+/// \brief Partial sums per block, then one block adds them: deterministic for a given n and
+/// grid (no atomics), accumulated in double.
+inline constexpr i32 sum_max_partials = 1024;  ///< doubles the `partials` workspace must hold
+template <class T>
+struct SumNodes {
+  KernelNode<i64, const T*, double*> partial;      ///< writes partials[0 .. grid)
+  KernelNode<i32, const double*, i32, float*> finish;  ///< out[0] = sum of the partials (sqrt if asked)
+};
+/// \brief out[0] = sum of x[0 .. n). `partials`: sum_max_partials doubles of scratch.
+template <class T> SumNodes<T> sum(Graph& g, const std::string& name, i64 n, const T* x, double* partials, float* out);
+
+/// \brief Row-wise softmax of a [rows, cols] tensor, max-subtracted (stable for any inputs).
+template <class T> KernelNode<i32, i32, const T*, T*> softmax(Graph& g, std::string name, i32 rows, i32 cols, const T* x, T* y);
+/// \brief Row-wise layer normalisation: y = (x - mean) / sqrt(var + eps) * gamma + beta
+/// (biased variance; gamma and beta have cols elements).
+template <class T>
+KernelNode<i32, i32, float, const T*, const float*, const float*, T*> layer_norm(Graph& g, std::string name, i32 rows, i32 cols,
+                                                                                 float eps, const T* x, const float* gamma,
+                                                                                 const float* beta, T* y);
+
+// ---------------------------------------------------------------- batching -------------------
+
+/// \brief Pads `batch` variable-length rows into a fixed [batch, width] tensor. Row b is
+/// values[offsets[b] .. offsets[b+1]); longer rows are cut at width. out gets pad_value and
+/// mask 0 past each row's end, mask 1 where a value was copied. `mask` may be null.
+template <class T>
+KernelNode<i32, i32, float, const T*, const i32*, T*, u8*> pad(Graph& g, std::string name, i32 batch, i32 width, float pad_value,
+                                                               const T* values, const i32* offsets, T* out, u8* mask);
+/// \brief The inverse of pad: writes each row back to values[offsets[b] ..]; the part of a
+/// row that did not fit in width gets pad_value.
+template <class T>
+KernelNode<i32, i32, float, const T*, const i32*, T*> crop(Graph& g, std::string name, i32 batch, i32 width, float pad_value,
+                                                           const T* in, const i32* offsets, T* values);
+/// \brief out[r, :] = in[index[r], :] for r < count (cols columns); an index outside
+/// [0, src_rows) yields a row of zeros.
+template <class T>
+KernelNode<i32, i32, const i32*, i32, const T*, T*> gather_rows(Graph& g, std::string name, i32 count, i32 cols, const i32* index,
+                                                               i32 src_rows, const T* in, T* out);
+
+// ---------------------------------------------------------------- simulation -----------------
+
+/// \brief One explicit step of 2-D heat diffusion on a row-major [ny, nx] grid with fixed
+/// boundary: interior u'[i] = u[i] + alpha (sum of 4 neighbours - 4 u[i]); boundary copied.
+/// `finish` writes residual[0] = || u' - u ||_2. `partials`: sum_max_partials doubles.
+struct Heat2dNodes {
+  KernelNode<i32, i32, float, const float*, float*, double*> step;
+  KernelNode<i32, const double*, i32, float*> finish;
+};
+Heat2dNodes heat2d_step(Graph& g, const std::string& name, i32 nx, i32 ny, float alpha, const float* u, float* u_next,
+                        double* partials, float* residual);
+
+/// \brief CartPole-v1 (gym rules: gravity 9.8, cart 1.0, pole 0.1, half-length 0.5, force 10,
+/// tau 0.02, Euler; done when |x| > 2.4 or |theta| > 12 degrees, or after max_steps steps when
+/// max_steps > 0). State is structure-of-arrays: state[k * n + e], k = x, x_dot, theta,
+/// theta_dot. Each step adds reward 1 to reward_sum[e]; a finished environment counts an
+/// episode, sets done[e] = 1 and restarts from a state uniform in [-0.05, 0.05) drawn from
+/// (seed, e, episodes[e]).
+KernelNode<i32, u64, i32, const i32*, float*, float*, i32*, i32*, u8*> cartpole_step(Graph& g, std::string name, i32 n, u64 seed,
+                                                                                     i32 max_steps, const i32* action, float* state,
+                                                                                     float* reward_sum, i32* episode_steps,
+                                                                                     i32* episodes, u8* done);
+/// \brief Sets every environment to its initial state for `seed` (episode 0) and zeroes the counters.
+KernelNode<i32, u64, float*, float*, i32*, i32*, u8*> cartpole_reset(Graph& g, std::string name, i32 n, u64 seed, float* state,
+                                                                     float* reward_sum, i32* episode_steps, i32* episodes, u8* done);
+
+// ---------------------------------------------------------------- matrix multiply -------------
+
+/// \brief c[m, n] = act(a[m, k] b[k, n] + bias[n]), row-major, float accumulation; any m, n, k.
+/// T = __half or __nv_bfloat16 runs on tensor cores; T = float on the FMA units (exact float).
+/// `bias` may be null.
+template <class T>
+KernelNode<i32, i32, i32, const T*, const T*, const float*, i32, float*> matmul(Graph& g, std::string name, i32 m, i32 n, i32 k,
+                                                                                const T* a, const T* b, const float* bias,
+                                                                                Activation act, float* c);
+
+// ---------------------------------------------------------------- registry -------------------
+
+/// \brief Registers every built-in kernel under a stable name ("axpy.f32", "cast.f32.bf16",
+/// "softmax.bf16", "matmul.f16", ...) with named parameters.
+/// \throws UsageError when a name is taken already (e.g. called twice on one registry).
+void register_builtins(KernelRegistry& registry);
+
+}  // namespace flowdsl::kernels

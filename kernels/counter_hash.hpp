@@ -1,0 +1,35 @@
+// Counter-based random numbers shared by the device kernels and the host references: a value
+// is a pure function of (seed, counter), so any grid and the host agree bit for bit on the
+// integer part. splitmix64's finaliser over a seed-and-counter mix.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define FLOWDSL_HD __host__ __device__ __forceinline__
+#else
+#define FLOWDSL_HD inline
+#endif
+
+namespace flowdsl::kernels::detail {
+
+FLOWDSL_HD std::uint64_t mix64(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/// 64 random bits for (seed, counter).
+FLOWDSL_HD std::uint64_t hash(std::uint64_t seed, std::uint64_t counter) {
+  return mix64(mix64(seed + 0x9e3779b97f4a7c15ull) ^ (counter * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull));
+}
+
+/// The top 24 bits as a float in [0, 1) (exact: every value is a multiple of 2^-24).
+FLOWDSL_HD float unit_float(std::uint64_t bits) { return static_cast<float>(bits >> 40) * 5.9604644775390625e-8f; }
+
+/// Bits 16..39 as a float in (0, 1] (never 0, so that log() is finite).
+FLOWDSL_HD float open_unit_float(std::uint64_t bits) {
+  return static_cast<float>(((bits >> 16) & 0xffffffull) + 1u) * 5.9604644775390625e-8f;
+}
+
+}  // namespace flowdsl::kernels::detail

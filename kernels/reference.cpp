@@ -1,0 +1,220 @@
+// Host references of the built-in kernels. Straightforward loops, double accumulation.
+#include "reference.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "counter_hash.hpp"
+
+namespace flowdsl::kernels::reference {
+
+double activate(int act, double x) {
+  switch (act) {
+    case 1: return std::max(x, 0.0);
+    case 2: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case 3: return x / (1.0 + std::exp(-x));
+    default: return x;
+  }
+}
+
+Floats iota(std::int64_t n, float start, float step) {
+  Floats out(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(start + double(step) * double(static_cast<float>(i)));
+  return out;
+}
+
+Floats axpy(float a, const Floats& x, const Floats& y) {
+  Floats out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) out[i] = static_cast<float>(double(a) * x[i] + y[i]);
+  return out;
+}
+
+Floats clamp(float lo, float hi, const Floats& x) {
+  Floats out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) out[i] = std::min(std::max(x[i], lo), hi);
+  return out;
+}
+
+Floats bias_activation(std::int64_t rows, int cols, int act, const Floats& x, const Floats& bias) {
+  Floats out(x.size());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) {
+      const std::size_t i = static_cast<std::size_t>(r * cols + c);
+      out[i] = static_cast<float>(activate(act, double(x[i]) + bias[c]));
+    }
+  }
+  return out;
+}
+
+float uniform(std::uint64_t seed, std::uint64_t i, float lo, float hi) {
+  return std::fma(hi - lo, detail::unit_float(detail::hash(seed, i)), lo);
+}
+
+double normal(std::uint64_t seed, std::uint64_t i, float mean, float stddev) {
+  const std::uint64_t bits = detail::hash(seed, i);
+  const double radius = std::sqrt(-2.0 * std::log(double(detail::open_unit_float(bits))));
+  const double pi = 3.14159265358979323846;
+  return mean + double(stddev) * radius * std::cos(2.0 * pi * double(detail::unit_float(bits)));
+}
+
+std::vector<double> row_sum(int rows, int cols, const Floats& x) {
+  std::vector<double> out(rows, 0.0);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) out[r] += x[std::size_t(r) * cols + c];
+  return out;
+}
+
+Floats row_max(int rows, int cols, const Floats& x) {
+  Floats out(rows, -std::numeric_limits<float>::infinity());
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) out[r] = std::max(out[r], x[std::size_t(r) * cols + c]);
+  return out;
+}
+
+std::vector<std::int32_t> row_argmax(int rows, int cols, const Floats& x) {
+  std::vector<std::int32_t> out(rows, -1);
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) {
+      if (out[r] < 0 || x[std::size_t(r) * cols + c] > x[std::size_t(r) * cols + out[r]]) out[r] = c;
+    }
+  }
+  return out;
+}
+
+double sum(const Floats& x, double* abs_sum) {
+  long double total = 0, magnitude = 0;
+  for (float v : x) {
+    total += v;
+    magnitude += std::fabs(v);
+  }
+  if (abs_sum) *abs_sum = static_cast<double>(magnitude);
+  return static_cast<double>(total);
+}
+
+std::vector<double> softmax(int rows, int cols, const Floats& x) {
+  std::vector<double> out(x.size());
+  for (int r = 0; r < rows; ++r) {
+    const float* row = x.data() + std::size_t(r) * cols;
+    double* y = out.data() + std::size_t(r) * cols;
+    double peak = -std::numeric_limits<double>::infinity();
+    for (int c = 0; c < cols; ++c) peak = std::max(peak, double(row[c]));
+    double total = 0;
+    for (int c = 0; c < cols; ++c) total += y[c] = std::exp(double(row[c]) - peak);
+    for (int c = 0; c < cols; ++c) y[c] /= total;
+  }
+  return out;
+}
+
+std::vector<double> layer_norm(int rows, int cols, float eps, const Floats& x, const Floats& gamma, const Floats& beta) {
+  std::vector<double> out(x.size());
+  for (int r = 0; r < rows; ++r) {
+    const float* row = x.data() + std::size_t(r) * cols;
+    double mean = 0, var = 0;
+    for (int c = 0; c < cols; ++c) mean += row[c];
+    mean /= cols;
+    for (int c = 0; c < cols; ++c) var += (row[c] - mean) * (row[c] - mean);
+    var /= cols;
+    const double inv = 1.0 / std::sqrt(var + eps);
+    for (int c = 0; c < cols; ++c) out[std::size_t(r) * cols + c] = (row[c] - mean) * inv * gamma[c] + beta[c];
+  }
+  return out;
+}
+
+Padded pad(int batch, int width, float pad_value, const Floats& values, const std::vector<std::int32_t>& offsets) {
+  Padded out{Floats(std::size_t(batch) * width, pad_value), std::vector<std::uint8_t>(std::size_t(batch) * width, 0)};
+  for (int b = 0; b < batch; ++b) {
+    const int length = std::min(offsets[b + 1] - offsets[b], width);
+    for (int j = 0; j < length; ++j) {
+      out.values[std::size_t(b) * width + j] = values[offsets[b] + j];
+      out.mask[std::size_t(b) * width + j] = 1;
+    }
+  }
+  return out;
+}
+
+Floats crop(int batch, int width, float pad_value, const Floats& padded, const std::vector<std::int32_t>& offsets) {
+  Floats out(static_cast<std::size_t>(offsets[batch]), pad_value);
+  for (int b = 0; b < batch; ++b) {
+    const int length = std::min(offsets[b + 1] - offsets[b], width);
+    for (int j = 0; j < length; ++j) out[offsets[b] + j] = padded[std::size_t(b) * width + j];
+  }
+  return out;
+}
+
+Floats gather_rows(int cols, const std::vector<std::int32_t>& index, int src_rows, const Floats& in) {
+  Floats out(index.size() * cols, 0.0f);
+  for (std::size_t r = 0; r < index.size(); ++r) {
+    if (index[r] < 0 || index[r] >= src_rows) continue;
+    for (int c = 0; c < cols; ++c) out[r * cols + c] = in[std::size_t(index[r]) * cols + c];
+  }
+  return out;
+}
+
+Floats heat2d_step(int nx, int ny, float alpha, const Floats& u, double* residual) {
+  Floats next(u);
+  double squares = 0;
+  for (int i = 1; i + 1 < ny; ++i) {
+    for (int j = 1; j + 1 < nx; ++j) {
+      const std::size_t k = std::size_t(i) * nx + j;
+      const double laplacian = double(u[k - nx]) + u[k + nx] + u[k - 1] + u[k + 1] - 4.0 * u[k];
+      next[k] = static_cast<float>(u[k] + alpha * laplacian);
+      squares += (double(next[k]) - u[k]) * (double(next[k]) - u[k]);
+    }
+  }
+  if (residual) *residual = std::sqrt(squares);
+  return next;
+}
+
+CartPole cartpole_initial(std::uint64_t seed, std::uint64_t env, std::uint64_t episode) {
+  const std::uint64_t episode_seed = detail::hash(seed, episode);
+  float v[4];
+  for (int k = 0; k < 4; ++k) v[k] = std::fma(0.1f, detail::unit_float(detail::hash(episode_seed, 4 * env + k)), -0.05f);
+  return CartPole{v[0], v[1], v[2], v[3]};
+}
+
+bool cartpole_dynamics(CartPole& s, int action) {
+  const double gravity = 9.8, masscart = 1.0, masspole = 0.1, length = 0.5, force_mag = 10.0, tau = 0.02;
+  const double total_mass = masscart + masspole, polemass_length = masspole * length;
+  const double theta_threshold = 12.0 * 2.0 * 3.14159265358979323846 / 360.0, x_threshold = 2.4;
+  const double force = action == 1 ? force_mag : -force_mag;
+  const double costheta = std::cos(double(s.theta)), sintheta = std::sin(double(s.theta));
+  const double temp = (force + polemass_length * double(s.theta_dot) * s.theta_dot * sintheta) / total_mass;
+  const double thetaacc =
+      (gravity * sintheta - costheta * temp) / (length * (4.0 / 3.0 - masspole * costheta * costheta / total_mass));
+  const double xacc = temp - polemass_length * thetaacc * costheta / total_mass;
+  s.x = static_cast<float>(s.x + tau * s.x_dot);
+  s.x_dot = static_cast<float>(s.x_dot + tau * xacc);
+  s.theta = static_cast<float>(s.theta + tau * s.theta_dot);
+  s.theta_dot = static_cast<float>(s.theta_dot + tau * thetaacc);
+  return s.x < -x_threshold || s.x > x_threshold || s.theta < -theta_threshold || s.theta > theta_threshold;
+}
+
+void cartpole_step(CartPoleEnv& e, std::uint64_t seed, std::uint64_t env, int max_steps, int action) {
+  const bool terminated = cartpole_dynamics(e.state, action);
+  e.reward_sum += 1.0f;
+  e.episode_steps += 1;
+  const bool finished = terminated || (max_steps > 0 && e.episode_steps >= max_steps);
+  e.done = finished ? 1 : 0;
+  if (finished) {
+    e.episodes += 1;
+    e.episode_steps = 0;
+    e.state = cartpole_initial(seed, env, static_cast<std::uint64_t>(e.episodes));
+  }
+}
+
+std::vector<double> matmul(int m, int n, int k, const Floats& a, const Floats& b, const Floats& bias, int act) {
+  std::vector<double> c(std::size_t(m) * n, 0.0);
+  for (int i = 0; i < m; ++i) {
+    double* row = c.data() + std::size_t(i) * n;
+    for (int p = 0; p < k; ++p) {
+      const double av = a[std::size_t(i) * k + p];
+      const float* brow = b.data() + std::size_t(p) * n;
+      for (int j = 0; j < n; ++j) row[j] += av * brow[j];
+    }
+    for (int j = 0; j < n; ++j) row[j] = activate(act, row[j] + (bias.empty() ? 0.0 : bias[j]));
+  }
+  return c;
+}
+
+}  // namespace flowdsl::kernels::reference

@@ -1,0 +1,75 @@
+#pragma once
+/// \file reference.hpp
+/// \brief Host reference implementations of the built-in kernels, in double where it matters.
+/// Host-only (g++): the tests compare the kernels with these, and their own cpu tests run in
+/// the sanitizer build. Inputs and outputs are float; the tests convert other element types.
+
+#include <cstdint>
+#include <vector>
+
+namespace flowdsl::kernels::reference {
+
+using Floats = std::vector<float>;
+
+/// \brief act(x) for activation code `act` (0 none, 1 relu, 2 gelu (erf form), 3 silu).
+double activate(int act, double x);
+
+Floats iota(std::int64_t n, float start, float step);
+Floats axpy(float a, const Floats& x, const Floats& y);
+Floats clamp(float lo, float hi, const Floats& x);
+/// \brief y[r, c] = act(x[r, c] + bias[c]).
+Floats bias_activation(std::int64_t rows, int cols, int act, const Floats& x, const Floats& bias);
+
+/// \brief The value random_uniform writes at index i.
+float uniform(std::uint64_t seed, std::uint64_t i, float lo, float hi);
+/// \brief The value random_normal writes at index i (computed in double; the kernel in float).
+double normal(std::uint64_t seed, std::uint64_t i, float mean, float stddev);
+
+std::vector<double> row_sum(int rows, int cols, const Floats& x);
+Floats row_max(int rows, int cols, const Floats& x);
+/// \brief First index of the largest element of each row; -1 for an empty row.
+std::vector<std::int32_t> row_argmax(int rows, int cols, const Floats& x);
+/// \brief Sum in long double, and the sum of absolute values (the scale of its rounding error).
+double sum(const Floats& x, double* abs_sum = nullptr);
+/// \brief Row-wise softmax, max-subtracted, in double: finite for any finite input.
+std::vector<double> softmax(int rows, int cols, const Floats& x);
+std::vector<double> layer_norm(int rows, int cols, float eps, const Floats& x, const Floats& gamma, const Floats& beta);
+
+/// \brief Padded [batch, width] values and mask (see kernels::pad).
+struct Padded {
+  Floats values;
+  std::vector<std::uint8_t> mask;
+};
+Padded pad(int batch, int width, float pad_value, const Floats& values, const std::vector<std::int32_t>& offsets);
+/// \brief Packed rows from a padded tensor (see kernels::crop); offsets.back() elements.
+Floats crop(int batch, int width, float pad_value, const Floats& padded, const std::vector<std::int32_t>& offsets);
+Floats gather_rows(int cols, const std::vector<std::int32_t>& index, int src_rows, const Floats& in);
+
+/// \brief One heat-diffusion step (see kernels::heat2d_step); *residual = ||u' - u||_2.
+Floats heat2d_step(int nx, int ny, float alpha, const Floats& u, double* residual);
+
+/// \brief CartPole-v1 state of one environment.
+struct CartPole {
+  float x = 0, x_dot = 0, theta = 0, theta_dot = 0;
+};
+/// \brief The state an environment restarts from for (seed, env, episode): each component
+/// uniform in [-0.05, 0.05).
+CartPole cartpole_initial(std::uint64_t seed, std::uint64_t env, std::uint64_t episode);
+/// \brief Gym's dynamics for one step with action 0 (push left) or 1 (push right), without
+/// the reset. \return true when the new state is terminal (|x| > 2.4 or |theta| > 12 deg).
+bool cartpole_dynamics(CartPole& s, int action);
+/// \brief Per-environment bookkeeping of kernels::cartpole_step.
+struct CartPoleEnv {
+  CartPole state;
+  float reward_sum = 0;
+  std::int32_t episode_steps = 0;
+  std::int32_t episodes = 0;
+  std::uint8_t done = 0;
+};
+/// \brief One step of environment `env` with reset-on-done, as kernels::cartpole_step does it.
+void cartpole_step(CartPoleEnv& e, std::uint64_t seed, std::uint64_t env, int max_steps, int action);
+
+/// \brief c = act(a b + bias) for row-major a[m, k], b[k, n] (bias may be empty), in double.
+std::vector<double> matmul(int m, int n, int k, const Floats& a, const Floats& b, const Floats& bias, int act);
+
+}  // namespace flowdsl::kernels::reference

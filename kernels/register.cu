@@ -1,0 +1,15 @@
+// register_builtins(): every built-in kernel under its stable name. An explicit call rather
+// than static registrars, which a static library would drop when nothing references them.
+#include "launch.cuh"
+
+namespace flowdsl::kernels {
+
+void register_builtins(KernelRegistry& registry) {
+  detail::register_elementwise(registry);
+  detail::register_reductions(registry);
+  detail::register_batching(registry);
+  detail::register_simulation(registry);
+  detail::register_matmul(registry);
+}
+
+}  // namespace flowdsl::kernels

@@ -1,0 +1,159 @@
+// The host references of the kernel library where they carry logic of their own: padding and
+// masks, CartPole's rules and resets, softmax on large inputs, the stencil, random numbers.
+#include <cmath>
+#include <limits>
+
+#include "catch.hpp"
+#include "reference.hpp"
+
+namespace ref = flowdsl::kernels::reference;
+#if defined(FLOWDSL_CATCH2_V3)
+using Catch::Approx;
+#endif
+
+TEST_CASE("Pad copies each row, cuts long rows and masks the padding", "[reference][batching]") {
+  const ref::Floats values = {1, 2, 3, 4, 5, 6, 7};
+  const std::vector<std::int32_t> offsets = {0, 2, 2, 7};  // lengths 2, 0, 5
+  const ref::Padded p = ref::pad(3, 4, -1.0f, values, offsets);
+  CHECK(p.values == ref::Floats{1, 2, -1, -1, -1, -1, -1, -1, 3, 4, 5, 6});
+  CHECK(p.mask == std::vector<std::uint8_t>{1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1});
+}
+
+TEST_CASE("Crop inverts pad and fills the cut part of long rows", "[reference][batching]") {
+  const ref::Floats values = {1, 2, 3, 4, 5, 6, 7};
+  const std::vector<std::int32_t> offsets = {0, 2, 2, 7};
+  const ref::Padded p = ref::pad(3, 4, -1.0f, values, offsets);
+  CHECK(ref::crop(3, 4, 0.0f, p.values, offsets) == ref::Floats{1, 2, 3, 4, 5, 6, 0});
+  CHECK(ref::crop(3, 8, 0.0f, ref::pad(3, 8, 9.0f, values, offsets).values, offsets) == values);
+}
+
+TEST_CASE("Gather takes the selected rows and zeros for indices out of range", "[reference][batching]") {
+  const ref::Floats in = {1, 2, 3, 4, 5, 6};  // 3 rows of 2
+  CHECK(ref::gather_rows(2, {2, 0, -1, 3, 2}, 3, in) == ref::Floats{5, 6, 1, 2, 0, 0, 0, 0, 5, 6});
+}
+
+TEST_CASE("Softmax is finite and sums to one on large inputs", "[reference][softmax]") {
+  const ref::Floats x = {1e30f, 1e30f, -1e30f, 3e38f, 3e38f, 0.0f, -88.0f, 0.0f, 88.0f};
+  const std::vector<double> y = ref::softmax(3, 3, x);
+  for (double v : y) CHECK(std::isfinite(v));
+  CHECK(y[0] == Approx(0.5));
+  CHECK(y[2] == 0.0);
+  CHECK(y[3] == Approx(0.5));
+  CHECK(y[5] == 0.0);
+  CHECK(y[6] + y[7] + y[8] == Approx(1.0));
+  CHECK(y[8] == Approx(1.0));
+}
+
+TEST_CASE("Layer normalisation gives zero mean and unit variance before gamma and beta", "[reference][layer_norm]") {
+  const ref::Floats x = {1, 2, 3, 4, 10, 10, 10, 10};
+  const std::vector<double> y = ref::layer_norm(2, 4, 1e-5f, x, {1, 1, 1, 1}, {0, 0, 0, 0});
+  double mean = 0, var = 0;
+  for (int c = 0; c < 4; ++c) mean += y[c] / 4;
+  for (int c = 0; c < 4; ++c) var += (y[c] - mean) * (y[c] - mean) / 4;
+  CHECK(mean == Approx(0.0).margin(1e-12));
+  CHECK(var == Approx(1.0).epsilon(1e-4));
+  for (int c = 4; c < 8; ++c) CHECK(y[c] == 0.0);  // a constant row normalises to zero
+  const std::vector<double> shifted = ref::layer_norm(1, 4, 1e-5f, x, {2, 2, 2, 2}, {1, 1, 1, 1});
+  CHECK(shifted[0] == Approx(2 * y[0] + 1));
+}
+
+TEST_CASE("Row reductions: argmax takes the first of equal maxima", "[reference][reduce]") {
+  const ref::Floats x = {1, 3, 3, -1, -5, -2, -2, -9};
+  CHECK(ref::row_argmax(2, 4, x) == std::vector<std::int32_t>{1, 1});
+  CHECK(ref::row_max(2, 4, x) == ref::Floats{3, -2});
+  CHECK(ref::row_sum(2, 4, x) == std::vector<double>{6, -18});
+  CHECK(ref::row_argmax(1, 0, {}) == std::vector<std::int32_t>{-1});
+}
+
+TEST_CASE("CartPole follows gym's equations of motion", "[reference][cartpole]") {
+  // From rest with the pole upright, a push right accelerates the cart right and the pole left
+  // (gym: xacc = 9.7561, thetaacc = -14.6341), and the first Euler step moves only velocities.
+  ref::CartPole s;
+  CHECK_FALSE(ref::cartpole_dynamics(s, 1));
+  CHECK(s.x == 0.0f);
+  CHECK(s.theta == 0.0f);
+  CHECK(s.x_dot == Approx(0.02 * 9.75609756).epsilon(1e-6));
+  CHECK(s.theta_dot == Approx(0.02 * -14.63414634).epsilon(1e-6));
+  ref::CartPole t;
+  ref::cartpole_dynamics(t, 0);
+  CHECK(t.x_dot == Approx(-s.x_dot));
+}
+
+TEST_CASE("CartPole terminates past 2.4 or 12 degrees and not before", "[reference][cartpole]") {
+  ref::CartPole inside{2.39f, 0.0f, 0.0f, 0.0f};
+  CHECK_FALSE(ref::cartpole_dynamics(inside, 1));
+  ref::CartPole outside{2.39f, 1.0f, 0.0f, 0.0f};  // x moves by 0.02 to 2.41
+  CHECK(ref::cartpole_dynamics(outside, 1));
+  ref::CartPole tilted{0.0f, 0.0f, 0.2094f, 0.1f};  // theta moves past 0.20944
+  CHECK(ref::cartpole_dynamics(tilted, 1));
+  ref::CartPole left{0.0f, 0.0f, -0.2f, 0.0f};
+  CHECK_FALSE(ref::cartpole_dynamics(left, 0));
+}
+
+TEST_CASE("CartPole resets a finished environment from a reproducible state in [-0.05, 0.05)", "[reference][cartpole]") {
+  ref::CartPoleEnv e;
+  e.state = ref::CartPole{2.39f, 1.0f, 0.0f, 0.0f};
+  ref::cartpole_step(e, 7, 3, 0, 1);
+  CHECK(e.done == 1);
+  CHECK(e.episodes == 1);
+  CHECK(e.episode_steps == 0);
+  CHECK(e.reward_sum == 1.0f);
+  const ref::CartPole start = ref::cartpole_initial(7, 3, 1);
+  CHECK(e.state.x == start.x);
+  CHECK(e.state.theta_dot == start.theta_dot);
+  for (std::uint64_t env = 0; env < 1000; ++env) {
+    const ref::CartPole s = ref::cartpole_initial(7, env, 0);
+    for (float v : {s.x, s.x_dot, s.theta, s.theta_dot}) {
+      CHECK(v >= -0.05f);
+      CHECK(v < 0.05f);
+    }
+  }
+  CHECK(ref::cartpole_initial(7, 3, 1).x != ref::cartpole_initial(7, 3, 2).x);
+  CHECK(ref::cartpole_initial(7, 3, 1).x != ref::cartpole_initial(8, 3, 1).x);
+}
+
+TEST_CASE("CartPole truncates an episode after max_steps", "[reference][cartpole]") {
+  ref::CartPoleEnv e;
+  e.state = ref::cartpole_initial(1, 0, 0);
+  e.episode_steps = 499;
+  ref::cartpole_step(e, 1, 0, 500, 1);
+  CHECK(e.done == 1);
+  CHECK(e.episode_steps == 0);
+  ref::CartPoleEnv f;
+  f.episode_steps = 499;
+  ref::cartpole_step(f, 1, 0, 0, 1);  // 0: no limit
+  CHECK(f.done == 0);
+}
+
+TEST_CASE("A heat step leaves the boundary, diffuses a spike and reports its change", "[reference][heat2d]") {
+  ref::Floats u(5 * 4, 1.0f);
+  u[2 * 5 + 2] = 5.0f;
+  double residual = 0;
+  const ref::Floats next = ref::heat2d_step(5, 4, 0.25f, u, &residual);
+  CHECK(next[2 * 5 + 2] == Approx(5.0f + 0.25f * (4.0f - 20.0f)));
+  CHECK(next[1 * 5 + 2] == Approx(1.0f + 0.25f * 4.0f));
+  CHECK(next[0] == 1.0f);
+  // Changes: the spike -4, and its 3 interior neighbours +1 (the fourth is on the boundary).
+  CHECK(residual == Approx(std::sqrt(16.0 + 3.0)));
+}
+
+TEST_CASE("Counter-based random numbers depend only on seed and index", "[reference][random]") {
+  CHECK(ref::uniform(1, 5, 0.0f, 1.0f) == ref::uniform(1, 5, 0.0f, 1.0f));
+  CHECK(ref::uniform(1, 5, 0.0f, 1.0f) != ref::uniform(2, 5, 0.0f, 1.0f));
+  double mean = 0;
+  for (std::uint64_t i = 0; i < 100000; ++i) {
+    const float u = ref::uniform(3, i, 0.0f, 1.0f);
+    REQUIRE(u >= 0.0f);
+    REQUIRE(u < 1.0f);
+    mean += u / 100000;
+  }
+  CHECK(mean == Approx(0.5).margin(0.01));
+  for (std::uint64_t i = 0; i < 1000; ++i) REQUIRE(std::isfinite(ref::normal(3, i, 0.0f, 1.0f)));
+}
+
+TEST_CASE("Matmul reference adds the bias and applies the activation", "[reference][matmul]") {
+  const ref::Floats a = {1, 2, 3, 4, 5, 6};  // 2 x 3
+  const ref::Floats b = {1, 0, 0, 1, 1, -1};  // 3 x 2
+  CHECK(ref::matmul(2, 2, 3, a, b, {}, 0) == std::vector<double>{4, -1, 10, -1});
+  CHECK(ref::matmul(2, 2, 3, a, b, {1, 1}, 1) == std::vector<double>{5, 0, 11, 0});
+}

@@ -1,0 +1,140 @@
+// Row-wise reductions, the whole-array sum, softmax and layer normalisation against their
+// host references, through a Graph and Runtime, on every element type; rows short enough for
+// a warp each and long enough for a block each, none a multiple of the block size.
+#include "kernel_test_support.cuh"
+
+namespace fk = flowdsl::kernels;
+namespace ref = flowdsl::kernels::reference;
+using namespace kernel_test;
+
+namespace {
+struct Shape {
+  int rows, cols;
+};
+// (1 << 20) + 3 elements in one row, and spread over many short rows.
+const Shape shapes[] = {{1, 1}, {1, 31}, {31, 31}, {1000, 7}, {7, 1000}, {1000, 1000}, {33, 1025}, {2, (1 << 20) + 3},
+                        {(1 << 20) + 3, 1}};
+
+std::vector<double> row_abs_sums(int rows, int cols, const std::vector<float>& x) {
+  std::vector<double> out(rows, 0.0);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) out[r] += std::fabs(x[std::size_t(r) * cols + c]);
+  return out;
+}
+
+/// Float accumulation of a long row: each thread adds cols / 256 terms in float, so the
+/// error grows with the row; sums are compared relative to sum |x| of the row.
+std::size_t sum_mismatches(const std::vector<float>& got, const std::vector<double>& want, const std::vector<double>& scale,
+                           double rel) {
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    if (!(std::fabs(got[i] - want[i]) <= rel * std::max(1.0, scale[i]))) ++bad;
+  }
+  return bad;
+}
+}  // namespace
+
+TEMPLATE_TEST_CASE("Row reductions match the host reference", "[kernels][reduce]", KERNEL_TYPES) {
+  using T = TestType;
+  for (const Shape s : shapes) {
+    INFO("type " << type_name<T>() << ", " << s.rows << " x " << s.cols);
+    const std::size_t n = std::size_t(s.rows) * s.cols;
+    const std::vector<float> x = random_values<T>(n, 11, -10.0f, 10.0f);
+    DeviceBuffer<T> dx(n);
+    DeviceBuffer<float> sums(s.rows), maxima(s.rows), means(s.rows);
+    DeviceBuffer<std::int32_t> argmax(s.rows);
+    upload(dx, x);
+    for (auto* b : {&sums, &maxima, &means}) b->poison();
+    argmax.poison();
+
+    flowdsl::Graph g;
+    fk::row_sum(g, "sum", s.rows, s.cols, dx.get(), sums.get());
+    fk::row_max(g, "max", s.rows, s.cols, dx.get(), maxima.get());
+    fk::row_mean(g, "mean", s.rows, s.cols, dx.get(), means.get());
+    fk::row_argmax(g, "argmax", s.rows, s.cols, dx.get(), argmax.get());
+    Runner runner;
+    runner.run(g);
+
+    const std::vector<double> want_sum = ref::row_sum(s.rows, s.cols, x), scale = row_abs_sums(s.rows, s.cols, x);
+    std::vector<double> want_mean(want_sum), mean_scale(scale);
+    for (int r = 0; r < s.rows; ++r) {
+      want_mean[r] /= s.cols;
+      mean_scale[r] /= s.cols;
+    }
+    CHECK(sum_mismatches(sums.download(), want_sum, scale, 1e-5) == 0);
+    CHECK(sum_mismatches(means.download(), want_mean, mean_scale, 1e-5) == 0);
+    CHECK(mismatches(maxima.download(), ref::row_max(s.rows, s.cols, x), 0.0) == 0);  // max is exact
+    CHECK(argmax.download() == ref::row_argmax(s.rows, s.cols, x));
+  }
+}
+
+TEMPLATE_TEST_CASE("The whole-array sum matches the host and is deterministic", "[kernels][reduce]", KERNEL_TYPES) {
+  using T = TestType;
+  for (const std::int64_t n : sizes) {
+    INFO("type " << type_name<T>() << ", n = " << n);
+    const std::vector<float> x = random_values<T>(n, 12);
+    DeviceBuffer<T> dx(n + 1);
+    DeviceBuffer<double> partials(fk::sum_max_partials);
+    DeviceBuffer<float> out(1);
+    upload(dx, x);
+    out.poison();
+    partials.poison();
+    flowdsl::Graph g;
+    fk::sum(g, "sum", n, dx.get(), partials.get(), out.get());
+    Runner runner;
+    runner.run(g);
+    double magnitude = 0;
+    const double want = ref::sum(x, &magnitude);
+    const float first = out.download()[0];
+    // Double accumulation across threads; within a thread up to 16 values are added in float
+    // first (one 16-byte vector pair), hence a bound of 2e-6 of sum |x|.
+    CHECK(std::fabs(first - want) <= 2e-6 * std::max(1.0, magnitude));
+    out.poison();
+    runner.run(g);
+    CHECK(out.download()[0] == first);  // same grid, same bits
+  }
+}
+
+TEMPLATE_TEST_CASE("Softmax matches the host reference and is stable on large inputs", "[kernels][softmax]", KERNEL_TYPES) {
+  using T = TestType;
+  for (const Shape s : shapes) {
+    for (const float range : {3.0f, 30000.0f}) {  // 30000: exp would overflow without the max shift
+      INFO("type " << type_name<T>() << ", " << s.rows << " x " << s.cols << ", inputs in +-" << range);
+      const std::size_t n = std::size_t(s.rows) * s.cols;
+      const std::vector<float> x = random_values<T>(n, 13, -range, range);
+      DeviceBuffer<T> dx(n), dy(n);
+      upload(dx, x);
+      dy.poison();
+      flowdsl::Graph g;
+      fk::softmax(g, "softmax", s.rows, s.cols, dx.get(), dy.get());
+      Runner runner;
+      runner.run(g);
+      CHECK(mismatches(download(dy), ref::softmax(s.rows, s.cols, x), tolerance<T>()) == 0);
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("Layer normalisation matches the host reference", "[kernels][layer_norm]", KERNEL_TYPES) {
+  using T = TestType;
+  for (const Shape s : shapes) {
+    INFO("type " << type_name<T>() << ", " << s.rows << " x " << s.cols);
+    const std::size_t n = std::size_t(s.rows) * s.cols;
+    // An offset of 5 against a spread of 1: the shifted statistics must not cancel.
+    const std::vector<float> x = random_values<T>(n, 14, 4.0f, 6.0f);
+    const std::vector<float> gamma = random_values<float>(s.cols, 15, 0.5f, 1.5f), beta = random_values<float>(s.cols, 16);
+    DeviceBuffer<T> dx(n), dy(n);
+    DeviceBuffer<float> dgamma(s.cols), dbeta(s.cols);
+    upload(dx, x);
+    upload(dgamma, gamma);
+    upload(dbeta, beta);
+    dy.poison();
+    flowdsl::Graph g;
+    fk::layer_norm(g, "layer_norm", s.rows, s.cols, 1e-5f, dx.get(), dgamma.get(), dbeta.get(), dy.get());
+    Runner runner;
+    runner.run(g);
+    // A one-element row has zero variance: output beta exactly; float rows of a million
+    // elements accumulate cols / 256 terms per thread in float, hence 5e-5 there.
+    const double tol = std::is_same_v<T, float> && s.cols > 4096 ? 5e-5 : tolerance<T>();
+    CHECK(mismatches(download(dy), ref::layer_norm(s.rows, s.cols, 1e-5f, x, gamma, beta), tol) == 0);
+  }
+}
