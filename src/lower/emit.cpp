@@ -17,10 +17,9 @@ DeviceLimits query_device_limits(int device) {
   return limits;
 }
 
-Emitted emit(const Description& d, const Plan& plan, const DeviceLimits& limits) {
+Emitted emit(const Description& d, const Plan& plan, DeviceContext& device) {
   std::vector<Diagnostic> problems;
   Diagnostics diag(problems);
-  DeviceContext device{limits, {}};
   for (const Node& node : d.nodes) {
     std::visit([&](const auto& op) { check_device(op, node, device, diag); }, node.op);
   }

@@ -22,7 +22,7 @@ DeviceLimits query_device_limits(int device);
 /// Checks the description against the device, then adds one native node per plan step, in
 /// step order, each with its dependencies in plan order.
 /// \throws ValidationError listing every device-dependent problem; CudaError naming the node.
-Emitted emit(const Description& description, const Plan& plan, const DeviceLimits& limits);
+Emitted emit(const Description& description, const Plan& plan, DeviceContext& device);
 
 /// Applies node `id`'s current parameters to `exec`.
 UpdateStatus update(const Description& description, NodeId id, cudaGraphExec_t exec, cudaGraphNode_t native);

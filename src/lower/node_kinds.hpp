@@ -39,7 +39,7 @@ struct DeviceLimits {
 };
 
 /// The device and what emission has learnt about it: kernel attributes are read once per
-/// function, not once per node.
+/// function for the life of the backend that owns this, not once per node or per emission.
 struct DeviceContext {
   DeviceLimits limits;
   struct KernelAttributes {

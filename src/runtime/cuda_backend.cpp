@@ -35,11 +35,11 @@ class CudaBackend final : public Backend {
   CudaBackend() {
     int device = 0;
     check(cudaGetDevice(&device), "cudaGetDevice");
-    limits_ = lowering::query_device_limits(device);
+    device_.limits = lowering::query_device_limits(device);
   }
 
   std::unique_ptr<Executable> instantiate(const Description& d, const Plan& plan, cudaStream_t stream) override {
-    lowering::Emitted emitted = lowering::emit(d, plan, limits_);
+    lowering::Emitted emitted = lowering::emit(d, plan, device_);
     cudaGraphInstantiateParams params{};
     params.flags = cudaGraphInstantiateFlagUpload;
     params.uploadStream = stream;
@@ -57,7 +57,7 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  lowering::DeviceLimits limits_;
+  lowering::DeviceContext device_;  // limits, and kernel attributes learnt while emitting
 };
 
 }  // namespace

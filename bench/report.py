@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Turns flowdsl_bench's JSON into the Markdown tables of docs/performance.md, with each
+figure checked against its target. Usage: python3 bench/report.py bench.json"""
+import json
+import sys
+
+
+def main(path):
+    data = json.load(open(path))
+    fig = {}
+    for f in data["figures"]:
+        fig[(f["figure"], f["variant"], f["n"], f["width"], f["k"])] = f["us"]
+    shapes = sorted({(f["n"], f["width"]) for f in data["figures"]})
+
+    def get(figure, variant, n, w, k=0):
+        return fig.get((figure, variant, n, w, k), 0.0)
+
+    print(f"GPU: {data['gpu']}, driver {data['driver_version']}, runtime {data['runtime_version']}.\n")
+    print("| N | width | build+lower+instantiate raw / flowdsl (µs) | ratio (≤ 1.15) "
+          "| hit launch raw / flowdsl (µs) | ratio (≤ 1.10) | replay per node raw / flowdsl (µs) | ratio (0.97–1.03) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for n, w in shapes:
+        raw_b = get("build", "raw", n, w) + get("instantiate+launch", "raw", n, w)
+        flow_b = get("build", "flowdsl", n, w) + get("validate+lower", "flowdsl", n, w) + get("instantiate+launch", "flowdsl", n, w)
+        raw_h, flow_h = get("hit launch host", "raw", n, w), get("hit launch host", "flowdsl", n, w)
+        raw_r, flow_r = get("replay gpu", "raw", n, w) / n, get("replay gpu", "flowdsl", n, w) / n
+        mark = lambda ok: "" if ok else " ✗"
+        print(f"| {n} | {w} | {raw_b:.1f} / {flow_b:.1f} | {flow_b / raw_b:.3f}{mark(flow_b <= 1.15 * raw_b)} "
+              f"| {raw_h:.2f} / {flow_h:.2f} | {flow_h / raw_h:.3f}{mark(flow_h <= 1.10 * raw_h)} "
+              f"| {raw_r:.3f} / {flow_r:.3f} | {flow_r / raw_r:.3f}{mark(0.97 <= flow_r / raw_r <= 1.03)} |")
+
+    print("\nUpdate of k changed nodes of N, then launch (host µs). Target: flowdsl's update cost "
+          "(its time minus its hit launch) ≤ 1.2 × k × raw's per-node update + 1 µs, where raw's per-node "
+          "update is (raw time − raw hit launch) / k.\n")
+    print("| N | width | k | raw | flowdsl | flowdsl update | target | met |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for n, w in shapes:
+        for k in (1, 10, n):
+            raw_k = get("update k + launch host", "raw", n, w, k)
+            flow_k = get("update k + launch host", "flowdsl", n, w, k)
+            if raw_k == 0 or (k == n and n == 10):
+                continue
+            per_node = max(raw_k - get("hit launch host", "raw", n, w), 0.0) / k
+            update = flow_k - get("hit launch host", "flowdsl", n, w)
+            target = 1.2 * k * per_node + 1.0
+            print(f"| {n} | {w} | {k} | {raw_k:.2f} | {flow_k:.2f} | {update:.2f} | {target:.2f} | "
+                  f"{'yes' if update <= target else 'no'} |")
+
+    print("\nAgainst stream launches and stream capture (flowdsl as the reference: ratio = other / flowdsl).\n")
+    print("| N | width | stream replay wall / flowdsl | capture build+instantiate / flowdsl build+lower+instantiate |")
+    print("| --- | --- | --- | --- |")
+    for n, w in shapes:
+        flow_b = get("build", "flowdsl", n, w) + get("validate+lower", "flowdsl", n, w) + get("instantiate+launch", "flowdsl", n, w)
+        cap_b = get("build", "capture", n, w) + get("instantiate+launch", "capture", n, w)
+        print(f"| {n} | {w} | {get('replay wall', 'stream', n, w) / get('replay wall', 'flowdsl', n, w):.2f} "
+              f"| {cap_b / flow_b:.2f} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
