@@ -4,6 +4,7 @@
 // too old, out of device memory), 3 internal error.
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -15,9 +16,9 @@
 #include <spdlog/spdlog.h>
 
 #include "buffers.hpp"
-#include "cli_kernels.hpp"
 #include "flowdsl/flowdsl.hpp"
 #include "flowdsl/kernel_library.hpp"
+#include "flowdsl/kernels.hpp"
 #include "npy.hpp"
 
 namespace {
@@ -149,6 +150,9 @@ int run(const std::string& file, int iterations, const std::string& out_dir) {
               static_cast<unsigned long long>(s.reinstantiations), static_cast<unsigned long long>(s.evictions));
 
   if (out_dir.empty()) return exit_ok;
+  std::error_code error;
+  std::filesystem::create_directories(out_dir, error);
+  if (error) throw InputError("cannot create the output folder '" + out_dir + "': " + error.message());
   for (const flowdsl::BufferSpec& b : spec.buffers) {
     if (!b.output) continue;
     std::vector<unsigned char> host(b.bytes());
@@ -218,7 +222,7 @@ int main(int argc, char** argv) {
   CLI::App* run_cmd = app.add_subcommand("run", "Allocate and initialise the buffers, run the graph N times");
   run_cmd->add_option("FILE", file, "graph file (.json)")->required();
   run_cmd->add_option("-n,--iterations", iterations, "number of launches")->check(CLI::Range(1, 1000000));
-  run_cmd->add_option("--out", out, "folder to write the output buffers to, as <buffer>.npy");
+  run_cmd->add_option("--out", out, "folder to write the output buffers to, as <buffer>.npy (created if missing)");
   CLI::App* info_cmd = app.add_subcommand("info", "Devices, CUDA versions, registered kernels");
 
   try {
@@ -229,7 +233,7 @@ int main(int argc, char** argv) {
   set_log_level(log_level);
 
   try {
-    flowdsl::cli::register_cli_kernels(flowdsl::KernelRegistry::global());
+    flowdsl::kernels::register_builtins(flowdsl::KernelRegistry::global());
     if (validate_cmd->parsed()) return validate(file);
     if (dot_cmd->parsed()) return dot(file, out, arguments);
     if (run_cmd->parsed()) return run(file, iterations, out);

@@ -1,6 +1,7 @@
 // JSON graph files: round trip with the C++ builder, the samples, and one test per error class,
 // each checking the JSON pointer the error names.
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "catch.hpp"
@@ -11,11 +12,9 @@ using flowdsl_test::contains;
 
 namespace {
 
-// Host stand-ins with the signatures of the tool's kernels: descriptions store only addresses.
+// Host stand-ins for kernels: descriptions store only addresses.
 void scale_f32(int, float, const float*, float*) {}
 void multiply_add_f32(int, const float*, const float*, float*) {}
-void axpy_f32(int, float, const float*, float*) {}
-void clamp_f32(int, float, float, float*) {}
 void fill_f16(std::uint64_t, __half, __half*) {}
 void tick(void*) {}
 
@@ -24,8 +23,6 @@ flowdsl::KernelRegistry& registry() {
   static const bool once = [] {
     r.add("scale_f32", scale_f32, {"n", "alpha", "x", "y"});
     r.add("multiply_add_f32", multiply_add_f32, {"n", "a", "b", "out"});
-    r.add("axpy_f32", axpy_f32, {"n", "alpha", "x", "y"});
-    r.add("clamp_f32", clamp_f32, {"n", "lo", "hi", "y"});
     r.add("fill_f16", fill_f16, {"n", "value", "out"});
     return true;
   }();
@@ -132,12 +129,21 @@ TEST_CASE("A C++ graph written to JSON reads back to an equal description", "[js
   CHECK(flowdsl::to_json_text(flowdsl::describe_graph(loaded, "roundtrip", buffers, addresses, registry(), hosts)) == text);
 }
 
-TEST_CASE("Every sample graph file passes the check", "[json][samples]") {
-  for (const char* name : {"diamond.json", "pipeline.json"}) {
-    INFO(name);
-    const flowdsl::GraphSpec spec = flowdsl::read_graph_file(std::string(FLOWDSL_SAMPLES_DIR) + "/" + name);
-    CHECK_NOTHROW(flowdsl::check_graph(spec, registry()));
+// Checking the samples needs the built-in kernels (device code): the cli_validate_* tests do
+// that with the `flowdsl` tool. Here, everything the reader alone can say.
+TEST_CASE("Every sample graph file reads and writes back unchanged", "[json][samples]") {
+  std::size_t samples = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(FLOWDSL_SAMPLES_DIR)) {
+    if (entry.path().extension() != ".json") continue;
+    INFO(entry.path().string());
+    ++samples;
+    const flowdsl::GraphSpec spec = flowdsl::read_graph_file(entry.path().string());
+    CHECK(spec.name == entry.path().stem().string());
+    CHECK_FALSE(spec.nodes.empty());
+    const std::string text = flowdsl::to_json_text(spec);
+    CHECK(flowdsl::to_json_text(flowdsl::parse_graph(text)) == text);
   }
+  CHECK(samples >= 6);
 }
 
 TEST_CASE("Malformed JSON is reported with line and column", "[json][errors]") {

@@ -1,22 +1,32 @@
-// JSON graph files on the GPU: `flowdsl run` on every sample equals the same graph built in
-// C++, and a kernel loaded from a cubin runs and updates like a linked one.
+// JSON graph files on the GPU: `flowdsl run` on every sample writes, byte for byte, what the
+// same graph built in C++ with the kernel library's launchers computes; a kernel loaded from a
+// cubin runs and updates like a linked one.
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "buffers.hpp"
-#include "cli_kernels.hpp"
 #include "flowdsl/flowdsl.hpp"
 #include "flowdsl/kernel_library.hpp"
+#include "flowdsl/kernels.hpp"
 #include "gpu_support.cuh"
 #include "npy.hpp"
 
+namespace fk = flowdsl::kernels;
+
 namespace {
 
-const flowdsl::KernelRegistry& tool_kernels() {
-  static flowdsl::KernelRegistry* r = [] {
+// The registry of the `flowdsl` tool: the built-in kernels.
+const flowdsl::KernelRegistry& builtins() {
+  static const flowdsl::KernelRegistry* r = [] {
     auto* made = new flowdsl::KernelRegistry;
-    flowdsl::cli::register_cli_kernels(*made);
+    fk::register_builtins(*made);
     return made;
   }();
   return *r;
@@ -34,77 +44,168 @@ struct Buffers {
       at[b.name] = owned.back()->get();
     }
   }
-  float* f32(const std::string& name) const { return static_cast<float*>(at.at(name)); }
-  std::vector<float> download(const std::string& name, std::size_t n) const {
+  template <class T>
+  T* get(const std::string& name) const {
+    return static_cast<T*>(at.at(name));
+  }
+  float* f32(const std::string& name) const { return get<float>(name); }
+  std::vector<unsigned char> download(const std::string& name, std::size_t bytes) const {
+    std::vector<unsigned char> host(bytes);
+    CUDA_REQUIRE(cudaMemcpy(host.data(), at.at(name), bytes, cudaMemcpyDeviceToHost));
+    return host;
+  }
+  std::vector<float> download_f32(const std::string& name, std::size_t n) const {
     std::vector<float> host(n);
     CUDA_REQUIRE(cudaMemcpy(host.data(), at.at(name), n * sizeof(float), cudaMemcpyDeviceToHost));
     return host;
   }
 };
 
-// The sample graphs as the C++ builder writes them, over the same buffers.
+// The sample graphs as C++ writes them with the kernel library, over the same buffers: same
+// node names, order and dependencies as samples/*.json.
 flowdsl::Graph diamond_in_cpp(const Buffers& b) {
-  const auto& k = tool_kernels();
-  const int n = 1 << 20;
+  const std::int64_t n = 1 << 20;
+  float *x = b.f32("x"), *left = b.f32("left"), *right = b.f32("right"), *z = b.f32("z");
   flowdsl::Graph g;
-  auto up = g.memcpy("upload", b.f32("x"), b.f32("input"), n * 4);
-  auto l = g.kernel("left", *k.find("scale_f32")).launch(4096, 256).set("n", n).set("alpha", 2.0f)
-               .set("x", b.f32("x")).set("y", b.f32("left")).after(up);
-  auto r = g.kernel("right", *k.find("scale_f32")).launch(4096, 256).set("n", n).set("alpha", 0.5f)
-               .set("x", b.f32("x")).set("y", b.f32("right")).after(up);
+  auto up = g.memcpy("upload", x, b.f32("input"), n * 4);
+  auto l = fk::scale(g, "left", n, 2.0f, x, left).after(up);
+  auto r = fk::scale(g, "right", n, 0.5f, x, right).after(up);
   auto join = g.empty("join").after(l, r);
-  auto c = g.kernel("combine", *k.find("multiply_add_f32")).launch(4096, 256).set("n", n).set("a", b.f32("left"))
-               .set("b", b.f32("right")).set("out", b.f32("z")).after(join);
-  c.reads(b.f32("left"), n * 4).reads(b.f32("right"), n * 4).writes(b.f32("z"), n * 4);
-  g.memcpy("download", b.f32("output"), b.f32("z"), n * 4).after(c);
+  auto c = fk::multiply(g, "combine", n, left, right, z).after(join).reads(left).reads(right).writes(z);
+  g.memcpy("download", b.f32("output"), z, n * 4).after(c);
   return g;
 }
 
 flowdsl::Graph pipeline_in_cpp(const Buffers& b) {
-  const auto& k = tool_kernels();
-  const int n = 1 << 16;
+  const std::int64_t n = 1 << 16;
+  float* y = b.f32("y");
   flowdsl::Graph g;
-  auto zero = g.memset("zero", b.f32("y"), 0, n * 4);
-  auto axpy = g.kernel("axpy", *k.find("axpy_f32")).launch(256, 256).set("n", n).set("alpha", 1.0f)
-                  .set("x", b.f32("x0")).set("y", b.f32("y")).after(zero);
-  auto clamp = g.kernel("clamp", *k.find("clamp_f32")).launch(256, 256).set("n", n).set("lo", -0.5f)
-                   .set("hi", 0.5f).set("y", b.f32("y")).after(axpy);
-  g.memcpy("download", b.f32("result"), b.f32("y"), n * 4).after(clamp);
+  auto zero = g.memset("zero", y, 0, n * 4);
+  auto axpy = fk::axpy(g, "axpy", n, 1.0f, b.f32("x0"), y).after(zero);
+  auto clamp = fk::clamp(g, "clamp", n, -0.5f, 0.5f, y, y).after(axpy);
+  g.memcpy("download", b.f32("result"), y, n * 4).after(clamp);
+  return g;
+}
+
+flowdsl::Graph mlp_inference_in_cpp(const Buffers& b) {
+  const int batch = 128, width = 256, hidden = 512, classes = 16;
+  auto* x16 = b.get<__nv_bfloat16>("x16");
+  auto* h16 = b.get<__nv_bfloat16>("h16");
+  flowdsl::Graph g;
+  auto pad = fk::pad(g, "pad", batch, width, 0.0f, b.f32("values"), b.get<std::int32_t>("offsets"), b.f32("padded"),
+                     b.get<std::uint8_t>("mask"));
+  auto cast_in = fk::cast(g, "cast_in", std::int64_t{batch} * width, b.f32("padded"), x16).after(pad);
+  auto linear1 = fk::matmul(g, "linear1", batch, hidden, width, x16, b.get<__nv_bfloat16>("w1"), b.f32("b1"),
+                            fk::Activation::gelu, b.f32("h")).after(cast_in);
+  auto cast_h = fk::cast(g, "cast_h", std::int64_t{batch} * hidden, b.f32("h"), h16).after(linear1);
+  auto linear2 = fk::matmul(g, "linear2", batch, classes, hidden, h16, b.get<__nv_bfloat16>("w2"), b.f32("b2"),
+                            fk::Activation::none, b.f32("logits")).after(cast_h);
+  auto softmax = fk::softmax(g, "softmax", batch, classes, b.f32("logits"), b.f32("probs")).after(linear2);
+  fk::row_argmax(g, "argmax", batch, classes, b.f32("probs"), b.get<std::int32_t>("classes")).after(softmax);
+  return g;
+}
+
+flowdsl::Graph preprocess_in_cpp(const Buffers& b) {
+  const int batch = 16, width = 3 * 64 * 64;
+  const std::int64_t n = std::int64_t{batch} * width;
+  const double mean = 0.45, stddev = 0.25;
+  flowdsl::Graph g;
+  auto pad = fk::pad(g, "pad", batch, width, static_cast<float>(255.0 * mean), b.f32("pixels"),
+                     b.get<std::int32_t>("offsets"), b.f32("padded"), b.get<std::uint8_t>("mask"));
+  auto scale = fk::scale(g, "scale", n, static_cast<float>(1.0 / (255.0 * stddev)), b.f32("padded"), b.f32("scaled")).after(pad);
+  auto shift = fk::bias_activation(g, "normalise", batch, width, fk::Activation::none, b.f32("scaled"), b.f32("bias"),
+                                   b.f32("normalised")).after(scale);
+  fk::cast(g, "to_bf16", n, b.f32("normalised"), b.get<__nv_bfloat16>("out")).after(shift);
+  return g;
+}
+
+flowdsl::Graph rl_cartpole_in_cpp(const Buffers& b) {
+  const int envs = 4096, steps = 8, max_steps = 500;
+  const std::uint64_t seed = 2026;
+  float *state = b.f32("state"), *reward = b.f32("reward_sum"), *neg_obs = b.f32("neg_obs"), *rows = b.f32("rows");
+  auto* episode_steps = b.get<std::int32_t>("episode_steps");
+  auto* episodes = b.get<std::int32_t>("episodes");
+  auto* action = b.get<std::int32_t>("action");
+  auto* done = b.get<std::uint8_t>("done");
+  flowdsl::Graph g;
+  flowdsl::NodeHandle last = fk::cartpole_reset(g, "reset", envs, seed, state, reward, episode_steps, episodes, done);
+  for (int s = 0; s < steps; ++s) {
+    // The policy "theta + 0.5 theta_dot + 0.01 x_dot > 0" as argmax of the rows [-obs, 0].
+    const std::string p = "policy" + std::to_string(s);
+    auto theta = fk::scale(g, p + ".theta", envs, -1.0f, state + 2 * envs, neg_obs).after(last);
+    auto theta_dot = fk::axpy(g, p + ".theta_dot", envs, -0.5f, state + 3 * envs, neg_obs).after(theta);
+    auto x_dot = fk::axpy(g, p + ".x_dot", envs, static_cast<float>(-0.01), state + envs, neg_obs).after(theta_dot);
+    auto pad = fk::pad(g, p + ".rows", envs, 2, 0.0f, neg_obs, b.get<std::int32_t>("row_offsets"), rows,
+                       b.get<std::uint8_t>("rows_mask")).after(x_dot);
+    auto policy = fk::row_argmax(g, p, envs, 2, rows, action).after(pad);
+    last = fk::cartpole_step(g, "step" + std::to_string(s), envs, seed, max_steps, action, state, reward, episode_steps,
+                             episodes, done).after(policy);
+  }
+  return g;
+}
+
+flowdsl::Graph heat2d_in_cpp(const Buffers& b) {
+  const int nx = 128, ny = 96, steps = 20;
+  float *u = b.f32("u"), *v = b.f32("v");
+  flowdsl::Graph g;
+  flowdsl::NodeHandle last = g.memcpy("load", u, b.f32("initial"), std::size_t{4} * nx * ny);
+  for (int s = 0; s < steps; ++s) {
+    fk::Heat2dNodes nodes = fk::heat2d_step(g, "heat" + std::to_string(s), nx, ny, 0.2f, s % 2 ? v : u, s % 2 ? u : v,
+                                            b.get<double>("partials") + std::size_t(s) * fk::sum_max_partials,
+                                            b.f32("residuals") + s);
+    nodes.step.after(last);
+    last = nodes.step;
+  }
   return g;
 }
 
 }  // namespace
 
 TEST_CASE("flowdsl run on every sample writes what the same graph built in C++ computes", "[json][cli][gpu]") {
-  struct Case {
-    const char* name;
-    const char* output;
-    flowdsl::Graph (*build)(const Buffers&);
-  };
-  for (const Case& c : {Case{"diamond", "output", diamond_in_cpp}, Case{"pipeline", "result", pipeline_in_cpp}}) {
-    INFO(c.name);
-    const std::string file = std::string(FLOWDSL_SAMPLES_DIR) + "/" + c.name + ".json";
-    const std::string out_dir = std::string("json_gpu_") + c.name;
-    const std::string command = "mkdir -p " + out_dir + " && '" FLOWDSL_CLI "' run '" + file + "' --iterations 3 --out " + out_dir;
+  const std::map<std::string, flowdsl::Graph (*)(const Buffers&)> twins = {
+      {"diamond", diamond_in_cpp},       {"pipeline", pipeline_in_cpp}, {"mlp_inference", mlp_inference_in_cpp},
+      {"preprocess", preprocess_in_cpp}, {"rl_cartpole", rl_cartpole_in_cpp}, {"heat2d", heat2d_in_cpp}};
+  std::size_t samples = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(FLOWDSL_SAMPLES_DIR)) {
+    if (entry.path().extension() != ".json") continue;
+    const std::string name = entry.path().stem().string();
+    const std::string file = entry.path().string();
+    INFO("sample " << name);
+    ++samples;
+    const auto twin = twins.find(name);
+    REQUIRE(twin != twins.end());  // every sample graph file has its C++ twin here
+
+    // The tool creates the (nested) output folder.
+    const std::filesystem::path out_dir = std::filesystem::path("json_gpu") / name;
+    std::filesystem::remove_all(out_dir);
+    const std::string command = "'" FLOWDSL_CLI "' run '" + file + "' --iterations 3 --out " + out_dir.string();
     REQUIRE(std::system(command.c_str()) == 0);
 
     const flowdsl::GraphSpec spec = flowdsl::read_graph_file(file);
     const Buffers buffers(spec);
-    const flowdsl::Graph cpp = c.build(buffers);
-    const flowdsl::Graph loaded = flowdsl::bind_graph(spec, buffers.at, tool_kernels());
+    const flowdsl::Graph cpp = twin->second(buffers);
+    const flowdsl::Graph loaded = flowdsl::bind_graph(spec, buffers.at, builtins());
+    CHECK(cpp.description().nodes.size() == loaded.description().nodes.size());
     CHECK(cpp.topology_hash() == loaded.topology_hash());
 
     auto stream = flowdsl::make_stream();
     flowdsl::Runtime runtime;
     runtime.launch(cpp, stream.get());
     CUDA_REQUIRE(cudaStreamSynchronize(stream.get()));
-    const flowdsl::BufferSpec& out = *std::find_if(spec.buffers.begin(), spec.buffers.end(),
-                                                   [&](const flowdsl::BufferSpec& b) { return b.name == c.output; });
-    const std::vector<float> want = buffers.download(c.output, out.count);
-    const std::vector<unsigned char> got = flowdsl::cli::read_npy(out_dir + "/" + c.output + ".npy", out.type, out.count);
-    REQUIRE(got.size() == want.size() * sizeof(float));
-    CHECK(std::memcmp(got.data(), want.data(), got.size()) == 0);
+    std::size_t outputs = 0;
+    for (const flowdsl::BufferSpec& out : spec.buffers) {
+      if (!out.output) continue;
+      INFO("output buffer " << out.name);
+      ++outputs;
+      const std::vector<unsigned char> want = buffers.download(out.name, out.bytes());
+      const std::vector<unsigned char> got =
+          flowdsl::cli::read_npy((out_dir / (out.name + ".npy")).string(), out.type, out.count);
+      REQUIRE(got.size() == want.size());
+      CHECK(std::memcmp(got.data(), want.data(), got.size()) == 0);
+    }
+    CHECK(outputs > 0);
   }
+  CHECK(samples == twins.size());
 }
 
 TEST_CASE("A kernel loaded from a cubin runs and updates like a linked one", "[json][kernel_files][gpu]") {
@@ -117,7 +218,7 @@ TEST_CASE("A kernel loaded from a cubin runs and updates like a linked one", "[j
     "nodes": [{"name": "k", "kind": "kernel", "kernel": "twice", "grid": 4, "block": 256,
                "args": {"n": 1000, "factor": 1.0, "data": "a"}}]})";
   const flowdsl::GraphSpec spec = flowdsl::parse_graph(text);
-  flowdsl::check_graph(spec, tool_kernels());
+  flowdsl::check_graph(spec, builtins());
   flowdsl::KernelRegistry registry;
   const std::vector<flowdsl::KernelLibrary> libraries = flowdsl::load_kernel_files(spec, "", registry);
   REQUIRE(libraries.size() == 1);
@@ -129,7 +230,7 @@ TEST_CASE("A kernel loaded from a cubin runs and updates like a linked one", "[j
   const flowdsl::Graph loaded = flowdsl::bind_graph(spec, buffers.at, registry);
   CHECK(runtime.launch(loaded, stream.get()).kind == flowdsl::LaunchKind::instantiated);
   CUDA_REQUIRE(cudaStreamSynchronize(stream.get()));
-  CHECK(buffers.download("a", 1000) == std::vector<float>(1000, 3.0f));
+  CHECK(buffers.download_f32("a", 1000) == std::vector<float>(1000, 3.0f));
 
   // From C++, through the registry entry: argument changes update the executable in place.
   flowdsl::Graph g;
@@ -141,6 +242,6 @@ TEST_CASE("A kernel loaded from a cubin runs and updates like a linked one", "[j
   CHECK(report.kind == flowdsl::LaunchKind::updated);
   CHECK(report.nodes_updated == 1);
   CUDA_REQUIRE(cudaStreamSynchronize(stream.get()));
-  CHECK(buffers.download("b", 1000) == std::vector<float>(1000, -4.0f * 2.0f * 0.5f));
+  CHECK(buffers.download_f32("b", 1000) == std::vector<float>(1000, -4.0f * 2.0f * 0.5f));
   CHECK(runtime.statistics().reinstantiations == 0);
 }
