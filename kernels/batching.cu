@@ -9,12 +9,19 @@ constexpr std::uint32_t block = 256;
 Dim3 rows_grid(i32 cols, i32 rows) {
   return Dim3(blocks_for(cols, block), static_cast<std::uint32_t>(std::max(1, std::min(rows, 65535))));
 }
+/// pad and gather_rows: a thread per 16-byte chunk of a row (the kernels stride over the rest
+/// when rows cannot be chunked), batching_rows rows a thread.
+template <class T>
+Dim3 chunked_grid(i32 cols, i32 rows) {
+  const std::uint32_t rows_y = std::min<std::uint32_t>(blocks_for(rows, detail::batching_rows), 65535);
+  return Dim3(blocks_for(std::max<i64>(1, cols / static_cast<i32>(16 / sizeof(T))), block), rows_y);
+}
 }  // namespace
 
 template <class T>
 KernelNode<i32, i32, float, const T*, const i32*, T*, u8*> pad(Graph& g, std::string name, i32 batch, i32 width, float pad_value,
                                                                const T* values, const i32* offsets, T* out, u8* mask) {
-  return declare(g, std::move(name), detail::pad_kernel<T>, "pad", rows_grid(width, batch), block)
+  return declare(g, std::move(name), detail::pad_kernel<T>, "pad", chunked_grid<T>(width, batch), block)
       .args(batch, width, pad_value, values, offsets, out, mask);
 }
 template <class T>
@@ -26,7 +33,7 @@ KernelNode<i32, i32, float, const T*, const i32*, T*> crop(Graph& g, std::string
 template <class T>
 KernelNode<i32, i32, const i32*, i32, const T*, T*> gather_rows(Graph& g, std::string name, i32 count, i32 cols, const i32* index,
                                                                i32 src_rows, const T* in, T* out) {
-  return declare(g, std::move(name), detail::gather_rows_kernel<T>, "gather_rows", rows_grid(cols, count), block)
+  return declare(g, std::move(name), detail::gather_rows_kernel<T>, "gather_rows", chunked_grid<T>(cols, count), block)
       .args(count, cols, index, src_rows, in, out);
 }
 

@@ -1,25 +1,75 @@
 // Fixed-shape batching: pad variable-length rows into [batch, width] with a pad value and a
 // validity mask, crop them back, gather selected rows. Columns over grid.x and threads, rows
-// over grid.y with a grid stride (any number of rows).
+// over grid.y, both with a grid stride (any grid is correct). pad and gather_rows write
+// 16-byte chunks when the rows allow it and keep batching_rows rows in flight a thread.
 #pragma once
 
 #include "common.cuh"
 
 namespace flowdsl::kernels::detail {
 
+/// Rows a thread of pad and gather_rows handles at once: their loads are all in flight together.
+constexpr int batching_rows = 4;
+
+/// W bytes of mask: 1 where valid (W = 1, 4 or 8 bytes, one store).
+template <int W>
+__device__ __forceinline__ void store_mask(std::uint8_t* mask, const bool (&valid)[W]) {
+  if constexpr (W == 1) {
+    mask[0] = valid[0] ? 1 : 0;
+  } else {
+    Vec<std::uint8_t, W> m;
+#pragma unroll
+    for (int t = 0; t < W; ++t) m.v[t] = valid[t] ? 1 : 0;
+    *reinterpret_cast<Vec<std::uint8_t, W>*>(mask) = m;
+  }
+}
+
+/// pad over chunks of W columns (W = 16 / sizeof(T) when out rows and mask rows are aligned
+/// for W-element stores, else 1), batching_rows rows a thread at a time. Values are read
+/// element by element: rows start anywhere in `values`.
+template <int W, class T>
+__device__ __forceinline__ void pad_chunks(std::int32_t batch, std::int32_t width, T pad, const T* values,
+                                           const std::int32_t* offsets, T* out, std::uint8_t* mask) {
+  constexpr int R = batching_rows;
+  const std::int32_t chunks = width / W;
+  for (std::int32_t c = blockIdx.x * blockDim.x + threadIdx.x; c < chunks; c += gridDim.x * blockDim.x) {
+    const std::int32_t j0 = c * W;
+    for (std::int64_t b0 = static_cast<std::int64_t>(blockIdx.y) * R; b0 < batch; b0 += static_cast<std::int64_t>(gridDim.y) * R) {
+      Vec<T, W> v[R];
+      bool valid[R][W];
+#pragma unroll
+      for (int u = 0; u < R; ++u) {
+        const std::int64_t b = b0 + u;
+        const std::int32_t start = b < batch ? offsets[b] : 0;
+        const std::int32_t length = b < batch ? offsets[b + 1] - start : 0;
+#pragma unroll
+        for (int t = 0; t < W; ++t) {
+          valid[u][t] = j0 + t < length;
+          v[u].v[t] = valid[u][t] ? values[start + j0 + t] : pad;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < R; ++u) {
+        const std::int64_t b = b0 + u;
+        if (b < batch) {
+          const std::int64_t k = b * width + j0;
+          *reinterpret_cast<Vec<T, W>*>(out + k) = v[u];
+          if (mask) store_mask<W>(mask + k, valid[u]);
+        }
+      }
+    }
+  }
+}
+
 template <class T>
 __global__ void pad_kernel(std::int32_t batch, std::int32_t width, float pad_value, const T* values,
                            const std::int32_t* offsets, T* out, std::uint8_t* mask) {
-  const std::int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= width) return;
-  const T pad = from_float<T>(pad_value);
-  for (std::int32_t b = blockIdx.y; b < batch; b += gridDim.y) {
-    const std::int32_t start = offsets[b];
-    const std::int32_t length = offsets[b + 1] - start;
-    const bool valid = j < length;
-    const std::int64_t k = static_cast<std::int64_t>(b) * width + j;
-    out[k] = valid ? values[start + j] : pad;
-    if (mask) mask[k] = valid ? 1 : 0;
+  constexpr int V = 16 / sizeof(T);
+  const bool vectorised = width % V == 0 && aligned<16>(out) && (mask == nullptr || aligned<V>(mask));
+  if (vectorised) {
+    pad_chunks<V>(batch, width, from_float<T>(pad_value), values, offsets, out, mask);
+  } else {
+    pad_chunks<1>(batch, width, from_float<T>(pad_value), values, offsets, out, mask);
   }
 }
 
@@ -36,15 +86,41 @@ __global__ void crop_kernel(std::int32_t batch, std::int32_t width, float pad_va
   }
 }
 
+/// gather_rows over chunks of W columns (W = 16 / sizeof(T) when every row is 16-byte
+/// aligned, else 1), batching_rows rows a thread at a time.
+template <int W, class T>
+__device__ __forceinline__ void gather_chunks(std::int32_t count, std::int32_t cols, const std::int32_t* index,
+                                              std::int32_t src_rows, const T* in, T* out) {
+  constexpr int R = batching_rows;
+  using Chunk = Vec<T, W>;
+  Chunk zero;
+#pragma unroll
+  for (int t = 0; t < W; ++t) zero.v[t] = from_float<T>(0.0f);
+  const std::int32_t chunks = cols / W;
+  for (std::int32_t c = blockIdx.x * blockDim.x + threadIdx.x; c < chunks; c += gridDim.x * blockDim.x) {
+    for (std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * R; r0 < count; r0 += static_cast<std::int64_t>(gridDim.y) * R) {
+      Chunk v[R];
+#pragma unroll
+      for (int u = 0; u < R; ++u) {
+        const std::int32_t src = r0 + u < count ? index[r0 + u] : -1;
+        v[u] = src >= 0 && src < src_rows ? reinterpret_cast<const Chunk*>(in + static_cast<std::int64_t>(src) * cols)[c] : zero;
+      }
+#pragma unroll
+      for (int u = 0; u < R; ++u) {
+        if (r0 + u < count) reinterpret_cast<Chunk*>(out + (r0 + u) * cols)[c] = v[u];
+      }
+    }
+  }
+}
+
 template <class T>
 __global__ void gather_rows_kernel(std::int32_t count, std::int32_t cols, const std::int32_t* index, std::int32_t src_rows,
                                    const T* in, T* out) {
-  const std::int32_t c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= cols) return;
-  for (std::int32_t r = blockIdx.y; r < count; r += gridDim.y) {
-    const std::int32_t src = index[r];
-    out[static_cast<std::int64_t>(r) * cols + c] =
-        src >= 0 && src < src_rows ? in[static_cast<std::int64_t>(src) * cols + c] : from_float<T>(0.0f);
+  constexpr int V = 16 / sizeof(T);
+  if (cols % V == 0 && aligned<16>(in) && aligned<16>(out)) {
+    gather_chunks<V>(count, cols, index, src_rows, in, out);
+  } else {
+    gather_chunks<1>(count, cols, index, src_rows, in, out);
   }
 }
 

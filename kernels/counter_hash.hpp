@@ -25,11 +25,17 @@ FLOWDSL_HD std::uint64_t hash(std::uint64_t seed, std::uint64_t counter) {
 }
 
 /// The top 24 bits as a float in [0, 1) (exact: every value is a multiple of 2^-24).
-FLOWDSL_HD float unit_float(std::uint64_t bits) { return static_cast<float>(bits >> 40) * 5.9604644775390625e-8f; }
+FLOWDSL_HD float unit_float(std::uint64_t bits) {
+  return static_cast<float>(static_cast<std::uint32_t>(bits >> 40)) * 5.9604644775390625e-8f;
+}
+
+/// Bits 16..39 as an integer in [0, 2^24).
+FLOWDSL_HD std::uint32_t low_field(std::uint64_t bits) { return static_cast<std::uint32_t>(bits >> 16) & 0xffffffu; }
+
+/// Bits 16..39 as a float in [0, 1) (exact), independent of unit_float's bits.
+FLOWDSL_HD float low_unit_float(std::uint64_t bits) { return static_cast<float>(low_field(bits)) * 5.9604644775390625e-8f; }
 
 /// Bits 16..39 as a float in (0, 1] (never 0, so that log() is finite).
-FLOWDSL_HD float open_unit_float(std::uint64_t bits) {
-  return static_cast<float>(((bits >> 16) & 0xffffffull) + 1u) * 5.9604644775390625e-8f;
-}
+FLOWDSL_HD float open_unit_float(std::uint64_t bits) { return static_cast<float>(low_field(bits) + 1u) * 5.9604644775390625e-8f; }
 
 }  // namespace flowdsl::kernels::detail

@@ -1,5 +1,11 @@
-// Counter-based random fill: element i is a pure function of (seed, i) (see counter_hash.hpp),
-// so results do not depend on the grid, need no generator state, and the host reproduces them.
+// Counter-based random fill: elements 2k and 2k + 1 are a pure function of (seed, k) (see
+// counter_hash.hpp), so results do not depend on the grid, need no generator state, and the
+// host reproduces them (reference::uniform, reference::normal).
+//
+// One 64-bit hash gives a pair of elements: two 24-bit uniforms, or both outputs of one
+// Box–Muller transform. The hash is the costly part (64-bit multiplies), so a pair halves it.
+// Pairs are written as 16-byte vectors (several pairs a vector) when the output's first
+// vector boundary falls on an even element; otherwise pair by pair with scalar stores.
 #pragma once
 
 #include "counter_hash.hpp"
@@ -7,32 +13,126 @@
 
 namespace flowdsl::kernels::detail {
 
-struct UniformOp {
+/// Elements 2k and 2k + 1: lo + (hi - lo) u for the top and the low 24-bit fields of hash(seed, k).
+struct UniformPairOp {
   std::uint64_t seed;
   float lo, hi;
-  __device__ float operator()(std::int64_t i) const {
-    return fmaf(hi - lo, unit_float(hash(seed, static_cast<std::uint64_t>(i))), lo);
+  __device__ float2 operator()(std::uint64_t pair) const {
+    const std::uint64_t bits = hash(seed, pair);
+    return make_float2(fmaf(hi - lo, unit_float(bits), lo), fmaf(hi - lo, low_unit_float(bits), lo));
   }
 };
 
-/// Box–Muller on two independent 24-bit fields of one hash.
-struct NormalOp {
+/// sqrt(-2 ln u) for u = open_unit_float(bits), to a few float ulps. u = 1 - w with
+/// w = (2^24 - 1 - field) 2^-24, both exact in float. Near u = 1 the fast __logf's absolute
+/// error (2^-21.4) would be large against ln u, so for w < 1/16 the series
+/// -ln(1 - w) = w + w^2/2 + ... + w^6/6 is used (truncation under 1e-8 relative); for
+/// u <= 15/16 __logf is within 6e-6 of ln u, which moves the output by under 2.1e-6 stddev.
+__device__ __forceinline__ float box_muller_radius(std::uint64_t bits) {
+  const float w = static_cast<float>(0xffffffu - low_field(bits)) * 5.9604644775390625e-8f;
+  float series = fmaf(w, 1.0f / 6.0f, 0.2f);
+  series = fmaf(series, w, 0.25f);
+  series = fmaf(series, w, 1.0f / 3.0f);
+  series = fmaf(series, w, 0.5f);
+  series = fmaf(series, w, 1.0f);
+  series *= w;
+  const float fast = -__logf(1.0f - w);
+  return sqrtf(2.0f * (w < 0.0625f ? series : fast));
+}
+
+/// (sin, cos)(2 pi j / 2^24) for a 24-bit integer j, within 2e-7: the quadrant comes from the
+/// integer (exact reduction), the rest t in [-1/4, 1/4] half-turns goes through the
+/// polynomials of CUDA's sincospif.
+__device__ __forceinline__ float2 sincos_turns24(std::uint32_t j) {
+  const std::uint32_t shifted = j + 0x200000u;
+  const std::uint32_t quadrant = shifted >> 22;
+  const float t = static_cast<float>(static_cast<std::int32_t>(shifted & 0x3fffffu) - 0x200000) * 1.1920928955078125e-7f;
+  const float t2 = t * t;
+  float s = fmaf(-0.5924802422523499f, t2, 2.5501441955566406f);  // CUDA's sinpi polynomial
+  s = fmaf(s, t2, -5.167719841003418f);
+  s = fmaf(3.1415927410125732f, t, s * (t2 * t));
+  float c = fmaf(0.22686031460762024f, t2, -1.3345603942871094f);  // CUDA's cospi polynomial
+  c = fmaf(c, t2, 4.058692455291748f);
+  c = fmaf(c, t2, -4.934802055358887f);
+  c = fmaf(c, t2, 1.0f);
+  const bool swap = quadrant & 1u;
+  const float sine = swap ? c : s;
+  const float cosine = swap ? s : c;
+  return make_float2(quadrant & 2u ? -sine : sine, (quadrant + 1u) & 2u ? -cosine : cosine);
+}
+
+/// Elements 2k and 2k + 1: mean + stddev r (cos, sin)(2 pi v), r = sqrt(-2 ln u), with u and
+/// v the low and top 24-bit fields of hash(seed, k) (Box–Muller, both outputs).
+struct NormalPairOp {
   std::uint64_t seed;
   float mean, stddev;
-  __device__ float operator()(std::int64_t i) const {
-    const std::uint64_t bits = hash(seed, static_cast<std::uint64_t>(i));
-    const float radius = sqrtf(-2.0f * logf(open_unit_float(bits)));
-    return mean + stddev * radius * cospif(2.0f * unit_float(bits));
+  __device__ float2 operator()(std::uint64_t pair) const {
+    const std::uint64_t bits = hash(seed, pair);
+    const float scaled = stddev * box_muller_radius(bits);
+    const float2 sc = sincos_turns24(static_cast<std::uint32_t>(bits >> 40));
+    return make_float2(fmaf(scaled, sc.y, mean), fmaf(scaled, sc.x, mean));
   }
 };
+
+/// Writes pairs (i, i + 1) = op(i / 2) for even i in [begin, end), grid-stride, scalar stores;
+/// an odd end drops the last pair's second element.
+template <class T, class Op>
+__device__ __forceinline__ void write_pairs(std::int64_t begin, std::int64_t end, const Op& op, T* out) {
+  const std::int64_t thread = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = begin + 2 * thread; i < end; i += 2 * stride) {
+    const float2 v = op(static_cast<std::uint64_t>(i) >> 1);
+    out[i] = from_float<T>(v.x);
+    if (i + 1 < end) out[i + 1] = from_float<T>(v.y);
+  }
+}
+
+/// out[0 .. n) from pairs op(k) = (out[2k], out[2k + 1]). The middle runs as 16-byte vectors
+/// of V / 2 pairs, elementwise_unroll vectors per thread, when the head before the first
+/// vector boundary is even (pairs then never straddle vectors); else everything pair by pair.
+template <class T, class Op>
+__device__ __forceinline__ void fill_pairs(std::int64_t n, const Op& op, T* __restrict__ out) {
+  constexpr int V = 16 / sizeof(T);
+  constexpr int U = elementwise_unroll;
+  const std::int64_t head = scalar_head<V>(n, out);
+  if (head % 2 != 0) {
+    write_pairs(0, n, op, out);
+    return;
+  }
+  const std::int64_t vectors = (n - head) / V;
+  const std::int64_t tail = head + vectors * V;
+  write_pairs(0, head, op, out);
+  write_pairs(tail, n, op, out);
+
+  Vec<T, V>* out_v = reinterpret_cast<Vec<T, V>*>(out + head);
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U + threadIdx.x; base < vectors;
+       base += stride * U) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const std::int64_t v = base + static_cast<std::int64_t>(u) * blockDim.x;
+      if (v < vectors) {
+        const std::uint64_t first_pair = static_cast<std::uint64_t>(head + v * V) >> 1;
+        Vec<T, V> result;
+#pragma unroll
+        for (int p = 0; p < V / 2; ++p) {
+          const float2 pair = op(first_pair + p);
+          result.v[2 * p] = from_float<T>(pair.x);
+          result.v[2 * p + 1] = from_float<T>(pair.y);
+        }
+        out_v[v] = result;
+      }
+    }
+  }
+}
 
 template <class T>
 __global__ void random_uniform_kernel(std::int64_t n, std::uint64_t seed, float lo, float hi, T* out) {
-  transform(n, UniformOp{seed, lo, hi}, out);
+  fill_pairs(n, UniformPairOp{seed, lo, hi}, out);
 }
 template <class T>
 __global__ void random_normal_kernel(std::int64_t n, std::uint64_t seed, float mean, float stddev, T* out) {
-  transform(n, NormalOp{seed, mean, stddev}, out);
+  fill_pairs(n, NormalPairOp{seed, mean, stddev}, out);
 }
 
 }  // namespace flowdsl::kernels::detail

@@ -27,11 +27,17 @@ bool short_rows(i32 cols) { return cols <= warp_row_limit; }
 Dim3 row_grid(i32 rows, i32 cols) {
   return short_rows(cols) ? Dim3(blocks_for(rows, row_block / 32)) : Dim3(blocks_for(rows, 1));
 }
+/// Softmax and layer normalisation cache short rows in groups of warp_group_size(cols) lanes:
+/// 32 / that many rows a warp.
+Dim3 cached_row_grid(i32 rows, i32 cols) {
+  return short_rows(cols) ? Dim3(blocks_for(rows, row_block / warp_group_size(cols))) : Dim3(blocks_for(rows, 1));
+}
 }  // namespace
 }  // namespace detail
 
 using detail::declare;
 using detail::row_block;
+using detail::cached_row_grid;
 using detail::row_grid;
 using detail::RowOp;
 using detail::short_rows;
@@ -64,15 +70,16 @@ KernelNode<i32, i32, const T*, i32*> row_argmax(Graph& g, std::string name, i32 
 }
 template <class T>
 KernelNode<i32, i32, const T*, T*> softmax(Graph& g, std::string name, i32 rows, i32 cols, const T* x, T* y) {
-  return declare(g, std::move(name), FLOWDSL_ROW_KERNEL(detail::softmax_kernel, T), "softmax", row_grid(rows, cols), row_block)
+  return declare(g, std::move(name), FLOWDSL_ROW_KERNEL(detail::softmax_kernel, T), "softmax", cached_row_grid(rows, cols),
+                 row_block)
       .args(rows, cols, x, y);
 }
 template <class T>
 KernelNode<i32, i32, float, const T*, const float*, const float*, T*> layer_norm(Graph& g, std::string name, i32 rows, i32 cols,
                                                                                  float eps, const T* x, const float* gamma,
                                                                                  const float* beta, T* y) {
-  return declare(g, std::move(name), FLOWDSL_ROW_KERNEL(detail::layer_norm_kernel, T), "layer_norm", row_grid(rows, cols),
-                 row_block)
+  return declare(g, std::move(name), FLOWDSL_ROW_KERNEL(detail::layer_norm_kernel, T), "layer_norm",
+                 cached_row_grid(rows, cols), row_block)
       .args(rows, cols, eps, x, gamma, beta, y);
 }
 #undef FLOWDSL_ROW_KERNEL

@@ -48,14 +48,15 @@ Floats bias_activation(std::int64_t rows, int cols, int act, const Floats& x, co
 }
 
 float uniform(std::uint64_t seed, std::uint64_t i, float lo, float hi) {
-  return std::fma(hi - lo, detail::unit_float(detail::hash(seed, i)), lo);
+  const std::uint64_t bits = detail::hash(seed, i >> 1);
+  return std::fma(hi - lo, (i & 1) ? detail::low_unit_float(bits) : detail::unit_float(bits), lo);
 }
 
 double normal(std::uint64_t seed, std::uint64_t i, float mean, float stddev) {
-  const std::uint64_t bits = detail::hash(seed, i);
+  const std::uint64_t bits = detail::hash(seed, i >> 1);
   const double radius = std::sqrt(-2.0 * std::log(double(detail::open_unit_float(bits))));
-  const double pi = 3.14159265358979323846;
-  return mean + double(stddev) * radius * std::cos(2.0 * pi * double(detail::unit_float(bits)));
+  const double angle = 2.0 * 3.14159265358979323846 * double(detail::unit_float(bits));
+  return mean + double(stddev) * radius * ((i & 1) ? std::sin(angle) : std::cos(angle));
 }
 
 std::vector<double> row_sum(int rows, int cols, const Floats& x) {

@@ -20,9 +20,11 @@ Floats clamp(float lo, float hi, const Floats& x);
 /// \brief y[r, c] = act(x[r, c] + bias[c]).
 Floats bias_activation(std::int64_t rows, int cols, int act, const Floats& x, const Floats& bias);
 
-/// \brief The value random_uniform writes at index i.
+/// \brief The value random_uniform writes at index i: from hash(seed, i / 2), its top 24 bits
+/// for even i, bits 16..39 for odd i.
 float uniform(std::uint64_t seed, std::uint64_t i, float lo, float hi);
-/// \brief The value random_normal writes at index i (computed in double; the kernel in float).
+/// \brief The value random_normal writes at index i (computed in double; the kernel in float):
+/// Box–Muller on hash(seed, i / 2), the cosine output for even i, the sine output for odd i.
 double normal(std::uint64_t seed, std::uint64_t i, float mean, float stddev);
 
 std::vector<double> row_sum(int rows, int cols, const Floats& x);

@@ -60,9 +60,11 @@ template <class In, class Out> KernelNode<i64, const In*, Out*> cast(Graph& g, s
 
 /// \brief out[i] = lo + (hi - lo) * u(seed, i), u in [0, 1) from a counter-based hash: the
 /// same (seed, i) gives the same value on any grid and on the host (reference::uniform).
+/// Elements 2k and 2k + 1 take two 24-bit fields of one hash of (seed, k).
 template <class T>
 KernelNode<i64, u64, float, float, T*> random_uniform(Graph& g, std::string name, i64 n, u64 seed, float lo, float hi, T* out);
-/// \brief out[i] = mean + stddev * z(seed, i), z standard normal (Box–Muller on the hash).
+/// \brief out[i] = mean + stddev * z(seed, i), z standard normal: elements 2k and 2k + 1 are
+/// the cosine and sine outputs of one Box–Muller transform of the hash of (seed, k).
 template <class T>
 KernelNode<i64, u64, float, float, T*> random_normal(Graph& g, std::string name, i64 n, u64 seed, float mean, float stddev, T* out);
 

@@ -151,6 +151,29 @@ TEST_CASE("Counter-based random numbers depend only on seed and index", "[refere
   for (std::uint64_t i = 0; i < 1000; ++i) REQUIRE(std::isfinite(ref::normal(3, i, 0.0f, 1.0f)));
 }
 
+TEST_CASE("Random numbers come in pairs from one hash: two uniforms, or both Box-Muller outputs", "[reference][random]") {
+  // Elements 2k and 2k + 1 share hash(seed, k): the cosine and sine outputs of one Box-Muller
+  // transform, uncorrelated standard normals.
+  double mean = 0, var = 0, correlation = 0;
+  const int pairs = 50000;
+  for (std::uint64_t k = 0; k < pairs; ++k) {
+    const double z0 = ref::normal(5, 2 * k, 0.0f, 1.0f), z1 = ref::normal(5, 2 * k + 1, 0.0f, 1.0f);
+    REQUIRE(std::isfinite(z0));
+    REQUIRE(std::isfinite(z1));
+    mean += (z0 + z1) / (2 * pairs);
+    var += (z0 * z0 + z1 * z1) / (2 * pairs);
+    correlation += z0 * z1 / pairs;
+    CHECK(ref::normal(5, 2 * k, 3.0f, 2.0f) == Approx(3.0 + 2.0 * z0));
+  }
+  CHECK(mean == Approx(0.0).margin(0.01));
+  CHECK(var == Approx(1.0).margin(0.02));
+  CHECK(correlation == Approx(0.0).margin(0.02));
+  // The two uniforms of a pair come from different bits of the hash.
+  int equal = 0;
+  for (std::uint64_t k = 0; k < 1000; ++k) equal += ref::uniform(5, 2 * k, 0.0f, 1.0f) == ref::uniform(5, 2 * k + 1, 0.0f, 1.0f);
+  CHECK(equal < 2);
+}
+
 TEST_CASE("Matmul reference adds the bias and applies the activation", "[reference][matmul]") {
   const ref::Floats a = {1, 2, 3, 4, 5, 6};  // 2 x 3
   const ref::Floats b = {1, 0, 0, 1, 1, -1};  // 3 x 2
