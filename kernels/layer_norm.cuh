@@ -23,9 +23,12 @@ __device__ __forceinline__ void layer_norm_cached(int rows, int cols, float eps,
     const int valid = active ? cols : 0;
     RowSlice<T, G, E, W> slice;
     slice.load(x + offset, valid, q);
+    // Summing x - x[0] rather than x keeps the rounding of the sum at the scale of the row's
+    // spread, not of its mean: a row of large mean and small variance keeps its precision.
+    const float shift = active ? to_float(x[offset]) : 0.0f;
     float sum = 0.0f;
-    slice.for_each(valid, q, [&](float v) { sum += v; });
-    const float mean = group_allreduce<G>(sum, SumOp{}, scratch[0]) / static_cast<float>(cols);
+    slice.for_each(valid, q, [&](float v) { sum += v - shift; });
+    const float mean = shift + group_allreduce<G>(sum, SumOp{}, scratch[0]) / static_cast<float>(cols);
     float squares = 0.0f;
     slice.for_each(valid, q, [&](float v) { squares += (v - mean) * (v - mean); });
     const float variance = group_allreduce<G>(squares, SumOp{}, scratch[1]) / static_cast<float>(cols);

@@ -26,13 +26,20 @@ def elementwise_grid(n, widest_bytes=4):  # 256 threads x (16 / widest element) 
     return blocks_for(n, 256 * (16 // widest_bytes) * 4)
 
 
-def row_kernel(name, suffix, rows, cols):  # a warp per row up to 1024 columns, else a block per row
+def row_kernel(name, suffix, rows, cols, cached=False):
+    """A warp per row up to 1024 columns, else a block per row. Softmax and layer_norm (cached)
+    hold short rows in registers: 4 lanes a row up to 128 columns, so 64 rows a block."""
     if cols <= 1024:
-        return name + ".warp." + suffix, blocks_for(rows, 8)
+        lanes = 4 if cached and cols <= 128 else 32
+        return name + ".warp." + suffix, blocks_for(rows, 256 // lanes)
     return name + "." + suffix, rows
 
 
-def rows_grid(cols, rows):  # pad, crop, gather_rows, bias_activation
+def chunked_grid(cols, rows, element_bytes=4):  # pad, gather_rows: 16-byte chunks, 4 rows a thread
+    return [blocks_for(max(1, cols // (16 // element_bytes)), 256), min(blocks_for(rows, 4), 65535)]
+
+
+def rows_grid(cols, rows):  # crop, bias_activation
     return [blocks_for(cols, 256), max(1, min(rows, 65535))]
 
 
@@ -109,10 +116,10 @@ def mlp_inference():
         buf("probs", "f32", batch * classes, output=True),
         buf("classes", "i32", batch, output=True),
     ]
-    softmax, softmax_grid = row_kernel("softmax", "f32", batch, classes)
+    softmax, softmax_grid = row_kernel("softmax", "f32", batch, classes, cached=True)
     argmax, argmax_grid = row_kernel("row_argmax", "f32", batch, classes)
     nodes = [
-        kernel("pad", "pad.f32", rows_grid(width, batch), 256,
+        kernel("pad", "pad.f32", chunked_grid(width, batch), 256,
                {"batch": batch, "width": width, "pad_value": 0.0, "values": "values", "offsets": "offsets",
                 "out": "padded", "mask": "mask"}),
         kernel("cast_in", "cast.f32.bf16", elementwise_grid(batch * width), 256,
@@ -152,7 +159,7 @@ def preprocess():
     ]
     nodes = [
         # The pad value is the mean pixel, so that padding normalises to zero.
-        kernel("pad", "pad.f32", rows_grid(width, batch), 256,
+        kernel("pad", "pad.f32", chunked_grid(width, batch), 256,
                {"batch": batch, "width": width, "pad_value": 255.0 * mean, "values": "pixels", "offsets": "offsets",
                 "out": "padded", "mask": "mask"}),
         kernel("scale", "scale.f32", elementwise_grid(n), 256,
@@ -199,7 +206,7 @@ def rl_cartpole():
                    {"n": envs, "a": -0.5, "x": at("state", 12 * envs), "y": "neg_obs"}, [p + ".theta"]),
             kernel(p + ".x_dot", "axpy.f32", grid, 256, {"n": envs, "a": -0.01, "x": at("state", 4 * envs), "y": "neg_obs"},
                    [p + ".theta_dot"]),
-            kernel(p + ".rows", "pad.f32", rows_grid(2, envs), 256,
+            kernel(p + ".rows", "pad.f32", chunked_grid(2, envs), 256,
                    {"batch": envs, "width": 2, "pad_value": 0.0, "values": "neg_obs", "offsets": "row_offsets",
                     "out": "rows", "mask": "rows_mask"}, [p + ".x_dot"]),
             kernel(p, argmax, argmax_grid, 256, {"rows": envs, "cols": 2, "x": "rows", "out": "action"}, [p + ".rows"]),
