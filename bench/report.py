@@ -29,6 +29,15 @@ def main(path):
               f"| {raw_h:.2f} / {flow_h:.2f} | {flow_h / raw_h:.3f}{mark(flow_h <= 1.10 * raw_h)} "
               f"| {raw_r:.3f} / {flow_r:.3f} | {flow_r / raw_r:.3f}{mark(0.97 <= flow_r / raw_r <= 1.03)} |")
 
+    print("\nWhere build+lower+instantiate goes (µs): raw adds + instantiate vs flowdsl declare, "
+          "validate+lower, and the backend's emission + instantiation alone.\n")
+    print("| N | width | raw adds | raw instantiate+launch | flowdsl declare | flowdsl validate+lower | flowdsl backend emit+instantiate | flowdsl runtime miss (emit+instantiate+launch) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for n, w in shapes:
+        print(f"| {n} | {w} | {get('build', 'raw', n, w):.1f} | {get('instantiate+launch', 'raw', n, w):.1f} "
+              f"| {get('build', 'flowdsl', n, w):.1f} | {get('validate+lower', 'flowdsl', n, w):.1f} "
+              f"| {get('backend emit+instantiate', 'flowdsl', n, w):.1f} | {get('instantiate+launch', 'flowdsl', n, w):.1f} |")
+
     print("\nUpdate of k changed nodes of N, then launch (host µs). Target: flowdsl's update cost "
           "(its time minus its hit launch) ≤ 1.2 × k × raw's per-node update + 1 µs, where raw's per-node "
           "update is (raw time − raw hit launch) / k.\n")
