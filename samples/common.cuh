@@ -33,6 +33,16 @@ inline bool have_device() {
   return true;
 }
 
+/// A device copy of `host`, with 16 bytes of slack after it (kernels may read whole 16-byte
+/// chunks at the end). The caller frees it with cudaFree.
+template <class T>
+T* device_copy(const std::vector<T>& host) {
+  T* p = nullptr;
+  SAMPLE_CHECK(cudaMalloc(&p, host.size() * sizeof(T) + 16));
+  SAMPLE_CHECK(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return p;
+}
+
 inline std::vector<float> random_floats(std::size_t n, unsigned seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);

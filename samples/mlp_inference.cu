@@ -16,6 +16,8 @@ namespace fk = flowdsl::kernels;
 namespace ref = flowdsl::kernels::reference;
 
 namespace {
+
+using sample::device_copy;
 constexpr int batch = 1024, width = 256, hidden = 1024, classes = 16;
 constexpr int input_sets = 8, batches = 200;
 
@@ -28,13 +30,6 @@ std::vector<__nv_bfloat16> to_bf16(const std::vector<float>& v) {
   std::vector<__nv_bfloat16> out(v.size());
   for (std::size_t i = 0; i < v.size(); ++i) out[i] = __float2bfloat16_rn(v[i]);
   return out;
-}
-template <class T>
-T* device_copy(const std::vector<T>& host) {
-  T* p = nullptr;
-  SAMPLE_CHECK(cudaMalloc(&p, host.size() * sizeof(T) + 16));
-  SAMPLE_CHECK(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return p;
 }
 
 struct Requests {

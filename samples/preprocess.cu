@@ -16,6 +16,8 @@ namespace fk = flowdsl::kernels;
 namespace ref = flowdsl::kernels::reference;
 
 namespace {
+
+using sample::device_copy;
 constexpr int batch = 256, width = 3 * 64 * 64, input_sets = 4, batches = 100;
 constexpr float mean = 0.45f, stddev = 0.25f;
 
@@ -32,13 +34,6 @@ Images make_images(unsigned seed) {
   im.pixels.resize(im.offsets.back());
   for (float& p : im.pixels) p = static_cast<float>(pixel(rng));
   return im;
-}
-template <class T>
-T* device_copy(const std::vector<T>& host) {
-  T* p = nullptr;
-  SAMPLE_CHECK(cudaMalloc(&p, host.size() * sizeof(T) + 16));
-  SAMPLE_CHECK(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return p;
 }
 }  // namespace
 
