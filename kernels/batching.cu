@@ -6,8 +6,9 @@ namespace flowdsl::kernels {
 namespace {
 using detail::declare;
 constexpr std::uint32_t block = 256;
-Dim3 rows_grid(i32 cols, i32 rows) {
-  return Dim3(blocks_for(cols, block), static_cast<std::uint32_t>(std::max(1, std::min(rows, 65535))));
+/// crop: a thread per column, batching_rows rows a thread.
+Dim3 crop_grid(i32 cols, i32 rows) {
+  return Dim3(blocks_for(cols, block), std::min<std::uint32_t>(blocks_for(rows, detail::batching_rows), 65535));
 }
 /// pad and gather_rows: a thread per 16-byte chunk of a row (the kernels stride over the rest
 /// when rows cannot be chunked), batching_rows rows a thread.
@@ -27,7 +28,7 @@ KernelNode<i32, i32, float, const T*, const i32*, T*, u8*> pad(Graph& g, std::st
 template <class T>
 KernelNode<i32, i32, float, const T*, const i32*, T*> crop(Graph& g, std::string name, i32 batch, i32 width, float pad_value,
                                                            const T* in, const i32* offsets, T* values) {
-  return declare(g, std::move(name), detail::crop_kernel<T>, "crop", rows_grid(width, batch), block)
+  return declare(g, std::move(name), detail::crop_kernel<T>, "crop", crop_grid(width, batch), block)
       .args(batch, width, pad_value, in, offsets, values);
 }
 template <class T>

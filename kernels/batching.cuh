@@ -73,15 +73,32 @@ __global__ void pad_kernel(std::int32_t batch, std::int32_t width, float pad_val
   }
 }
 
+/// crop: batching_rows rows a thread at a time, so that several loads are in flight before the
+/// first store (the packed output rows start anywhere, so accesses stay element-wide).
 template <class T>
 __global__ void crop_kernel(std::int32_t batch, std::int32_t width, float pad_value, const T* in, const std::int32_t* offsets,
                             T* values) {
+  constexpr int R = batching_rows;
   const T pad = from_float<T>(pad_value);
-  for (std::int32_t b = blockIdx.y; b < batch; b += gridDim.y) {
-    const std::int32_t start = offsets[b];
-    const std::int32_t length = offsets[b + 1] - start;
-    for (std::int32_t j = blockIdx.x * blockDim.x + threadIdx.x; j < length; j += gridDim.x * blockDim.x) {
-      values[start + j] = j < width ? in[static_cast<std::int64_t>(b) * width + j] : pad;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t b0 = static_cast<std::int64_t>(blockIdx.y) * R; b0 < batch; b0 += static_cast<std::int64_t>(gridDim.y) * R) {
+    std::int32_t start[R], length[R];
+    std::int32_t longest = 0;
+#pragma unroll
+    for (int u = 0; u < R; ++u) {
+      const bool row = b0 + u < batch;
+      start[u] = row ? offsets[b0 + u] : 0;
+      length[u] = row ? offsets[b0 + u + 1] - start[u] : 0;
+      longest = length[u] > longest ? length[u] : longest;
+    }
+    for (std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < longest; j += stride) {
+      T v[R];
+#pragma unroll
+      for (int u = 0; u < R; ++u) v[u] = j < length[u] && j < width ? in[(b0 + u) * width + j] : pad;
+#pragma unroll
+      for (int u = 0; u < R; ++u) {
+        if (j < length[u]) values[start[u] + j] = v[u];
+      }
     }
   }
 }
