@@ -152,7 +152,7 @@ struct FlowGraph {
   FlowGraph(const Shape& s, Resources& r) {
     nodes.reserve(static_cast<std::size_t>(s.n));
     for (int i = 0; i < s.n; ++i) {
-      nodes.push_back(graph.kernel("k" + std::to_string(i), tiny)
+      nodes.push_back(graph.kernel("k" + std::to_string(i), tiny).grid(1)
                           .block(threads)
                           .args(r.buffers[static_cast<std::size_t>(i % s.width)], 1.0f));
       if (i >= s.width) nodes.back().after(nodes[static_cast<std::size_t>(i - s.width)]);

@@ -17,7 +17,7 @@ flowdsl::Graph make_graph(int n, int width) {
   std::vector<flowdsl::KernelNode<float*, float>> nodes;
   nodes.reserve(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) {
-    nodes.push_back(g.kernel("k" + std::to_string(i), tiny).block(32).args(slot + i % width, 1.0f));
+    nodes.push_back(g.kernel("k" + std::to_string(i), tiny).grid(1).block(32).args(slot + i % width, 1.0f));
     if (i >= width) nodes.back().after(nodes[static_cast<std::size_t>(i - width)]);
   }
   return g;

@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
   auto memory_row = [&](const std::string& name, double bytes, auto&& declare) {
     flowdsl::Graph g;
     declare(g);
-    const double ms = time_ms(stream, [&] { sample::launch_one_by_one(g, stream); });
+    const double ms = time_ms(stream, [&] { flowdsl::launch_eagerly(g, stream); });
     rows.push_back({name, bytes, 0, ms, 100.0 * (bytes / (ms * 1e-3)) / copy_bw});
   };
   const double N = static_cast<double>(n);
@@ -255,7 +255,7 @@ int main(int argc, char** argv) {
     flowdsl::Graph g;
     fk::matmul(g, "k", mn, mn, mn, static_cast<const T*>(A), static_cast<const T*>(B), static_cast<const float*>(nullptr),
                fk::Activation::none, C);
-    const double ours = time_ms(stream, [&] { sample::launch_one_by_one(g, stream); });
+    const double ours = time_ms(stream, [&] { flowdsl::launch_eagerly(g, stream); });
     const float one = 1.0f, zero = 0.0f;
     // Row-major C = A B is column-major C^T = B^T A^T: pass B first.
     auto gemm = [&] {

@@ -75,7 +75,7 @@ int main() {
       return total_ms;
     };
     auto graph = [&] { runtime.launch(g, stream.get()); };
-    auto one_by_one = [&] { sample::launch_one_by_one(g, stream.get()); };
+    auto one_by_one = [&] { flowdsl::launch_eagerly(g, stream.get()); };
     run(graph);  // warm-up
     const float stream_ms = run(one_by_one);
     const float graph_ms = run(graph);

@@ -157,7 +157,7 @@ int main() {
       for (int i = 1; i <= batches; ++i) {
         stream_latency.push_back(sample::seconds_of([&] {
           bind(i);
-          sample::launch_one_by_one(g, stream.get());
+          flowdsl::launch_eagerly(g, stream.get());
           SAMPLE_CHECK(cudaStreamSynchronize(stream.get()));
         }));
       }

@@ -109,7 +109,7 @@ int main() {
     ok = check(0);
     const float graph_ms = timed([&] { runtime.launch(g, stream.get()); });
     ok = check(batches) && ok;
-    const float stream_ms = timed([&] { sample::launch_one_by_one(g, stream.get()); });
+    const float stream_ms = timed([&] { flowdsl::launch_eagerly(g, stream.get()); });
     ok = check(batches) && ok;
     const double bytes = double(batches) * n * (4 + 1 + 4 + 4 + 4 + 4 + 4 + 2);  // pad in+out+mask, scale, bias, cast
     std::printf("preprocess: %d batches of %d images, width %d\n", batches, batch, width);

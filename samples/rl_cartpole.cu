@@ -87,7 +87,7 @@ int main() {
       for (int r = 0; r < replays; ++r) runtime.launch(steps, stream.get());
     };
     auto stream_run = [&] {
-      for (int r = 0; r < replays; ++r) sample::launch_one_by_one(steps, stream.get());
+      for (int r = 0; r < replays; ++r) flowdsl::launch_eagerly(steps, stream.get());
     };
     graph_run();  // warm-up: instantiation and module load out of the timing
     stream_run();

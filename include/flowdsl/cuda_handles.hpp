@@ -1,12 +1,35 @@
 #pragma once
 /// \file cuda_handles.hpp
-/// \brief Move-only owners of CUDA handles: one owner per handle, destroyed exactly once.
+/// \brief The CUDA-facing vocabulary: move-only owners of CUDA handles (one owner per handle,
+/// destroyed exactly once) and CudaError.
 
+#include <string>
 #include <utility>
 
 #include <cuda_runtime_api.h>
 
+#include "flowdsl/error.hpp"
+
 namespace flowdsl {
+
+/// \brief A CUDA runtime call failed. Carries the error code, the call and, where the call
+/// concerned one node, that node's path.
+class CudaError : public Error {
+ public:
+  /// \param code the cudaError_t the call returned
+  /// \param call the name of the CUDA function, e.g. "cudaGraphInstantiate"
+  /// \param node the node concerned, or empty
+  CudaError(cudaError_t code, std::string call, std::string node = {});
+
+  cudaError_t code() const noexcept { return code_; }
+  const std::string& call() const noexcept { return call_; }
+  const std::string& node() const noexcept { return node_; }
+
+ private:
+  cudaError_t code_;
+  std::string call_;
+  std::string node_;
+};
 
 /// \brief Owns one CUDA handle of type `Handle`, destroyed with `Destroy`.
 ///

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "flowdsl/graph.hpp"
+#include "flowdsl/launch_report.hpp"
 #include "flowdsl/registry.hpp"
-#include "flowdsl/runtime.hpp"
 
 namespace flowdsl {
 
@@ -23,12 +23,11 @@ struct DotOptions {
   std::optional<LaunchReport> last_launch;
 };
 
-/// \brief "hit", "updated", "instantiated" or "reinstantiated".
-const char* to_string(LaunchKind kind) noexcept;
-
 /// \brief The graph as a DOT digraph: one DOT node per graph node, labelled with its name,
 /// kind, kernel name and launch shape and coloured by kind; one edge per declared edge (an
-/// edge to an undeclared name is drawn to a dashed red node of that name).
+/// edge to an undeclared name is drawn to a dashed red node of that name). A node's bodies
+/// are drawn as clusters beside it, labelled with the node's path, and tied to it by dotted
+/// lines.
 ///
 /// Every user string is escaped: any node name (quotes, backslashes, newlines, control
 /// characters, invalid UTF-8, which becomes U+FFFD) yields valid DOT. Needs no GPU and does

@@ -1,12 +1,11 @@
 #pragma once
 /// \file error.hpp
-/// \brief The exception types flowdsl throws.
+/// \brief The exception types flowdsl throws (CudaError, which carries a CUDA status, is in
+/// cuda_handles.hpp with the other CUDA-facing types).
 
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <cuda_runtime_api.h>
 
 namespace flowdsl {
 
@@ -26,7 +25,9 @@ class UsageError : public Error {
 
 /// \brief One problem found by validation, attached to the node(s) it is about.
 struct Diagnostic {
-  std::vector<std::string> nodes;  ///< names of the nodes concerned (may be empty: empty graph)
+  /// Paths of the nodes concerned (may be empty: empty graph). A node inside a body is named by
+  /// its path from the top: "outer/loop/step".
+  std::vector<std::string> nodes;
   std::string message;             ///< full sentence, starting with the node it names
 };
 
@@ -66,25 +67,6 @@ class JsonError : public Error {
  private:
   std::vector<JsonProblem> problems_;
   std::string source_;
-};
-
-/// \brief A CUDA runtime call failed. Carries the error code, the call and, where the call
-/// concerned one node, that node's name.
-class CudaError : public Error {
- public:
-  /// \param code the cudaError_t the call returned
-  /// \param call the name of the CUDA function, e.g. "cudaGraphInstantiate"
-  /// \param node the node concerned, or empty
-  CudaError(cudaError_t code, std::string call, std::string node = {});
-
-  cudaError_t code() const noexcept { return code_; }
-  const std::string& call() const noexcept { return call_; }
-  const std::string& node() const noexcept { return node_; }
-
- private:
-  cudaError_t code_;
-  std::string call_;
-  std::string node_;
 };
 
 }  // namespace flowdsl

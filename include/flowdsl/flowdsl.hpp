@@ -1,15 +1,20 @@
 #pragma once
 /// \file flowdsl.hpp
-/// \brief Umbrella header: builder, description, plan, runtime, CUDA handle owners, errors,
-/// JSON graph files and DOT dumps.
+/// \brief Umbrella header: builder, description, node kinds, plan, eager launch, runtime, CUDA
+/// handle owners, errors, JSON graph files, kernel files and DOT dumps.
 
 #include "flowdsl/cuda_handles.hpp"
 #include "flowdsl/description.hpp"
 #include "flowdsl/dot.hpp"
+#include "flowdsl/eager.hpp"
 #include "flowdsl/error.hpp"
 #include "flowdsl/graph.hpp"
 #include "flowdsl/json.hpp"
+#include "flowdsl/kernel_files.hpp"
+#include "flowdsl/kinds.hpp"
+#include "flowdsl/launch_report.hpp"
 #include "flowdsl/log.hpp"
 #include "flowdsl/plan.hpp"
 #include "flowdsl/registry.hpp"
 #include "flowdsl/runtime.hpp"
+#include "flowdsl/scalar_type.hpp"

@@ -21,7 +21,7 @@
 #include <variant>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 #include "flowdsl/description.hpp"
 #include "flowdsl/error.hpp"
@@ -73,57 +73,20 @@ struct BufferRef {
   std::uint64_t offset = 0;
 };
 
-/// \brief A scalar argument as written in the file, converted to the parameter's type on binding.
-struct ScalarValue {
-  enum class Kind : std::uint8_t { signed_integer, unsigned_integer, floating };
-  Kind kind = Kind::signed_integer;
-  std::int64_t i = 0;
-  std::uint64_t u = 0;
-  double f = 0;
-};
-
-/// \brief One kernel argument, by parameter name: a buffer (pointer parameters) or a scalar.
-struct ArgumentSpec {
-  std::string param;
-  std::variant<BufferRef, ScalarValue> value;
-};
-
-/// \brief A kernel node: registered kernel name, launch shape, arguments.
-struct KernelNodeSpec {
-  std::string kernel;
-  LaunchShape launch;
-  std::vector<ArgumentSpec> args;  ///< sorted by parameter name (as JSON objects are read)
-};
-/// \brief A copy of `bytes` bytes between buffers.
-struct MemcpyNodeSpec {
-  BufferRef dst, src;
-  std::uint64_t bytes = 0;
-};
-/// \brief A memset of `count` elements of `element_size` bytes.
-struct MemsetNodeSpec {
-  BufferRef dst;
-  std::uint32_t value = 0;
-  std::uint32_t element_size = 1;
-  std::uint64_t count = 0;
-};
-/// \brief A join point.
-struct EmptyNodeSpec {};
-/// \brief A host node calling a function known by name (see HostFunctions).
-struct HostNodeSpec {
-  std::string function;
-};
-
 /// \brief A declared access: `bytes` bytes at a buffer offset (0: extent unknown).
 struct AccessSpec {
   BufferRef at;
   std::uint64_t bytes = 0;
 };
 
-/// \brief One node of a graph file.
+/// \brief One node of a graph file: what every node has, its kind's own members as read
+/// (checked against the kind's schema; binding checks the rest) and its bodies' nodes.
 struct NodeSpec {
   std::string name;
-  std::variant<KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec, EmptyNodeSpec, HostNodeSpec> op;
-  std::vector<std::string> after;  ///< names of the nodes this one runs after
+  std::string kind;                 ///< "kernel", "memcpy", ... (flowdsl/kinds.hpp)
+  nlohmann::json fields = nlohmann::json::object();  ///< the kind's own members, e.g. {"dst": ..., "bytes": 64}
+  std::vector<std::vector<NodeSpec>> bodies;  ///< per body of the kind (a child graph: "nodes")
+  std::vector<std::string> after;   ///< names of the nodes (of the same body) this one runs after
   std::vector<AccessSpec> reads, writes;
 };
 
@@ -190,6 +153,10 @@ Graph inspect_graph(const GraphSpec& spec, const KernelRegistry& registry, const
 /// \throws JsonError listing every problem, each at its JSON pointer; no graph is returned.
 Graph bind_graph(const GraphSpec& spec, const BufferAddresses& addresses, const KernelRegistry& registry,
            const HostFunctions& hosts = {}, const std::string& source = {});
+
+/// \brief The JSON Schema of graph files (docs/flowdsl.schema.json is this, written out), with
+/// one entry per node kind.
+nlohmann::json graph_file_schema();
 
 /// \brief Writes a C++-built graph as a spec. Every pointer must lie in one of `buffers`
 /// (located through `addresses`); kernels are named by the registry entry with the node's

@@ -1,7 +1,7 @@
 #pragma once
 /// \file kernel_library.hpp
 /// \brief Kernels loaded at run time from a cubin, fatbin or PTX file (CUDA's library
-/// management API), registered by name with the parameters a graph file declares.
+/// management API). flowdsl/kernel_files.hpp registers those a graph file declares.
 
 #include <string>
 #include <vector>
@@ -9,8 +9,6 @@
 #include <cuda_runtime_api.h>
 
 #include "flowdsl/cuda_handles.hpp"
-#include "flowdsl/json.hpp"
-#include "flowdsl/registry.hpp"
 
 namespace flowdsl {
 
@@ -35,17 +33,5 @@ class KernelLibrary {
   UniqueHandle<cudaLibrary_t, &cudaLibraryUnload> handle_;
   std::string path_;
 };
-
-/// \brief Loads every file of spec.kernel_files (one library per distinct file, paths
-/// relative to `base_dir` unless absolute) and adds each declared kernel to `registry` under
-/// its name, with its declared parameters.
-///
-/// The registry entries point into the libraries: keep the returned libraries alive while
-/// `registry` or any graph bound through it is in use, and use a registry that does not
-/// outlive them (not the global one when the libraries are temporary).
-/// \throws CudaError when a file or symbol cannot be loaded.
-/// \throws UsageError when a name is already registered.
-std::vector<KernelLibrary> load_kernel_files(const GraphSpec& spec, const std::string& base_dir,
-                                             KernelRegistry& registry);
 
 }  // namespace flowdsl

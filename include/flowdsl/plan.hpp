@@ -7,32 +7,42 @@
 
 #include "flowdsl/description.hpp"
 #include "flowdsl/error.hpp"
+#include "flowdsl/graph.hpp"
 
 namespace flowdsl {
 
-/// \brief One node of the plan, with the plan positions of the steps it depends on.
+/// \brief One node of the plan, with the steps it depends on and the bodies it holds.
 struct PlanStep {
   NodeId node;                       ///< index into Description::nodes
-  std::vector<std::uint32_t> deps;   ///< positions of earlier steps, ascending, no duplicates
+  std::vector<std::uint32_t> deps;   ///< indices of earlier steps of the same body, ascending, no duplicates
+  std::vector<std::uint32_t> bodies; ///< per body of the node: its index in Plan::bodies
 };
 
 /// \brief A validated description in deterministic topological order.
 ///
-/// Among nodes that are ready at the same time, the one declared first comes first, so a
-/// description always lowers to the same plan. Emitting a plan adds native nodes in step order
-/// with each step's dependencies in the order of `deps`.
+/// Among nodes of one body that are ready at the same time, the one declared first comes
+/// first, so a description always lowers to the same plan. Emitting a plan adds native nodes
+/// in step order with each step's dependencies in the order of `deps`; a step's bodies are
+/// emitted, in the same way, when the step is.
+///
+/// Every node also has a *position*: its index in a walk of the whole plan that visits each
+/// step and then its bodies' steps. Executables keep their native nodes by position. In a graph
+/// without bodies a node's position is the index of its step.
 struct Plan {
-  std::vector<PlanStep> steps;
-  std::vector<std::uint32_t> position;  ///< position[node id] = index of its step
-  std::uint64_t topology_hash = 0;      ///< see topology_hash()
+  std::vector<PlanStep> steps;               ///< the top level
+  std::vector<std::vector<PlanStep>> bodies; ///< the bodies of every level, referenced by PlanStep::bodies
+  std::vector<std::uint32_t> position;       ///< position[node id], see above
+  std::uint64_t topology_hash = 0;           ///< see topology_hash()
 };
 
 /// \brief Checks a description and returns every problem found (empty when valid).
 ///
-/// Reports: empty graph, duplicate names, edges to unknown nodes, self-edges, cycles (as a path
-/// of node names), zero grid/block dimensions, blocks over 1024 threads or over the per-axis
-/// limits (1024, 1024, 64), null pointers where one is required, zero-byte copies and memsets,
-/// unsupported memset element sizes. Device limits (shared memory) are checked when emitting.
+/// Reports: empty graph, duplicate names within a body, edges to unknown nodes, self-edges,
+/// edges between bodies, empty bodies, cycles (as a path of node names), unset launch shapes,
+/// zero grid/block dimensions, blocks over 1024 threads or over the per-axis limits (1024,
+/// 1024, 64), null pointers where one is required, zero-byte copies and memsets, unsupported
+/// memset element sizes. Device limits (shared memory) are checked when emitting. Nodes inside
+/// bodies are named by their path ("outer/inner/step").
 std::vector<Diagnostic> validate(const Description& description);
 
 /// \brief Checks only the parameters of the given nodes (the checks an update needs).
@@ -47,8 +57,9 @@ Plan lower(const Description& description);
 /// \brief The 64-bit topology hash of a lowered description.
 ///
 /// Covers: node count; per step in plan order its kind, its structure (kernel: function, launch
-/// shape and argument count; memset: element size) and its dependencies as plan positions, each
-/// with its edge kind (all edges are full dependencies today).
+/// shape and argument count; memset: element size) and its dependencies as step indices, each
+/// with its edge kind (all edges are full dependencies today); for a step holding bodies, then
+/// each body's step count and steps, in the same way.
 /// Excludes names, parameters (arguments, pointers, sizes, values, host data) and declared
 /// accesses. Equal topology with other parameters hashes equal.
 std::uint64_t topology_hash(const Description& description, const Plan& plan);

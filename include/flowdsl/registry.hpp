@@ -13,22 +13,17 @@
 #include <type_traits>
 #include <vector>
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include <unordered_map>
 
 #include "flowdsl/error.hpp"
+#include "flowdsl/scalar_type.hpp"
+
+// CUDA's 16-bit float types, declared so that kernels taking them can be registered without
+// this header needing CUDA's (their definitions come with cuda_fp16.h and cuda_bf16.h).
+struct __half;
+struct __nv_bfloat16;
 
 namespace flowdsl {
-
-/// \brief Element types of kernel parameters and buffers.
-enum class ScalarType : std::uint8_t { i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64 };
-
-/// \brief "i32", "bf16", "f32", ...
-std::string_view to_string(ScalarType type) noexcept;
-/// \brief Parses the names to_string gives. \return false when `text` names no type.
-bool parse_scalar_type(std::string_view text, ScalarType& out) noexcept;
-/// \brief Size in bytes of one element.
-std::size_t size_of(ScalarType type) noexcept;
 
 /// \brief Type of one kernel parameter: a scalar by value or a pointer to a buffer of scalars.
 struct ParamType {
@@ -64,6 +59,8 @@ FLOWDSL_SCALAR(std::uint32_t, u32)
 FLOWDSL_SCALAR(std::uint64_t, u64)
 FLOWDSL_SCALAR(__half, f16)
 FLOWDSL_SCALAR(__nv_bfloat16, bf16)
+FLOWDSL_SCALAR(half, f16)
+FLOWDSL_SCALAR(bfloat16, bf16)
 FLOWDSL_SCALAR(float, f32)
 FLOWDSL_SCALAR(double, f64)
 #undef FLOWDSL_SCALAR
@@ -142,12 +139,15 @@ class KernelRegistry {
 
   /// \brief The kernel called `name`, or null.
   const KernelInfo* find(std::string_view name) const;
+  /// \brief The first kernel registered with `function`, or null.
+  const KernelInfo* find_function(const void* function) const;
   /// \brief Every kernel, sorted by name.
   std::vector<const KernelInfo*> list() const;
 
  private:
   mutable std::mutex mutex_;
   std::map<std::string, std::unique_ptr<KernelInfo>, std::less<>> kernels_;
+  std::unordered_map<const void*, const KernelInfo*> by_function_;  ///< first entry per function
 };
 
 }  // namespace flowdsl

@@ -10,8 +10,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include "flowdsl/cuda_handles.hpp"
 #include "flowdsl/description.hpp"
 #include "flowdsl/graph.hpp"
+#include "flowdsl/launch_report.hpp"
 #include "flowdsl/plan.hpp"
 
 namespace flowdsl {
@@ -23,9 +25,10 @@ class Executable {
  public:
   virtual ~Executable() = default;
   /// \brief Applies the current parameters of node `id` of `description`.
-  /// \param position the node's step in the plan. Executables must find their native node by
-  ///        position, not by id: graphs of equal topology share an executable and agree on
-  ///        plan positions, but may have declared their nodes in another order.
+  /// \param position the node's position in the plan (Plan::position). Executables must find
+  ///        their native node by position, not by id: graphs of equal topology share an
+  ///        executable and agree on plan positions, but may have declared their nodes in
+  ///        another order.
   /// \return nothing when applied; the reason when the backend refuses the update (the
   ///         runtime then re-instantiates).
   /// \throws CudaError for failures that are not refusals
@@ -65,19 +68,6 @@ struct RuntimeStatistics {
   std::uint64_t evictions = 0;         ///< executables dropped to stay within capacity
 };
 
-/// \brief What one launch did.
-enum class LaunchKind : std::uint8_t {
-  hit,             ///< cached, nothing changed
-  updated,         ///< cached, some nodes updated in place
-  instantiated,    ///< not cached: emitted and instantiated
-  reinstantiated,  ///< cached, but an update was refused: instantiated again
-};
-
-struct LaunchReport {
-  LaunchKind kind = LaunchKind::hit;
-  std::size_t nodes_updated = 0;
-};
-
 /// \brief Launches graphs, keeping their executables in an LRU cache keyed by topology hash.
 ///
 /// A launch whose topology is cached updates only the nodes whose parameters changed since
@@ -108,6 +98,8 @@ class Runtime {
   ///         launched and the cache is as before.
   /// \throws CudaError when CUDA fails.
   LaunchReport launch(const Graph& graph, cudaStream_t stream = nullptr);
+  /// \brief Launches `graph` on the stream `stream` owns (see make_stream).
+  LaunchReport launch(const Graph& graph, const StreamHandle& stream) { return launch(graph, stream.get()); }
 
   RuntimeStatistics statistics() const;
   /// \brief Executables cached now.

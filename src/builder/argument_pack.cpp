@@ -3,7 +3,7 @@
 #include <cstring>
 #include <string>
 
-#include "flowdsl/description.hpp"
+#include "flowdsl/node_parts.hpp"
 #include "flowdsl/error.hpp"
 
 namespace flowdsl {
@@ -67,10 +67,6 @@ bool operator==(const ArgumentPack& a, const ArgumentPack& b) {
     if (sa.size != sb.size || sa.bound != sb.bound || std::memcmp(a.data(i), b.data(i), sa.size) != 0) return false;
   }
   return true;
-}
-
-std::string_view kind_name(const Operation& op) noexcept {
-  return std::visit([](const auto& o) { return std::decay_t<decltype(o)>::kind; }, op);
 }
 
 }  // namespace flowdsl

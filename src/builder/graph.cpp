@@ -1,5 +1,5 @@
-// Graph and its state: node and edge declaration, parameter change tracking, lazy lowering.
-#include "flowdsl/graph.hpp"
+// Graph and its state: node and edge declaration, bodies, parameter change tracking.
+#include "graph_state.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -19,17 +19,18 @@ GraphState::GraphState() : uid_(next_uid()) {}
 
 GraphState::GraphState(const GraphState& other)
     : description_(other.description_),
-      names_(other.names_),
+      top_names_(other.top_names_),
+      body_names_(other.body_names_),
       names_indexed_(other.names_indexed_),
       uid_(next_uid()),
       version_(other.version_),
       node_version_(other.node_version_),
       changes_(other.changes_),
-      plan_(other.plan_ ? std::make_unique<Plan>(*other.plan_) : nullptr) {}
+      plan_(other.plan_) {}
 
-NodeId GraphState::add_node(std::string name, Operation op) {
+NodeId GraphState::add_node(std::string name, Operation op, NodeId parent, std::uint32_t body) {
   const auto id = static_cast<NodeId>(description_.nodes.size());
-  description_.nodes.push_back(Node{std::move(name), std::move(op), {}});
+  description_.nodes.push_back(Node{std::move(name), std::move(op), {}, parent, body});
   node_version_.push_back(0);
   plan_.reset();
   return id;
@@ -40,19 +41,27 @@ void GraphState::add_edge(NodeRef from, NodeRef to) {
   plan_.reset();
 }
 
-NodeRef GraphState::resolve(std::string_view name) const {
-  const std::size_t id = find(name);
-  if (id != no_node) return NodeRef{static_cast<NodeId>(id), {}};
-  return NodeRef{no_node, std::string(name)};
-}
-
-std::size_t GraphState::find(std::string_view name) const {
+void GraphState::index_names() const {
   const auto& nodes = description_.nodes;
   for (; names_indexed_ < nodes.size(); ++names_indexed_) {
-    names_.emplace(nodes[names_indexed_].name, names_indexed_);  // keeps the first: duplicates are reported by validation
+    // emplace keeps the first: duplicates are reported by validation
+    const Node& n = nodes[names_indexed_];
+    if (n.parent == no_node) {
+      top_names_.emplace(n.name, names_indexed_);
+    } else {
+      body_names_.emplace(std::make_tuple(n.parent, n.body, n.name), names_indexed_);
+    }
   }
-  const auto it = names_.find(std::string(name));
-  return it == names_.end() ? std::size_t{no_node} : it->second;
+}
+
+NodeId GraphState::find(std::string_view name, NodeId parent, std::uint32_t body) const {
+  index_names();
+  if (parent == no_node) {
+    const auto it = top_names_.find(std::string(name));
+    return it == top_names_.end() ? no_node : it->second;
+  }
+  const auto it = body_names_.find(std::make_tuple(parent, body, std::string(name)));
+  return it == body_names_.end() ? no_node : it->second;
 }
 
 Operation& GraphState::structure(NodeId id) {
@@ -83,94 +92,75 @@ void GraphState::changes_since(std::uint64_t version, std::vector<NodeId>& out) 
   }
 }
 
-const Plan& GraphState::plan() const {
-  if (!plan_) plan_ = std::make_unique<Plan>(lower(description_));
-  return *plan_;
+// The free functions node handles and the kinds' factories go through.
+
+void add_edge(GraphState& state, NodeRef from, NodeRef to) { state.add_edge(std::move(from), std::move(to)); }
+
+NodeRef resolve(const GraphState& state, NodeId beside, std::string_view name) {
+  const Node& near = state.description().nodes[beside];
+  const NodeId id = state.find(name, near.parent, near.body);
+  if (id != no_node) return NodeRef{id, {}};
+  return NodeRef{no_node, std::string(name)};
+}
+
+const std::string& node_name(const GraphState& state, NodeId id) { return state.description().nodes[id].name; }
+
+void add_access(GraphState& state, NodeId id, Access access) { state.node(id).accesses.push_back(access); }
+
+Body body_of(GraphState& state, NodeId id, std::uint32_t index) {
+  const Node& node = state.description().nodes[id];
+  if (index >= body_count(node.op)) {
+    throw UsageError("flowdsl: node '" + node_path(state.description(), id) + "' (" + std::string(kind_name(node.op)) +
+                     ") has " + std::to_string(body_count(node.op)) + " bodies; there is no body " +
+                     std::to_string(index));
+  }
+  return Body(&state, id, index);
+}
+
+Operation& structure_of(GraphState& state, NodeId id) { return state.structure(id); }
+Operation& parameters_of(GraphState& state, NodeId id) { return state.parameters(id); }
+
+NodeId add_node(GraphState& state, std::string name, Operation op, NodeId parent, std::uint32_t body) {
+  return state.add_node(std::move(name), std::move(op), parent, body);
+}
+
+NodeId find_node(const GraphState& state, std::string_view name, NodeId parent, std::uint32_t body) {
+  return state.find(name, parent, body);
+}
+
+std::shared_ptr<const Plan>& plan_slot(const GraphState& state) { return state.plan(); }
+
+void append_graph(GraphState& into, NodeId parent, std::uint32_t body, const Graph& from) {
+  const Description& d = from.description();
+  const auto base = static_cast<NodeId>(into.description().nodes.size());
+  for (const Node& n : d.nodes) {
+    const bool top = n.parent == no_node;
+    const NodeId id = into.add_node(n.name, n.op, top ? parent : base + n.parent, top ? body : n.body);
+    into.node(id).accesses = n.accesses;
+  }
+  const auto remap = [base](const NodeRef& ref) { return ref.id == no_node ? ref : NodeRef{base + ref.id, {}}; };
+  for (const Edge& e : d.edges) into.add_edge(remap(e.from), remap(e.to));
 }
 
 }  // namespace detail
 
-NodeRef Target::ref(const detail::GraphState& graph) const {
-  if (state_ == nullptr) return graph.resolve(name_);
+std::string node_path(const Description& d, NodeId id) {
+  std::string path = d.nodes[id].name;
+  for (NodeId at = d.nodes[id].parent; at != no_node; at = d.nodes[at].parent) path = d.nodes[at].name + "/" + path;
+  return path;
+}
+
+NodeRef Target::ref(const detail::GraphState& graph, NodeId beside) const {
+  if (state_ == nullptr) return detail::resolve(graph, beside, name_);
   if (state_ != &graph) {
     throw UsageError("flowdsl: an edge names a node handle of another graph (node #" + std::to_string(id_) + ")");
   }
   return NodeRef{id_, {}};
 }
 
-MemcpyNode& MemcpyNode::set(void* dst, const void* src, std::size_t bytes) {
-  std::get<MemcpyOp>(state_->parameters(id_)) = MemcpyOp{dst, src, bytes};
-  return *this;
-}
-
-MemsetNode& MemsetNode::set(void* dst, std::uint32_t value, std::size_t count) {
-  auto& op = std::get<MemsetOp>(state_->parameters(id_));
-  op.dst = dst;
-  op.value = value;
-  op.count = count;
-  return *this;
-}
-
-HostNode& HostNode::set(void (*fn)(void*), void* user_data) {
-  std::get<HostOp>(state_->parameters(id_)) = HostOp{fn, user_data};
-  return *this;
-}
-
-std::size_t RegisteredKernelNode::index_of(std::string_view param) const {
-  const std::size_t index = kernel_->index_of(param);
-  if (index == kernel_->params.size()) {
-    std::string known;
-    for (const KernelParam& p : kernel_->params) known += (known.empty() ? "" : ", ") + p.name;
-    throw UsageError("flowdsl: node '" + name() + "' (kernel '" + kernel_->name + "'): no parameter named '" +
-                     std::string(param) + "' (parameters: " + known + ")");
-  }
-  return index;
-}
-
-std::size_t RegisteredKernelNode::check_param(std::string_view param, const ParamType& given) const {
-  const std::size_t index = index_of(param);
-  const ParamType& want = kernel_->params[index].type;
-  // A pointer to non-const converts to a pointer to const, as in C++.
-  const bool ok = given.scalar == want.scalar && given.pointer == want.pointer && (!given.is_const || want.is_const);
-  if (!ok) {
-    throw UsageError("flowdsl: node '" + name() + "' (kernel '" + kernel_->name + "'): parameter '" +
-                     std::string(param) + "' takes " + to_string(want) + ", not " + to_string(given));
-  }
-  return index;
-}
-
-RegisteredKernelNode& RegisteredKernelNode::set_bytes(std::string_view param, const void* value, std::size_t size) {
-  const std::size_t index = index_of(param);
-  const std::size_t want = kernel_->params[index].type.size();
-  if (size != want) {
-    throw UsageError("flowdsl: node '" + name() + "' (kernel '" + kernel_->name + "'): parameter '" +
-                     std::string(param) + "' takes " + std::to_string(want) + " bytes, not " + std::to_string(size));
-  }
-  return set_slot(index, value, size);
-}
-
-RegisteredKernelNode& RegisteredKernelNode::set_slot(std::size_t index, const void* value, std::size_t size) {
-  std::get<KernelOp>(state_->parameters(id_)).args.set(index, value, size);
-  return *this;
-}
-
-LaunchShape& RegisteredKernelNode::shape() { return std::get<KernelOp>(state_->structure(id_)).launch; }
-
-RegisteredKernelNode& RegisteredKernelNode::grid(Dim3 grid) {
-  shape().grid = grid;
-  return *this;
-}
-RegisteredKernelNode& RegisteredKernelNode::block(Dim3 block) {
-  shape().block = block;
-  return *this;
-}
-RegisteredKernelNode& RegisteredKernelNode::shared_memory(std::uint32_t bytes) {
-  shape().shared_bytes = bytes;
-  return *this;
-}
-RegisteredKernelNode& RegisteredKernelNode::launch(Dim3 grid, Dim3 block, std::uint32_t shared_bytes) {
-  shape() = LaunchShape{grid, block, shared_bytes};
-  return *this;
+std::string Body::where() const {
+  if (parent_ == no_node) return {};
+  return " in body " + std::to_string(index_) + " of node '" + node_path(state_->description(), parent_) + "'";
 }
 
 Graph::Graph() : state_(std::make_unique<detail::GraphState>()) {}
@@ -183,38 +173,9 @@ Graph& Graph::operator=(const Graph& other) {
 Graph::Graph(Graph&& other) noexcept = default;
 Graph& Graph::operator=(Graph&& other) noexcept = default;
 
-RegisteredKernelNode Graph::kernel(std::string name, const KernelInfo& kernel) {
-  KernelOp op;
-  op.function = kernel.function;
-  op.kernel_name = kernel.name;
-  for (const KernelParam& p : kernel.params) {
-    const unsigned char zero[16] = {};
-    op.args.append(zero, p.type.size(), p.type.align(), /*bound=*/false);
-  }
-  return RegisteredKernelNode(state_.get(), state_->add_node(std::move(name), std::move(op)), &kernel);
-}
-
-MemcpyNode Graph::memcpy(std::string name, void* dst, const void* src, std::size_t bytes) {
-  return MemcpyNode(state_.get(), state_->add_node(std::move(name), MemcpyOp{dst, src, bytes}));
-}
-
-MemsetNode Graph::memset(std::string name, void* dst, std::uint32_t value, std::size_t count,
-                         std::uint32_t element_size) {
-  return MemsetNode(state_.get(), state_->add_node(std::move(name), MemsetOp{dst, value, element_size, count}));
-}
-
-NodeHandle Graph::empty(std::string name) {
-  return NodeHandle(state_.get(), state_->add_node(std::move(name), EmptyOp{}));
-}
-
-HostNode Graph::host(std::string name, void (*fn)(void*), void* user_data) {
-  return HostNode(state_.get(), state_->add_node(std::move(name), HostOp{fn, user_data}));
-}
-
-NodeHandle Graph::node(std::string_view name) {
-  const std::size_t id = state_->find(name);
-  if (id == no_node) throw UsageError("flowdsl: no node named '" + std::string(name) + "'");
-  return NodeHandle(state_.get(), static_cast<NodeId>(id));
-}
+const Description& Graph::description() const noexcept { return state_->description(); }
+std::uint64_t Graph::uid() const noexcept { return state_->uid(); }
+std::uint64_t Graph::parameter_version() const noexcept { return state_->parameter_version(); }
+void Graph::changes_since(std::uint64_t version, std::vector<NodeId>& out) const { state_->changes_since(version, out); }
 
 }  // namespace flowdsl

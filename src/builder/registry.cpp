@@ -2,59 +2,9 @@
 #include "flowdsl/registry.hpp"
 
 #include <algorithm>
-#include <array>
 #include <set>
 
 namespace flowdsl {
-namespace {
-
-constexpr std::array<std::pair<ScalarType, std::string_view>, 12> scalar_names = {{
-    {ScalarType::i8, "i8"}, {ScalarType::i16, "i16"}, {ScalarType::i32, "i32"}, {ScalarType::i64, "i64"},
-    {ScalarType::u8, "u8"}, {ScalarType::u16, "u16"}, {ScalarType::u32, "u32"}, {ScalarType::u64, "u64"},
-    {ScalarType::f16, "f16"}, {ScalarType::bf16, "bf16"}, {ScalarType::f32, "f32"}, {ScalarType::f64, "f64"},
-}};
-
-}  // namespace
-
-std::string_view to_string(ScalarType type) noexcept {
-  for (const auto& [t, name] : scalar_names) {
-    if (t == type) return name;
-  }
-  return "?";
-}
-
-bool parse_scalar_type(std::string_view text, ScalarType& out) noexcept {
-  for (const auto& [t, name] : scalar_names) {
-    if (name == text) {
-      out = t;
-      return true;
-    }
-  }
-  return false;
-}
-
-std::size_t size_of(ScalarType type) noexcept {
-  switch (type) {
-    case ScalarType::i8:
-    case ScalarType::u8:
-      return 1;
-    case ScalarType::i16:
-    case ScalarType::u16:
-    case ScalarType::f16:
-    case ScalarType::bf16:
-      return 2;
-    case ScalarType::i32:
-    case ScalarType::u32:
-    case ScalarType::f32:
-      return 4;
-    case ScalarType::i64:
-    case ScalarType::u64:
-    case ScalarType::f64:
-      return 8;
-  }
-  return 0;
-}
-
 std::string to_string(const ParamType& type) {
   std::string text = std::string(type.is_const ? "const " : "") + std::string(to_string(type.scalar));
   return type.pointer ? text + "*" : text;
@@ -84,6 +34,7 @@ const KernelInfo& KernelRegistry::add(KernelInfo info) {
   auto owned = std::make_unique<KernelInfo>(std::move(info));
   const KernelInfo& ref = *owned;
   kernels_.emplace(ref.name, std::move(owned));
+  by_function_.emplace(ref.function, &ref);
   return ref;
 }
 
@@ -91,6 +42,12 @@ const KernelInfo* KernelRegistry::find(std::string_view name) const {
   std::lock_guard lock(mutex_);
   const auto it = kernels_.find(name);
   return it == kernels_.end() ? nullptr : it->second.get();
+}
+
+const KernelInfo* KernelRegistry::find_function(const void* function) const {
+  std::lock_guard lock(mutex_);
+  const auto it = by_function_.find(function);
+  return it == by_function_.end() ? nullptr : it->second;
 }
 
 std::vector<const KernelInfo*> KernelRegistry::list() const {

@@ -5,41 +5,30 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <type_traits>
 
 #include "npy.hpp"
 
 namespace flowdsl::cli {
 namespace {
 
-template <class T>
-void store_integer(double v, unsigned char* out) {
-  using limits = std::numeric_limits<T>;
-  const double clamped = std::fmin(std::fmax(std::floor(v), static_cast<double>(limits::min())),
-                                   static_cast<double>(limits::max()));
-  const T value = static_cast<T>(clamped);
-  std::memcpy(out, &value, sizeof(T));
-}
-
-template <class T>
-void store_float(T value, unsigned char* out) {
-  std::memcpy(out, &value, sizeof(T));
-}
-
+// One element of type `type` from a double: integers rounded down and clamped to their range,
+// floats rounded to nearest.
 void store(ScalarType type, double v, unsigned char* out) {
-  switch (type) {
-    case ScalarType::i8: return store_integer<std::int8_t>(v, out);
-    case ScalarType::i16: return store_integer<std::int16_t>(v, out);
-    case ScalarType::i32: return store_integer<std::int32_t>(v, out);
-    case ScalarType::i64: return store_integer<std::int64_t>(v, out);
-    case ScalarType::u8: return store_integer<std::uint8_t>(v, out);
-    case ScalarType::u16: return store_integer<std::uint16_t>(v, out);
-    case ScalarType::u32: return store_integer<std::uint32_t>(v, out);
-    case ScalarType::u64: return store_integer<std::uint64_t>(v, out);
-    case ScalarType::f16: return store_float(__double2half(v), out);
-    case ScalarType::bf16: return store_float(__double2bfloat16(v), out);
-    case ScalarType::f32: return store_float(static_cast<float>(v), out);
-    case ScalarType::f64: return store_float(v, out);
-  }
+  visit_scalar(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T value{};
+    if constexpr (std::is_integral_v<T>) {
+      using limits = std::numeric_limits<T>;
+      value = static_cast<T>(std::fmin(std::fmax(std::floor(v), static_cast<double>(limits::min())),
+                                       static_cast<double>(limits::max())));
+    } else if constexpr (is_16bit_float<T>) {
+      value = T::from_double(v);
+    } else {
+      value = static_cast<T>(v);
+    }
+    std::memcpy(out, &value, sizeof(T));
+  });
 }
 
 template <class Next>

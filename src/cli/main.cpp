@@ -17,7 +17,7 @@
 
 #include "buffers.hpp"
 #include "flowdsl/flowdsl.hpp"
-#include "flowdsl/kernel_library.hpp"
+#include "flowdsl/kernel_files.hpp"
 #include "flowdsl/kernels.hpp"
 #include "npy.hpp"
 

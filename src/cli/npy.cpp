@@ -1,6 +1,8 @@
 // .npy reader and writer (format 1.0 written; 1.0 to 3.0 read), bounded by the expected size.
 #include "npy.hpp"
 
+#include <type_traits>
+
 #include <fstream>
 #include <stdexcept>
 
@@ -31,21 +33,15 @@ std::string dict_value(const std::string& header, const std::string& key) {
 }  // namespace
 
 std::string npy_descr(ScalarType type) {
-  switch (type) {
-    case ScalarType::i8: return "|i1";
-    case ScalarType::u8: return "|u1";
-    case ScalarType::i16: return "<i2";
-    case ScalarType::u16: return "<u2";
-    case ScalarType::bf16: return "<u2";
-    case ScalarType::f16: return "<f2";
-    case ScalarType::i32: return "<i4";
-    case ScalarType::u32: return "<u4";
-    case ScalarType::f32: return "<f4";
-    case ScalarType::i64: return "<i8";
-    case ScalarType::u64: return "<u8";
-    case ScalarType::f64: return "<f8";
-  }
-  return "?";
+  return visit_scalar(type, [](auto tag) -> std::string {
+    using T = typename decltype(tag)::type;
+    // NumPy has no bfloat16: its bits travel as uint16.
+    const char kind = std::is_same_v<T, bfloat16>                           ? 'u'
+                      : std::is_floating_point_v<T> || std::is_same_v<T, half> ? 'f'
+                      : std::is_signed_v<T>                                  ? 'i'
+                                                                             : 'u';
+    return std::string(sizeof(T) == 1 ? "|" : "<") + kind + std::to_string(sizeof(T));
+  });
 }
 
 void write_npy(const std::string& path, ScalarType type, std::uint64_t count, const void* data) {

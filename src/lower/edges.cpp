@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <queue>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
@@ -40,16 +42,30 @@ Adjacency make_adjacency(std::size_t count, const std::vector<std::pair<NodeId, 
 
 ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag) {
   const auto count = static_cast<NodeId>(d.nodes.size());
-  std::unordered_map<std::string_view, NodeId> by_name;
+  // Names resolve within the body of the edge's other end (the node the edge was declared on).
+  std::unordered_map<std::string_view, NodeId> top_names;
+  std::map<std::tuple<NodeId, std::uint32_t, std::string_view>, NodeId> body_names;
   const bool any_name = std::any_of(d.edges.begin(), d.edges.end(),
                                     [](const Edge& e) { return e.from.id == no_node || e.to.id == no_node; });
   if (any_name) {
-    for (NodeId id = 0; id < count; ++id) by_name.emplace(d.nodes[id].name, id);
+    for (NodeId id = 0; id < count; ++id) {
+      const Node& n = d.nodes[id];
+      if (n.parent == no_node) {
+        top_names.emplace(n.name, id);
+      } else {
+        body_names.emplace(std::make_tuple(n.parent, n.body, std::string_view(n.name)), id);
+      }
+    }
   }
-  auto resolve = [&](const NodeRef& ref) -> NodeId {
+  auto resolve = [&](const NodeRef& ref, NodeId beside) -> NodeId {
     if (ref.id != no_node) return ref.id < count ? ref.id : no_node;
-    const auto it = by_name.find(ref.name);
-    return it == by_name.end() ? no_node : it->second;
+    const NodeId parent = beside == no_node ? no_node : d.nodes[beside].parent;
+    if (parent == no_node) {
+      const auto it = top_names.find(ref.name);
+      return it == top_names.end() ? no_node : it->second;
+    }
+    const auto it = body_names.find(std::make_tuple(parent, d.nodes[beside].body, std::string_view(ref.name)));
+    return it == body_names.end() ? no_node : it->second;
   };
   auto label = [&](const NodeRef& ref) {
     return ref.id != no_node ? "#" + std::to_string(ref.id) : "'" + ref.name + "'";
@@ -58,16 +74,20 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag) {
   std::vector<std::pair<NodeId, NodeId>> pairs;  // (to, from)
   pairs.reserve(d.edges.size());
   for (const Edge& e : d.edges) {
-    const NodeId from = resolve(e.from);
-    const NodeId to = resolve(e.to);
+    const NodeId from = resolve(e.from, e.to.id != no_node && e.to.id < count ? e.to.id : no_node);
+    const NodeId to = resolve(e.to, from);
     if (from == no_node && to == no_node) {
       diag.add({}, "edge between unknown nodes " + label(e.from) + " and " + label(e.to));
     } else if (from == no_node) {
-      diag.report(d.nodes[to], "depends on unknown node " + label(e.from));
+      diag.report(d, to, "depends on unknown node " + label(e.from));
     } else if (to == no_node) {
-      diag.report(d.nodes[from], "must run before unknown node " + label(e.to));
+      diag.report(d, from, "must run before unknown node " + label(e.to));
     } else if (from == to) {
-      diag.report(d.nodes[to], "depends on itself");
+      diag.report(d, to, "depends on itself");
+    } else if (d.nodes[from].parent != d.nodes[to].parent || d.nodes[from].body != d.nodes[to].body) {
+      diag.add({node_path(d, from), node_path(d, to)},
+               "edge from '" + node_path(d, from) + "' to '" + node_path(d, to) +
+                   "' crosses a body boundary: both ends of an edge must lie in one body");
     } else {
       pairs.emplace_back(to, from);
     }

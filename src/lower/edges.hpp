@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "flowdsl/description.hpp"
-#include "node_kinds.hpp"
+#include "lowering_facets.hpp"
 
 namespace flowdsl::lowering {
 
@@ -26,11 +26,13 @@ struct ResolvedEdges {
   Adjacency predecessors;
 };
 
-/// Resolves names to ids; reports edges to unknown nodes and self-edges.
+/// Resolves names to ids (within the body of the edge's other end); reports edges to unknown
+/// nodes, self-edges and edges between bodies.
 ResolvedEdges resolve_edges(const Description& description, Diagnostics& diag);
 
 /// Kahn's algorithm, ready nodes taken in declaration order. Returns fewer than `count` ids
-/// when the edges hold a cycle.
+/// when the edges hold a cycle. Bodies share no edge, so the order restricted to one body is
+/// the order that body alone would get.
 std::vector<NodeId> topological_order(const ResolvedEdges& edges, std::size_t count);
 
 /// Resolved edges and the topological order of a description.

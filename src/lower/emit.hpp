@@ -5,14 +5,14 @@
 
 #include "flowdsl/cuda_handles.hpp"
 #include "flowdsl/plan.hpp"
-#include "node_kinds.hpp"
+#include "lowering_facets.hpp"
 
 namespace flowdsl::lowering {
 
-/// A native graph with its table from node id to native node.
+/// A native graph with its native nodes, by plan position (bodies' nodes included).
 struct Emitted {
   NativeGraph graph;
-  std::vector<cudaGraphNode_t> nodes;  ///< by plan position
+  std::vector<cudaGraphNode_t> nodes;
 };
 
 /// Reads the limits of `device` that emission checks against.
@@ -20,7 +20,7 @@ struct Emitted {
 DeviceLimits query_device_limits(int device);
 
 /// Checks the description against the device, then adds one native node per plan step, in
-/// step order, each with its dependencies in plan order.
+/// step order, each with its dependencies in plan order, bodies when their node is added.
 /// \throws ValidationError listing every device-dependent problem; CudaError naming the node.
 Emitted emit(const Description& description, const Plan& plan, DeviceContext& device);
 

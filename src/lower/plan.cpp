@@ -1,43 +1,78 @@
-// Lowering: a valid description becomes a plan (canonical order) with its topology hash.
+// Lowering: a valid description becomes a plan (canonical order per body) with its topology hash.
 #include <algorithm>
 
-#include "../runtime/log_internal.hpp"
 #include "edges.hpp"
 #include "flowdsl/plan.hpp"
-#include "node_kinds.hpp"
+#include "lowering_facets.hpp"
+#include "log_internal.hpp"
 
 namespace flowdsl {
+namespace {
 
-Plan lower(const Description& d) {
-  std::vector<Diagnostic> problems;
-  lowering::Diagnostics diag(problems);
-  const lowering::Ordering ordering = lowering::validate(d, diag);
-  if (!problems.empty()) throw ValidationError(std::move(problems));
-  const lowering::ResolvedEdges& edges = ordering.edges;
-  const std::vector<NodeId>& order = ordering.order;
-
-  Plan plan;
-  plan.position.resize(d.nodes.size());
-  for (std::uint32_t pos = 0; pos < order.size(); ++pos) plan.position[order[pos]] = pos;
-  plan.steps.reserve(order.size());
-  for (NodeId id : order) {
-    PlanStep step{id, {}};
-    step.deps.reserve(edges.predecessors.count(id));
-    for (const NodeId* pred = edges.predecessors.begin(id); pred != edges.predecessors.end(id); ++pred) {
-      step.deps.push_back(plan.position[*pred]);
+// Splits the global order into bodies and numbers every node by position (each step, then its
+// bodies' steps).
+class PlanBuilder {
+ public:
+  PlanBuilder(const Description& d, const lowering::ResolvedEdges& edges, const std::vector<NodeId>& order)
+      : d_(d), edges_(edges) {
+    local_.resize(d.nodes.size());
+    first_body_.resize(d.nodes.size(), 0);
+    std::vector<std::vector<NodeId>> members(1);  // body 0: the top level
+    for (NodeId id = 0; id < d.nodes.size(); ++id) {
+      const std::uint32_t count = body_count(d.nodes[id].op);
+      first_body_[id] = static_cast<std::uint32_t>(members.size());
+      members.resize(members.size() + count);
     }
-    std::sort(step.deps.begin(), step.deps.end());
-    plan.steps.push_back(std::move(step));
+    for (NodeId id : order) {
+      const Node& n = d.nodes[id];
+      std::vector<NodeId>& body = members[n.parent == no_node ? 0 : first_body_[n.parent] + n.body];
+      local_[id] = static_cast<std::uint32_t>(body.size());
+      body.push_back(id);
+    }
+    members_ = std::move(members);
   }
-  plan.topology_hash = topology_hash(d, plan);
-  FLOWDSL_DEBUG("lower {} nodes, {} edges: topology {:016x}", plan.steps.size(), d.edges.size(), plan.topology_hash);
-  return plan;
-}
 
-std::uint64_t topology_hash(const Description& d, const Plan& plan) {
-  lowering::Hasher h;
-  h.add(plan.steps.size());
-  for (const PlanStep& step : plan.steps) {
+  Plan build() {
+    Plan plan;
+    plan.position.resize(d_.nodes.size());
+    plan.bodies.resize(members_.size() - 1);
+    std::uint32_t next = 0;
+    plan.steps = steps_of(0, plan, next);
+    return plan;
+  }
+
+ private:
+  std::vector<PlanStep> steps_of(std::uint32_t body, Plan& plan, std::uint32_t& next) {
+    std::vector<PlanStep> steps;
+    steps.reserve(members_[body].size());
+    for (NodeId id : members_[body]) {
+      plan.position[id] = next++;
+      PlanStep step{id, {}, {}};
+      step.deps.reserve(edges_.predecessors.count(id));
+      for (const NodeId* pred = edges_.predecessors.begin(id); pred != edges_.predecessors.end(id); ++pred) {
+        step.deps.push_back(local_[*pred]);
+      }
+      std::sort(step.deps.begin(), step.deps.end());
+      const std::uint32_t count = body_count(d_.nodes[id].op);
+      for (std::uint32_t b = 0; b < count; ++b) {
+        const std::uint32_t index = first_body_[id] + b;
+        step.bodies.push_back(index - 1);
+        plan.bodies[index - 1] = steps_of(index, plan, next);
+      }
+      steps.push_back(std::move(step));
+    }
+    return steps;
+  }
+
+  const Description& d_;
+  const lowering::ResolvedEdges& edges_;
+  std::vector<std::uint32_t> local_;       ///< per node: its step's index within its body
+  std::vector<std::uint32_t> first_body_;  ///< per node: index of its first body in members_
+  std::vector<std::vector<NodeId>> members_;
+};
+
+void hash_steps(const Description& d, const Plan& plan, const std::vector<PlanStep>& steps, lowering::Hasher& h) {
+  for (const PlanStep& step : steps) {
     const Operation& op = d.nodes[step.node].op;
     h.add(op.index());
     std::visit([&](const auto& o) { lowering::hash_structure(o, h); }, op);
@@ -45,8 +80,39 @@ std::uint64_t topology_hash(const Description& d, const Plan& plan) {
     for (std::uint32_t dep : step.deps) {
       h.add((std::uint64_t{dep} << 8) | static_cast<std::uint64_t>(EdgeKind::full));
     }
+    for (std::uint32_t body : step.bodies) {
+      h.add(plan.bodies[body].size());
+      hash_steps(d, plan, plan.bodies[body], h);
+    }
   }
+}
+
+}  // namespace
+
+Plan lower(const Description& d) {
+  std::vector<Diagnostic> problems;
+  lowering::Diagnostics diag(problems);
+  const lowering::Ordering ordering = lowering::validate(d, diag);
+  if (!problems.empty()) throw ValidationError(std::move(problems));
+  Plan plan = PlanBuilder(d, ordering.edges, ordering.order).build();
+  plan.topology_hash = topology_hash(d, plan);
+  FLOWDSL_DEBUG("lower {} nodes, {} edges: topology {:016x}", d.nodes.size(), d.edges.size(), plan.topology_hash);
+  return plan;
+}
+
+std::uint64_t topology_hash(const Description& d, const Plan& plan) {
+  lowering::Hasher h;
+  h.add(plan.steps.size());
+  hash_steps(d, plan, plan.steps, h);
   return h.finish();
 }
+
+const Plan& Graph::plan() const {
+  std::shared_ptr<const Plan>& slot = detail::plan_slot(state());
+  if (!slot) slot = std::make_shared<const Plan>(lower(description()));
+  return *slot;
+}
+
+std::uint64_t Graph::topology_hash() const { return plan().topology_hash; }
 
 }  // namespace flowdsl

@@ -4,13 +4,15 @@
 #include <string>
 
 #include "edges.hpp"
-#include "node_kinds.hpp"
+#include "lowering_facets.hpp"
 
 namespace flowdsl {
 namespace lowering {
 
-void Diagnostics::report(const Node& node, const std::string& message) {
-  out_.push_back(Diagnostic{{node.name}, "node '" + node.name + "' (" + std::string(kind_name(node.op)) + "): " + message});
+void Diagnostics::report(const Description& d, NodeId id, const std::string& message) {
+  std::string path = node_path(d, id);
+  std::string text = "node '" + path + "' (" + std::string(kind_name(d.nodes[id].op)) + "): " + message;
+  out_.push_back(Diagnostic{{std::move(path)}, std::move(text)});
 }
 
 void Diagnostics::add(std::vector<std::string> nodes, std::string message) {
@@ -26,10 +28,13 @@ void check_names(const Description& d, Diagnostics& diag) {
   names.reserve(d.nodes.size());
   for (NodeId id = 0; id < d.nodes.size(); ++id) {
     if (d.nodes[id].name.empty()) {
-      diag.add({}, "node #" + std::to_string(id) + " (" + std::string(kind_name(d.nodes[id].op)) +
-                       ") has an empty name");
+      const NodeId parent = d.nodes[id].parent;
+      diag.add({}, "node #" + std::to_string(id) + " (" + std::string(kind_name(d.nodes[id].op)) + ")" +
+                       (parent == no_node ? std::string() : " in '" + node_path(d, parent) + "'") + " has an empty name");
     } else {
-      names.emplace_back(std::hash<std::string_view>{}(d.nodes[id].name), id);
+      // Names are unique within their body: the body takes part in the hash and the comparison.
+      const Node& n = d.nodes[id];
+      names.emplace_back(std::hash<std::string_view>{}(n.name) ^ (std::size_t{n.parent} * 0x9e3779b97f4a7c15ULL + n.body), id);
     }
   }
   std::sort(names.begin(), names.end());
@@ -41,24 +46,26 @@ void check_names(const Description& d, Diagnostics& diag) {
     for (std::size_t a = i; j - i > 1 && a < j; ++a) {  // a run of equal hashes: compare names
       const NodeId first = names[a].second;
       if (reported[first]) continue;
-      const std::string& name = d.nodes[first].name;
+      const Node& first_node = d.nodes[first];
+      const std::string& name = first_node.name;
       std::string where = "#" + std::to_string(first);
       std::size_t count = 1;
       for (std::size_t b = a + 1; b < j; ++b) {
-        if (d.nodes[names[b].second].name != name) continue;
+        const Node& other = d.nodes[names[b].second];
+        if (other.name != name || other.parent != first_node.parent || other.body != first_node.body) continue;
         reported[names[b].second] = 1;
         where += ", #" + std::to_string(names[b].second);
         ++count;
       }
       if (count > 1) {
-        duplicates.emplace_back(first, "node '" + name + "' is declared " + std::to_string(count) + " times (nodes " +
-                                           where + "): names must be unique");
+        duplicates.emplace_back(first, "node '" + node_path(d, first) + "' is declared " + std::to_string(count) +
+                                           " times (nodes " + where + "): names must be unique within their body");
       }
     }
     i = j;
   }
   std::sort(duplicates.begin(), duplicates.end());
-  for (auto& [id, message] : duplicates) diag.add({d.nodes[id].name}, std::move(message));
+  for (auto& [id, message] : duplicates) diag.add({node_path(d, id)}, std::move(message));
 }
 
 // Reports each cycle once, as a path of names, among the nodes a topological sort left over.
@@ -87,15 +94,33 @@ void check_cycles(const Description& d, const ResolvedEdges& edges, const std::v
       std::vector<std::string> names;
       std::string text;
       for (NodeId id : cycle) {
-        names.push_back(d.nodes[id].name);
-        text += "'" + d.nodes[id].name + "' -> ";
+        names.push_back(node_path(d, id));
+        text += "'" + names.back() + "' -> ";
       }
-      text += "'" + d.nodes[cycle.front()].name + "'";
+      text += "'" + names.front() + "'";
       diag.add(std::move(names), "cycle: " + text);
     }
     for (NodeId id : path) {
       visited[id] = 1;
       seen_at[id] = -1;
+    }
+  }
+}
+
+// Every body a node's kind holds must hold at least one node (CUDA's bodies cannot be empty).
+void check_bodies(const Description& d, Diagnostics& diag) {
+  std::vector<std::uint32_t> filled;  // per node: a bit per body that holds a node
+  for (const Node& n : d.nodes) {
+    if (n.parent == no_node) continue;
+    if (filled.empty()) filled.assign(d.nodes.size(), 0);
+    filled[n.parent] |= 1u << std::min<std::uint32_t>(n.body, 31);
+  }
+  for (NodeId id = 0; id < d.nodes.size(); ++id) {
+    const std::uint32_t bodies = body_count(d.nodes[id].op);
+    for (std::uint32_t b = 0; b < bodies; ++b) {
+      if (filled.empty() || !(filled[id] & (1u << std::min<std::uint32_t>(b, 31)))) {
+        diag.report(d, id, "body " + std::to_string(b) + " is empty: declare at least one node in it");
+      }
     }
   }
 }
@@ -110,11 +135,13 @@ Ordering validate(const Description& d, Diagnostics& diag) {
   }
   check_names(d, diag);
   ordering.edges = resolve_edges(d, diag);
-  for (const Node& node : d.nodes) {
+  check_bodies(d, diag);
+  for (NodeId id = 0; id < d.nodes.size(); ++id) {
+    NodeCheck check(d, id, diag);
     std::visit([&](const auto& op) {
-      check_structure(op, node, diag);
-      check_parameters(op, node, diag);
-    }, node.op);
+      check_structure(op, check);
+      check_parameters(op, check);
+    }, d.nodes[id].op);
   }
   ordering.order = topological_order(ordering.edges, d.nodes.size());
   check_cycles(d, ordering.edges, ordering.order, diag);
@@ -132,8 +159,9 @@ std::vector<Diagnostic> validate(const Description& d) {
 
 namespace {
 
-void check_parameters_of(const Node& node, lowering::Diagnostics& diag) {
-  std::visit([&](const auto& op) { lowering::check_parameters(op, node, diag); }, node.op);
+void check_parameters_of(const Description& d, NodeId id, lowering::Diagnostics& diag) {
+  lowering::NodeCheck check(d, id, diag);
+  std::visit([&](const auto& op) { lowering::check_parameters(op, check); }, d.nodes[id].op);
 }
 
 }  // namespace
@@ -141,14 +169,14 @@ void check_parameters_of(const Node& node, lowering::Diagnostics& diag) {
 std::vector<Diagnostic> validate_parameters(const Description& d, const std::vector<NodeId>& nodes) {
   std::vector<Diagnostic> out;
   lowering::Diagnostics diag(out);
-  for (NodeId id : nodes) check_parameters_of(d.nodes[id], diag);
+  for (NodeId id : nodes) check_parameters_of(d, id, diag);
   return out;
 }
 
 std::vector<Diagnostic> validate_parameters(const Description& d) {
   std::vector<Diagnostic> out;
   lowering::Diagnostics diag(out);
-  for (const Node& node : d.nodes) check_parameters_of(node, diag);
+  for (NodeId id = 0; id < d.nodes.size(); ++id) check_parameters_of(d, id, diag);
   return out;
 }
 

@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <string>
 
-#include "../lower/emit.hpp"
+#include "lower/emit.hpp"
 #include "flowdsl/runtime.hpp"
 
 namespace flowdsl {
@@ -30,6 +30,17 @@ class CudaExecutable final : public Executable {
   NativeExecutable exec_;  // declared last, destroyed first
 };
 
+// The path of the node CUDA blamed, or empty.
+std::string culprit(const Description& d, const Plan& plan, const lowering::Emitted& emitted, cudaGraphNode_t native) {
+  const auto it = std::find(emitted.nodes.begin(), emitted.nodes.end(), native);
+  if (native == nullptr || it == emitted.nodes.end()) return {};
+  const auto position = static_cast<std::uint32_t>(it - emitted.nodes.begin());
+  for (NodeId id = 0; id < d.nodes.size(); ++id) {
+    if (plan.position[id] == position) return node_path(d, id);
+  }
+  return {};
+}
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend() {
@@ -47,11 +58,8 @@ class CudaBackend final : public Backend {
     const cudaError_t code = cudaGraphInstantiateWithParams(&exec, emitted.graph.get(), &params);
     NativeExecutable owned(exec);
     if (code != cudaSuccess || params.result_out != cudaGraphInstantiateSuccess) {
-      const auto it = std::find(emitted.nodes.begin(), emitted.nodes.end(), params.errNode_out);
-      const std::string node = params.errNode_out != nullptr && it != emitted.nodes.end()
-                                   ? d.nodes[plan.steps[static_cast<std::size_t>(it - emitted.nodes.begin())].node].name
-                                   : "";
-      check(code != cudaSuccess ? code : cudaErrorInvalidValue, "cudaGraphInstantiateWithParams", node.c_str());
+      check(code != cudaSuccess ? code : cudaErrorInvalidValue, "cudaGraphInstantiateWithParams",
+            culprit(d, plan, emitted, params.errNode_out).c_str());
     }
     return std::make_unique<CudaExecutable>(std::move(emitted), std::move(owned));
   }

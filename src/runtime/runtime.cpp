@@ -40,9 +40,9 @@ Entry& Runtime::Impl::instantiate(const Graph& graph, const Plan& plan, cudaStre
   if (auto problems = validate_parameters(graph.description()); !problems.empty()) {
     throw ValidationError(std::move(problems));
   }
-  FLOWDSL_DEBUG("instantiate topology {:016x}: {} nodes", plan.topology_hash, plan.steps.size());
+  FLOWDSL_DEBUG("instantiate topology {:016x}: {} nodes", plan.topology_hash, plan.position.size());
   Entry entry{backend->instantiate(graph.description(), plan, stream), graph.uid(), graph.parameter_version(),
-              plan.steps.size()};
+              plan.position.size()};
   if (const auto evicted = cache.insert(plan.topology_hash, std::move(entry))) {
     ++stats.evictions;
     FLOWDSL_DEBUG("evict topology {:016x}", *evicted);
@@ -60,8 +60,8 @@ LaunchReport Runtime::Impl::synchronise(Entry& entry, const Graph& graph, const 
   changed.clear();
   if (same_graph) {
     graph.changes_since(entry.version, changed);
-  } else {  // another graph of the same topology: every node may differ
-    for (const PlanStep& step : plan.steps) changed.push_back(step.node);
+  } else {  // another graph of the same topology: every node, in every body, may differ
+    for (NodeId id = 0; id < d.nodes.size(); ++id) changed.push_back(id);
   }
   if (changed.empty()) {  // parameters were set again to the values held
     entry.version = graph.parameter_version();
@@ -72,7 +72,7 @@ LaunchReport Runtime::Impl::synchronise(Entry& entry, const Graph& graph, const 
   LaunchReport report{LaunchKind::updated, 0};
   for (NodeId id : changed) {
     if (auto refusal = entry.executable->update(d, id, plan.position[id])) {
-      detail::log().info("update of node '{}' refused ({}); re-instantiating topology {:016x}", d.nodes[id].name,
+      detail::log().info("update of node '{}' refused ({}); re-instantiating topology {:016x}", node_path(d, id),
                          *refusal, plan.topology_hash);
       entry.executable = backend->instantiate(d, plan, stream);
       ++stats.reinstantiations;
@@ -85,7 +85,7 @@ LaunchReport Runtime::Impl::synchronise(Entry& entry, const Graph& graph, const 
   entry.graph_uid = graph.uid();
   entry.version = graph.parameter_version();
   FLOWDSL_DEBUG("update topology {:016x}: {} of {} nodes", plan.topology_hash, report.nodes_updated,
-                plan.steps.size());
+                plan.position.size());
   return report;
 }
 
@@ -100,7 +100,7 @@ LaunchReport Runtime::launch(const Graph& graph, cudaStream_t stream) {
   std::lock_guard lock(impl_->mutex);
   const Plan& plan = graph.plan();
   Entry* entry = impl_->cache.find(plan.topology_hash);
-  if (entry != nullptr && entry->node_count != plan.steps.size()) {  // 64-bit hash collision
+  if (entry != nullptr && entry->node_count != plan.position.size()) {  // 64-bit hash collision
     impl_->cache.erase(plan.topology_hash);
     entry = nullptr;
   }

@@ -57,7 +57,7 @@ TEST_CASE("Builder declares nodes of every kind in order", "[builder]") {
 TEST_CASE("Kernel arguments are stored by value and converted to the parameter types", "[builder][args]") {
   flowdsl::Graph g;
   float x[2];
-  auto k = g.kernel("scale", scale).args(x, 3, 7u);  // int -> float, unsigned -> int
+  auto k = g.kernel("scale", scale).launch(1, 1).args(x, 3, 7u);  // int -> float, unsigned -> int
   const auto& op = kernel_op(g, k.id());
   REQUIRE(op.args.size() == 3);
   CHECK(arg_value<float*>(op, 0) == x);
@@ -90,9 +90,9 @@ TEST_CASE("Argument slots are aligned to their type", "[builder][args]") {
 TEST_CASE("Dependencies are declared from either side, by handle or by name", "[builder][edges]") {
   flowdsl::Graph g;
   int* p = nullptr;
-  auto a = g.kernel("a", touch).args(p);
-  auto b = g.kernel("b", touch).args(p).after(a);
-  auto c = g.kernel("c", touch).args(p).after("a", b);
+  auto a = g.kernel("a", touch).launch(1, 1).args(p);
+  auto b = g.kernel("b", touch).launch(1, 1).args(p).after(a);
+  auto c = g.kernel("c", touch).launch(1, 1).args(p).after("a", b);
   a.before(g.empty("d"));
   g.empty("e").after("later");  // resolved at validation
 
@@ -112,7 +112,7 @@ TEST_CASE("Dependencies are declared from either side, by handle or by name", "[
 TEST_CASE("Declared accesses are kept in the description", "[builder][access]") {
   flowdsl::Graph g;
   int buf[8];
-  auto k = g.kernel("k", touch).args(buf).reads(buf, 16).writes(buf + 4, 16);
+  auto k = g.kernel("k", touch).launch(1, 1).args(buf).reads(buf, 16).writes(buf + 4, 16);
   const auto& acc = g.description().nodes[k.id()].accesses;
   REQUIRE(acc.size() == 2);
   CHECK(acc[0].ptr == buf);
@@ -135,8 +135,8 @@ TEST_CASE("Lookups and handles of another graph are usage errors", "[builder][er
 TEST_CASE("Parameter changes are tracked per node, each reported once", "[builder][changes]") {
   flowdsl::Graph g;
   float x[4];
-  auto k1 = g.kernel("k1", scale).args(x, 1.0f, 4);
-  auto k2 = g.kernel("k2", scale).args(x, 1.0f, 4).after(k1);
+  auto k1 = g.kernel("k1", scale).launch(1, 1).args(x, 1.0f, 4);
+  auto k2 = g.kernel("k2", scale).launch(1, 1).args(x, 1.0f, 4).after(k1);
   auto copy = g.memcpy("copy", x, x + 2, 8).after(k2);
   const std::uint64_t v0 = g.parameter_version();
 
@@ -160,8 +160,8 @@ TEST_CASE("Parameter changes are tracked per node, each reported once", "[builde
 TEST_CASE("The change log stays bounded and exact over many changes", "[builder][changes]") {
   flowdsl::Graph g;
   float x[1];
-  auto a = g.kernel("a", scale).args(x, 1.0f, 1);
-  auto b = g.kernel("b", scale).args(x, 1.0f, 1);
+  auto a = g.kernel("a", scale).launch(1, 1).args(x, 1.0f, 1);
+  auto b = g.kernel("b", scale).launch(1, 1).args(x, 1.0f, 1);
   const std::uint64_t start = g.parameter_version();
   for (int i = 0; i < 10000; ++i) a.arg<1>(static_cast<float>(i));
   const std::uint64_t middle = g.parameter_version();
@@ -184,7 +184,7 @@ TEST_CASE("The change log stays bounded and exact over many changes", "[builder]
 TEST_CASE("Parameter changes keep the plan; topology changes replace it", "[builder][plan]") {
   flowdsl::Graph g;
   float x[1];
-  auto k = g.kernel("k", scale).args(x, 1.0f, 1);
+  auto k = g.kernel("k", scale).launch(1, 1).args(x, 1.0f, 1);
   const flowdsl::Plan* plan = &g.plan();
   const std::uint64_t hash = g.topology_hash();
 
@@ -199,7 +199,7 @@ TEST_CASE("Parameter changes keep the plan; topology changes replace it", "[buil
 TEST_CASE("Moving a graph keeps its handles; copying makes an independent graph", "[builder]") {
   flowdsl::Graph g;
   float x[1];
-  auto k = g.kernel("k", scale).args(x, 1.0f, 1);
+  auto k = g.kernel("k", scale).launch(1, 1).args(x, 1.0f, 1);
   flowdsl::Graph moved = std::move(g);
   k.arg<1>(4.0f);
   CHECK(arg_value<float>(kernel_op(moved, k.id()), 1) == 4.0f);

@@ -120,10 +120,10 @@ Handle declare(flowdsl::Graph& g, const NodeSpec& spec, flowdsl::NodeId id, Rng&
   const std::string name = "n" + std::to_string(id);
   switch (spec.kind) {
     case saxpy_kernel:
-      return g.kernel(name, saxpy).grid(spec.grid).args(some_pointer(rng), some_pointer(rng), some_scalar(rng),
+      return g.kernel(name, saxpy).grid(spec.grid).block(1).args(some_pointer(rng), some_pointer(rng), some_scalar(rng),
                                                         some_count(rng));
     case add_kernel:
-      return g.kernel(name, add).grid(spec.grid).args(some_pointer(rng), some_pointer(rng), some_pointer(rng),
+      return g.kernel(name, add).grid(spec.grid).block(1).args(some_pointer(rng), some_pointer(rng), some_pointer(rng),
                                                       some_count(rng));
     case memcpy_node:
       return g.memcpy(name, some_pointer(rng), some_pointer(rng), sizeof(float) * uniform(rng, 1, 16));

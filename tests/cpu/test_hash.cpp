@@ -106,7 +106,7 @@ TEST_CASE("Chains of different lengths and widths all hash differently", "[hash]
       for (int w = 0; w < width; ++w) {
         std::string prev;
         for (int i = 0; i < length; ++i) {
-          auto n = g.kernel("k" + std::to_string(w) + "_" + std::to_string(i), scale).args(buf_a, 1.0f, 1);
+          auto n = g.kernel("k" + std::to_string(w) + "_" + std::to_string(i), scale).launch(1, 1).args(buf_a, 1.0f, 1);
           if (!prev.empty()) n.after(prev);
           prev = n.name();
         }

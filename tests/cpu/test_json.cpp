@@ -4,6 +4,9 @@
 #include <filesystem>
 #include <string>
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "catch.hpp"
 #include "flowdsl/flowdsl.hpp"
 #include "flowdsl/json.hpp"
@@ -306,7 +309,7 @@ TEST_CASE("Kernels declared in kernel_files are checked against their declared p
     "kernel_files": [{"name": "twice", "file": "twice.cubin", "symbol": "twice",
                       "params": [{"name": "n", "type": "i32"}, {"name": "data", "type": "f32*"}]}],
     "buffers": [{"name": "x", "type": "f32", "count": 16}],
-    "nodes": [{"name": "k", "kind": "kernel", "kernel": "twice", "args": {"n": 16, "data": "x"}}]})";
+    "nodes": [{"name": "k", "kind": "kernel", "kernel": "twice", "grid": 1, "block": 16, "args": {"n": 16, "data": "x"}}]})";
   const flowdsl::GraphSpec spec = flowdsl::parse_graph(text);
   CHECK_NOTHROW(flowdsl::check_graph(spec, registry()));
   REQUIRE(spec.kernel_files.size() == 1);

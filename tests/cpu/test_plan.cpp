@@ -19,8 +19,8 @@ TEST_CASE("A diamond lowers to upload, both branches in declaration order, join,
   int buf[4];
   auto down = g.memcpy("download", buf, buf + 1, 4);  // declared first, runs last
   auto join = g.empty("join");
-  auto left = g.kernel("left", touch).args(buf);
-  auto right = g.kernel("right", touch).args(buf);
+  auto left = g.kernel("left", touch).launch(1, 1).args(buf);
+  auto right = g.kernel("right", touch).launch(1, 1).args(buf);
   auto up = g.memcpy("upload", buf + 1, buf, 4);
   left.after(up);
   right.after(up);
@@ -62,8 +62,8 @@ TEST_CASE("The same description always lowers to the same plan", "[plan][determi
   auto build = [] {
     flowdsl::Graph g;
     int buf[1];
-    auto a = g.kernel("a", touch).args(buf);
-    auto b = g.kernel("b", touch).args(buf);
+    auto a = g.kernel("a", touch).launch(1, 1).args(buf);
+    auto b = g.kernel("b", touch).launch(1, 1).args(buf);
     auto c = g.empty("c").after(b, a);
     g.empty("d").after(c).after("a");
     g.empty("e");
@@ -83,9 +83,9 @@ TEST_CASE("The same description always lowers to the same plan", "[plan][determi
 TEST_CASE("Lowering 100k nodes stays fast enough to run in a unit test", "[plan][scale]") {
   flowdsl::Graph g;
   int buf[1];
-  auto prev = g.kernel("k0", touch).args(buf);
+  auto prev = g.kernel("k0", touch).launch(1, 1).args(buf);
   for (int i = 1; i < 100000; ++i) {
-    auto next = g.kernel("k" + std::to_string(i), touch).args(buf).after(prev);
+    auto next = g.kernel("k" + std::to_string(i), touch).launch(1, 1).args(buf).after(prev);
     prev = next;
   }
   const auto& plan = g.plan();

@@ -42,7 +42,7 @@ TEST_CASE("Registered kernel arguments start unset and validation names them", "
   const auto& info = registry.add("axpy", axpy, {"n", "alpha", "x", "y"});
   flowdsl::Graph g;
   float y[4];
-  g.kernel("k", info).set("y", y).set("n", 4);
+  g.kernel("k", info).launch(1, 1).set("y", y).set("n", 4);
   CHECK_THROWS_WITH(g.plan(), contains("node 'k' (kernel): argument 1 was never set"));
 }
 
@@ -69,7 +69,7 @@ TEST_CASE("Wrong names, types and sizes of registered kernel arguments are usage
   flowdsl::KernelRegistry registry;
   const auto& info = registry.add("axpy", axpy, {"n", "alpha", "x", "y"});
   flowdsl::Graph g;
-  auto k = g.kernel("k", info);
+  auto k = g.kernel("k", info).launch(1, 1);
   const float* cx = nullptr;
   CHECK_THROWS_WITH(k.set("beta", 1.0f), contains("node 'k' (kernel 'axpy'): no parameter named 'beta' (parameters: n, alpha, x, y)"));
   CHECK_THROWS_WITH(k.set("alpha", 1.0), contains("parameter 'alpha' takes f32, not f64"));

@@ -1,4 +1,7 @@
 // The kernel registry: parameter types from signatures, names, and misuse.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "catch.hpp"
 #include "flowdsl/registry.hpp"
 

@@ -65,7 +65,7 @@ flowdsl::Graph chain(int n, flowdsl::Dim3 grid = 1) {
   flowdsl::Graph g;
   std::string prev;
   for (int i = 0; i < n; ++i) {
-    auto k = g.kernel("k" + std::to_string(i), scale).grid(grid).args(x, 1.0f, i);
+    auto k = g.kernel("k" + std::to_string(i), scale).grid(grid).block(1).args(x, 1.0f, i);
     if (!prev.empty()) k.after(prev);
     prev = k.name();
   }
@@ -97,8 +97,8 @@ TEST_CASE("One changed argument updates exactly one node and instantiates nothin
   Record r;
   auto rt = make_runtime(r);
   flowdsl::Graph g;
-  auto a = g.kernel("a", scale).args(x, 1.0f, 4);
-  auto b = g.kernel("b", scale).args(x, 1.0f, 4).after(a);
+  auto a = g.kernel("a", scale).launch(1, 1).args(x, 1.0f, 4);
+  auto b = g.kernel("b", scale).launch(1, 1).args(x, 1.0f, 4).after(a);
   rt.launch(g);
   b.arg<1>(2.0f);
   b.arg<1>(3.0f);  // twice: still one node to update
@@ -117,7 +117,7 @@ TEST_CASE("Update work follows the number of changed nodes, not the graph's size
   flowdsl::Graph g;
   std::vector<flowdsl::KernelNode<float*, float, int>> nodes;
   for (int i = 0; i < 10000; ++i) {
-    nodes.push_back(g.kernel("k" + std::to_string(i), scale).args(x, 1.0f, i));
+    nodes.push_back(g.kernel("k" + std::to_string(i), scale).launch(1, 1).args(x, 1.0f, i));
     if (i > 0) nodes.back().after(nodes[nodes.size() - 2]);
   }
   rt.launch(g);
@@ -134,7 +134,7 @@ TEST_CASE("A structural change instantiates a new executable; the old one stays 
   Record r;
   auto rt = make_runtime(r);
   flowdsl::Graph g;
-  auto k = g.kernel("k", scale).grid(1).args(x, 1.0f, 4);
+  auto k = g.kernel("k", scale).grid(1).block(1).args(x, 1.0f, 4);
   rt.launch(g);
   k.grid(2);
   CHECK(rt.launch(g).kind == flowdsl::LaunchKind::instantiated);
@@ -173,8 +173,8 @@ TEST_CASE("A refused update falls back to a new instantiation", "[runtime][fallb
   Record r;
   auto rt = make_runtime(r);
   flowdsl::Graph g;
-  auto a = g.kernel("a", scale).args(x, 1.0f, 4);
-  auto b = g.kernel("b", scale).args(x, 1.0f, 4).after(a);
+  auto a = g.kernel("a", scale).launch(1, 1).args(x, 1.0f, 4);
+  auto b = g.kernel("b", scale).launch(1, 1).args(x, 1.0f, 4).after(a);
   rt.launch(g);
   r.refuse.insert(b.id());
   b.arg<2>(8);
@@ -249,7 +249,7 @@ TEST_CASE("Several threads launch through one runtime", "[runtime][threads]") {
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&rt, t] {
       flowdsl::Graph g;
-      auto k = g.kernel("k", scale).grid(static_cast<std::uint32_t>(t + 1)).args(x, 1.0f, 0);
+      auto k = g.kernel("k", scale).grid(static_cast<std::uint32_t>(t + 1)).block(1).args(x, 1.0f, 0);
       for (int i = 0; i < launches; ++i) {
         k.arg<2>(i);
         rt.launch(g);
@@ -269,11 +269,11 @@ TEST_CASE("Graphs declaring equal topologies in other orders update the right na
   Record r;
   auto rt = make_runtime(r);
   flowdsl::Graph first;
-  auto a = first.kernel("a", scale).grid(1).args(x, 1.0f, 1);
-  first.kernel("b", scale).grid(2).args(x, 1.0f, 2).after(a);
+  auto a = first.kernel("a", scale).grid(1).block(1).args(x, 1.0f, 1);
+  first.kernel("b", scale).grid(2).block(1).args(x, 1.0f, 2).after(a);
   flowdsl::Graph second;  // the same chain, declared consumer first
-  auto bee = second.kernel("bee", scale).grid(2).args(x, 1.0f, 2);
-  second.kernel("ay", scale).grid(1).args(x, 1.0f, 1).before(bee);
+  auto bee = second.kernel("bee", scale).grid(2).block(1).args(x, 1.0f, 2);
+  second.kernel("ay", scale).grid(1).block(1).args(x, 1.0f, 1).before(bee);
   REQUIRE(first.topology_hash() == second.topology_hash());
 
   rt.launch(first);

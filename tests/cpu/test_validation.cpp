@@ -100,29 +100,29 @@ TEST_CASE("Launch shapes are checked: zero dimensions, thread and axis limits", 
   int* p = nullptr;
   SECTION("zero grid") {
     flowdsl::Graph g;
-    g.kernel("k", touch).grid({4, 0, 1}).args(p);
+    g.kernel("k", touch).grid({4, 0, 1}).block(1).args(p);
     CHECK(only_problem(g).message == "node 'k' (kernel): grid 4x0x1 has a zero dimension");
   }
   SECTION("zero block") {
     flowdsl::Graph g;
-    g.kernel("k", touch).block(0).args(p);
+    g.kernel("k", touch).grid(1).block(0).args(p);
     CHECK(only_problem(g).message == "node 'k' (kernel): block 0x1x1 has a zero dimension");
   }
   SECTION("more than 1024 threads") {
     flowdsl::Graph g;
-    g.kernel("saxpy", touch).block(2048).args(p);
+    g.kernel("saxpy", touch).grid(1).block(2048).args(p);
     CHECK(only_problem(g).message == "node 'saxpy' (kernel): block of 2048 threads (2048x1x1) exceeds 1024");
   }
   SECTION("per-axis limit") {
     flowdsl::Graph g;
-    g.kernel("k", touch).block({1, 1, 128}).args(p);
+    g.kernel("k", touch).grid(1).block({1, 1, 128}).args(p);
     CHECK_THAT(only_problem(g).message, contains("exceeds the per-axis limits"));
   }
 }
 
 TEST_CASE("Kernel arguments never set are reported", "[validation][kernel]") {
   flowdsl::Graph g;
-  g.kernel("k", touch);
+  g.kernel("k", touch).launch(1, 1);
   CHECK(only_problem(g).message == "node 'k' (kernel): argument 0 was never set (call args(...))");
 }
 
@@ -132,7 +132,7 @@ TEST_CASE("Null pointers where one is required are reported", "[validation]") {
   g.memcpy("copy", nullptr, nullptr, 8);
   g.memset("clear", nullptr, 0, 4);
   g.host("cb", nullptr);
-  g.kernel("k", static_cast<void (*)(int*)>(nullptr)).args(buf);
+  g.kernel("k", static_cast<void (*)(int*)>(nullptr)).launch(1, 1).args(buf);
   const auto all = problems(g);
   REQUIRE(all.size() == 5);
   CHECK(all[0].message == "node 'copy' (memcpy): destination pointer is null");
@@ -158,7 +158,7 @@ TEST_CASE("Zero-byte copies and memsets, and odd element sizes, are reported", "
 TEST_CASE("Every problem is reported in one error, one line each", "[validation]") {
   flowdsl::Graph g;
   int* p = nullptr;
-  g.kernel("big", touch).block(4096).args(p);
+  g.kernel("big", touch).grid(1).block(4096).args(p);
   g.memcpy("copy", nullptr, p, 0);
   g.empty("join").after("nowhere");
   try {

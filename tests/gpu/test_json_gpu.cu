@@ -13,7 +13,7 @@
 
 #include "buffers.hpp"
 #include "flowdsl/flowdsl.hpp"
-#include "flowdsl/kernel_library.hpp"
+#include "flowdsl/kernel_files.hpp"
 #include "flowdsl/kernels.hpp"
 #include "gpu_support.cuh"
 #include "npy.hpp"

@@ -229,7 +229,7 @@ TEST_CASE("Updating and relaunching while an earlier launch still runs keeps bot
   out_a.poison();
   out_b.poison();
   flowdsl::Graph g;
-  auto slow = g.kernel("slow", slow_fill_kernel).block(32).args(20'000'000ull, a.get(), 1.5f);  // ~20 ms
+  auto slow = g.kernel("slow", slow_fill_kernel).grid(1).block(32).args(20'000'000ull, a.get(), 1.5f);  // ~20 ms
   auto down = g.memcpy("download", out_a.get(), a.get(), a.bytes()).after(slow);
   auto stream = flowdsl::make_stream();
   flowdsl::Runtime rt;
@@ -307,7 +307,7 @@ TEST_CASE("Dynamic shared memory above 48 KiB is opted into", "[gpu][kernel]") {
 TEST_CASE("Shared memory over the device's limit is a validation error naming the node", "[gpu][validation]") {
   DeviceBuffer<float> in(16), out(16);
   flowdsl::Graph g;
-  g.kernel("huge", reverse_kernel).block(16).shared_memory(4u << 20).args(16, in.get(), out.get());
+  g.kernel("huge", reverse_kernel).grid(1).block(16).shared_memory(4u << 20).args(16, in.get(), out.get());
   flowdsl::Runtime rt;
   CHECK_THROWS_WITH(rt.launch(g), contains("node 'huge' (kernel): dynamic shared memory of 4194304 bytes"));
   CHECK(rt.size() == 0);
@@ -320,7 +320,7 @@ TEST_CASE("Shared memory over the device's limit is a validation error naming th
 
 TEST_CASE("A host function that is not a kernel is reported at emission", "[gpu][validation]") {
   flowdsl::Graph g;
-  g.kernel("not_a_kernel", count_call).args(nullptr);
+  g.kernel("not_a_kernel", count_call).launch(1, 1).args(nullptr);
   flowdsl::Runtime rt;
   CHECK_THROWS_WITH(rt.launch(g), contains("node 'not_a_kernel' (kernel): the function is not a kernel"));
 }

@@ -3,7 +3,7 @@
 #pragma once
 
 #include <cstdint>
-#include <initializer_list>
+#include <vector>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "flowdsl/error.hpp"
+#include "flowdsl/node_parts.hpp"
 
 namespace flowdsl::json_detail {
 
@@ -38,7 +39,7 @@ void within(const std::string& prefix, F&& read) {
 std::string type_of(const json& j);
 
 /// Fails unless `j` is an object whose members are all among `allowed`.
-void expect_object(const json& j, std::initializer_list<std::string_view> allowed);
+void expect_object(const json& j, const std::vector<std::string_view>& allowed);
 /// The member `key` of an object; fails when absent.
 const json& member(const json& j, const char* key);
 /// The member `key`, or null when absent.
@@ -49,6 +50,10 @@ std::string get_string(const json& j, const char* key);
 std::uint64_t get_unsigned(const json& j, const char* key, std::uint64_t max);
 double get_number(const json& j, const char* key);
 bool get_bool(const json& j, const char* key);
+
+/// A launch dimension: an integer or an array of 1 to 3 integers (absent: the member is required).
+Dim3 get_dim(const json& j, const char* key);
+json write_dim(const Dim3& d);
 
 /// Value readers for a member that is already found (pointer "" is the value itself).
 std::string as_string(const json& j);

@@ -1,14 +1,15 @@
-// Memcpy nodes: 1-D copies in any direction (cudaMemcpyDefault infers it from the pointers).
-#include "../node_kinds.hpp"
+// Memcpy nodes, lowering side: 1-D copies in any direction (cudaMemcpyDefault infers it from the
+// pointers).
+#include "lowering_facets.hpp"
 
 namespace flowdsl::lowering {
 
-void check_structure(const MemcpyOp&, const Node&, Diagnostics&) {}
+void check_structure(const MemcpyOp&, NodeCheck&) {}
 
-void check_parameters(const MemcpyOp& op, const Node& node, Diagnostics& diag) {
-  if (op.dst == nullptr) diag.report(node, "destination pointer is null");
-  if (op.src == nullptr) diag.report(node, "source pointer is null");
-  if (op.bytes == 0) diag.report(node, "copies zero bytes");
+void check_parameters(const MemcpyOp& op, NodeCheck& diag) {
+  if (op.dst == nullptr) diag.report("destination pointer is null");
+  if (op.src == nullptr) diag.report("source pointer is null");
+  if (op.bytes == 0) diag.report("copies zero bytes");
 }
 
 void hash_structure(const MemcpyOp&, Hasher&) {}
@@ -22,14 +23,13 @@ cudaMemoryType memory_type(const void* ptr) {
   return attributes.type;
 }
 
-void check_device(const MemcpyOp&, const Node&, DeviceContext&, Diagnostics&) {}
+void check_device(const MemcpyOp&, NodeCheck&, DeviceContext&) {}
 
-cudaGraphNode_t add_native(const MemcpyOp& op, const Node& node, cudaGraph_t graph,
-                           const std::vector<cudaGraphNode_t>& deps) {
+cudaGraphNode_t add_native(const MemcpyOp& op, NativeNode& node) {
   cudaGraphNode_t native = nullptr;
-  check(cudaGraphAddMemcpyNode1D(&native, graph, deps.data(), deps.size(), op.dst, op.src, op.bytes,
+  check(cudaGraphAddMemcpyNode1D(&native, node.graph, node.deps.data(), node.deps.size(), op.dst, op.src, op.bytes,
                                  cudaMemcpyDefault),
-        "cudaGraphAddMemcpyNode1D", node.name.c_str());
+        "cudaGraphAddMemcpyNode1D", node.path.c_str());
   return native;
 }
 
@@ -49,6 +49,10 @@ UpdateStatus update_native(const MemcpyOp& op, cudaGraphExec_t exec, cudaGraphNo
   }
   return {cudaGraphExecMemcpyNodeSetParams1D(exec, native, op.dst, op.src, op.bytes, cudaMemcpyDefault),
           "cudaGraphExecMemcpyNodeSetParams1D"};
+}
+
+void launch_eager(const MemcpyOp& op, EagerNode& node) {
+  check(cudaMemcpyAsync(op.dst, op.src, op.bytes, cudaMemcpyDefault, node.stream), "cudaMemcpyAsync", node.path.c_str());
 }
 
 }  // namespace flowdsl::lowering

@@ -1,7 +1,6 @@
-// Error types and the CUDA status check.
+// The CUDA-free error types.
 #include <string>
 
-#include "flowdsl/cuda_handles.hpp"
 #include "flowdsl/error.hpp"
 
 namespace flowdsl {
@@ -12,12 +11,6 @@ std::string join(const std::vector<Diagnostic>& diagnostics) {
                      (diagnostics.size() == 1 ? " problem):" : " problems):");
   for (const Diagnostic& d : diagnostics) text += "\n  " + d.message;
   return text;
-}
-
-std::string describe(cudaError_t code, const std::string& call, const std::string& node) {
-  std::string text = "flowdsl: " + call + " failed";
-  if (!node.empty()) text += " for node '" + node + "'";
-  return text + ": " + cudaGetErrorName(code) + " (" + cudaGetErrorString(code) + ")";
 }
 
 std::string join(const std::vector<JsonProblem>& problems, const std::string& source) {
@@ -35,27 +28,5 @@ JsonError::JsonError(std::vector<JsonProblem> problems, std::string source)
 
 ValidationError::ValidationError(std::vector<Diagnostic> diagnostics)
     : Error(join(diagnostics)), diagnostics_(std::move(diagnostics)) {}
-
-CudaError::CudaError(cudaError_t code, std::string call, std::string node)
-    : Error(describe(code, call, node)), code_(code), call_(std::move(call)), node_(std::move(node)) {}
-
-void check(cudaError_t code, const char* call, const char* node) {
-  if (code != cudaSuccess) {
-    (void)cudaGetLastError();  // clear the non-sticky error so the runtime stays usable
-    throw CudaError(code, call, node ? node : "");
-  }
-}
-
-StreamHandle make_stream(unsigned flags) {
-  cudaStream_t stream = nullptr;
-  check(cudaStreamCreateWithFlags(&stream, flags), "cudaStreamCreateWithFlags");
-  return StreamHandle(stream);
-}
-
-EventHandle make_event(unsigned flags) {
-  cudaEvent_t event = nullptr;
-  check(cudaEventCreateWithFlags(&event, flags), "cudaEventCreateWithFlags");
-  return EventHandle(event);
-}
 
 }  // namespace flowdsl

@@ -1,7 +1,8 @@
-// Kernel nodes: launch-shape and argument checks, hash of function and shape, native node.
+// Kernel nodes, lowering side: launch-shape and argument checks, hash of function and shape,
+// device limits, native node, in-place update, eager launch.
 #include <string>
 
-#include "../node_kinds.hpp"
+#include "lowering_facets.hpp"
 
 namespace flowdsl::lowering {
 namespace {
@@ -26,26 +27,42 @@ cudaKernelNodeParams native_params(const KernelOp& op, std::vector<void*>& point
   return p;
 }
 
-}  // namespace
-
-void check_structure(const KernelOp& op, const Node& node, Diagnostics& diag) {
-  if (op.function == nullptr) diag.report(node, "kernel function is null");
-  const Dim3& g = op.launch.grid;
-  const Dim3& b = op.launch.block;
-  if (g.volume() == 0) diag.report(node, "grid " + dims(g) + " has a zero dimension");
-  if (b.volume() == 0) diag.report(node, "block " + dims(b) + " has a zero dimension");
-  if (b.volume() > max_block_threads) {
-    diag.report(node, "block of " + std::to_string(b.volume()) + " threads (" + dims(b) + ") exceeds " +
-                          std::to_string(max_block_threads));
-  } else if (b.x > max_block[0] || b.y > max_block[1] || b.z > max_block[2]) {
-    diag.report(node, "block " + dims(b) + " exceeds the per-axis limits 1024x1024x64");
-  }
-  for (std::size_t i = 0; i < op.args.size(); ++i) {
-    if (!op.args.bound(i)) diag.report(node, "argument " + std::to_string(i) + " was never set (call args(...))");
+// Dynamic shared memory over 48 KiB needs the kernel's consent.
+void opt_in_shared_memory(const KernelOp& op, const std::string& path) {
+  if (op.launch.shared_bytes > default_shared_limit) {
+    check(cudaFuncSetAttribute(op.function, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(op.launch.shared_bytes)),
+          "cudaFuncSetAttribute", path.c_str());
   }
 }
 
-void check_parameters(const KernelOp&, const Node&, Diagnostics&) {}
+}  // namespace
+
+void check_structure(const KernelOp& op, NodeCheck& diag) {
+  if (op.function == nullptr) diag.report("kernel function is null");
+  if (!op.grid_set && !op.block_set) {
+    diag.report("launch shape was never set (call grid() and block(), or launch())");
+  } else if (!op.grid_set) {
+    diag.report("grid was never set (call grid() or launch())");
+  } else if (!op.block_set) {
+    diag.report("block was never set (call block() or launch())");
+  }
+  const Dim3& g = op.launch.grid;
+  const Dim3& b = op.launch.block;
+  if (g.volume() == 0) diag.report("grid " + dims(g) + " has a zero dimension");
+  if (b.volume() == 0) diag.report("block " + dims(b) + " has a zero dimension");
+  if (b.volume() > max_block_threads) {
+    diag.report("block of " + std::to_string(b.volume()) + " threads (" + dims(b) + ") exceeds " +
+                          std::to_string(max_block_threads));
+  } else if (b.x > max_block[0] || b.y > max_block[1] || b.z > max_block[2]) {
+    diag.report("block " + dims(b) + " exceeds the per-axis limits 1024x1024x64");
+  }
+  for (std::size_t i = 0; i < op.args.size(); ++i) {
+    if (!op.args.bound(i)) diag.report("argument " + std::to_string(i) + " was never set (call args(...))");
+  }
+}
+
+void check_parameters(const KernelOp&, NodeCheck&) {}
 
 void hash_structure(const KernelOp& op, Hasher& h) {
   h.add(reinterpret_cast<std::uintptr_t>(op.function));
@@ -58,7 +75,7 @@ void hash_structure(const KernelOp& op, Hasher& h) {
   h.add(op.args.size());
 }
 
-void check_device(const KernelOp& op, const Node& node, DeviceContext& device, Diagnostics& diag) {
+void check_device(const KernelOp& op, NodeCheck& diag, DeviceContext& device) {
   if (op.function == nullptr) return;  // reported by validation
   const DeviceLimits& limits = device.limits;
   auto [it, added] = device.kernels.try_emplace(op.function);
@@ -67,42 +84,37 @@ void check_device(const KernelOp& op, const Node& node, DeviceContext& device, D
     if (it->second.status != cudaSuccess) (void)cudaGetLastError();
   }
   if (it->second.status != cudaSuccess) {
-    diag.report(node, std::string("the function is not a kernel loadable on device ") + std::to_string(limits.device) +
+    diag.report(std::string("the function is not a kernel loadable on device ") + std::to_string(limits.device) +
                           " (" + cudaGetErrorName(it->second.status) + ")");
     return;
   }
   const cudaFuncAttributes& attr = it->second.attributes;
   const std::size_t shared = std::size_t{op.launch.shared_bytes} + attr.sharedSizeBytes;
   if (shared > limits.shared_optin) {
-    diag.report(node, "dynamic shared memory of " + std::to_string(op.launch.shared_bytes) + " bytes (+" +
+    diag.report("dynamic shared memory of " + std::to_string(op.launch.shared_bytes) + " bytes (+" +
                           std::to_string(attr.sharedSizeBytes) + " static) exceeds the device's limit of " +
                           std::to_string(limits.shared_optin) + " bytes per block");
   }
   if (op.launch.block.volume() > static_cast<std::uint64_t>(attr.maxThreadsPerBlock)) {
-    diag.report(node, "block of " + std::to_string(op.launch.block.volume()) + " threads exceeds this kernel's limit of " +
+    diag.report("block of " + std::to_string(op.launch.block.volume()) + " threads exceeds this kernel's limit of " +
                           std::to_string(attr.maxThreadsPerBlock) + " (registers or launch bounds)");
   }
   const std::uint32_t grid[3] = {op.launch.grid.x, op.launch.grid.y, op.launch.grid.z};
   for (int axis = 0; axis < 3; ++axis) {
     if (grid[axis] > limits.max_grid[axis]) {
-      diag.report(node, "grid " + dims(op.launch.grid) + " exceeds the device's limit of " +
+      diag.report("grid " + dims(op.launch.grid) + " exceeds the device's limit of " +
                             std::to_string(limits.max_grid[axis]) + " blocks on axis " + "xyz"[axis]);
     }
   }
 }
 
-cudaGraphNode_t add_native(const KernelOp& op, const Node& node, cudaGraph_t graph,
-                           const std::vector<cudaGraphNode_t>& deps) {
-  if (op.launch.shared_bytes > default_shared_limit) {
-    check(cudaFuncSetAttribute(op.function, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(op.launch.shared_bytes)),
-          "cudaFuncSetAttribute", node.name.c_str());
-  }
+cudaGraphNode_t add_native(const KernelOp& op, NativeNode& node) {
+  opt_in_shared_memory(op, node.path);
   thread_local std::vector<void*> pointers;
   const cudaKernelNodeParams params = native_params(op, pointers);
   cudaGraphNode_t native = nullptr;
-  check(cudaGraphAddKernelNode(&native, graph, deps.data(), deps.size(), &params), "cudaGraphAddKernelNode",
-        node.name.c_str());
+  check(cudaGraphAddKernelNode(&native, node.graph, node.deps.data(), node.deps.size(), &params),
+        "cudaGraphAddKernelNode", node.path.c_str());
   return native;
 }
 
@@ -110,6 +122,17 @@ UpdateStatus update_native(const KernelOp& op, cudaGraphExec_t exec, cudaGraphNo
   thread_local std::vector<void*> pointers;
   const cudaKernelNodeParams params = native_params(op, pointers);
   return {cudaGraphExecKernelNodeSetParams(exec, native, &params), "cudaGraphExecKernelNodeSetParams"};
+}
+
+void launch_eager(const KernelOp& op, EagerNode& node) {
+  opt_in_shared_memory(op, node.path);
+  thread_local std::vector<void*> pointers;
+  op.args.pointers(pointers);
+  const dim3 grid(op.launch.grid.x, op.launch.grid.y, op.launch.grid.z);
+  const dim3 block(op.launch.block.x, op.launch.block.y, op.launch.block.z);
+  check(cudaLaunchKernel(op.function, grid, block, pointers.empty() ? nullptr : pointers.data(), op.launch.shared_bytes,
+                         node.stream),
+        "cudaLaunchKernel", node.path.c_str());
 }
 
 }  // namespace flowdsl::lowering

@@ -1,125 +1,14 @@
 // Graph files: parsing with bounds, and the ADL serialisers of the spec types (schema only: no
-// registry, no buffers; binding checks the rest).
+// registry, no buffers; binding checks the rest). Each kind reads its own members
+// (src/kinds/<kind>/io.cpp).
 #include <fstream>
 #include <limits>
 #include <sstream>
 
 #include "flowdsl/json.hpp"
-#include "json_support.hpp"
+#include "io_facets.hpp"
 
 namespace flowdsl {
-namespace json_detail {
-
-std::string token(std::string_view key) {
-  std::string out;
-  for (char c : key) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
-    } else {
-      out += c;
-    }
-  }
-  return "/" + out;
-}
-
-void fail(std::string pointer, std::string message) {
-  throw JsonError({JsonProblem{std::move(pointer), std::move(message)}});
-}
-
-std::string type_of(const json& j) {
-  switch (j.type()) {
-    case json::value_t::null:
-      return "null";
-    case json::value_t::object:
-      return "an object";
-    case json::value_t::array:
-      return "an array";
-    case json::value_t::string:
-      return "a string";
-    case json::value_t::boolean:
-      return "a boolean";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned:
-      return "an integer";
-    case json::value_t::number_float:
-      return "a number with a fraction or exponent";
-    default:
-      return "an unsupported value";
-  }
-}
-
-void expect_object(const json& j, std::initializer_list<std::string_view> allowed) {
-  if (!j.is_object()) fail("", "expected an object, found " + type_of(j));
-  for (const auto& item : j.items()) {
-    bool known = false;
-    for (std::string_view a : allowed) known = known || item.key() == a;
-    if (known) continue;
-    std::string list;
-    for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-    fail(token(item.key()), "unknown member '" + item.key() + "' (expected one of: " + list + ")");
-  }
-}
-
-const json& member(const json& j, const char* key) {
-  const json* found = optional_member(j, key);
-  if (found == nullptr) fail(token(key), std::string("missing required member '") + key + "'");
-  return *found;
-}
-
-const json* optional_member(const json& j, const char* key) {
-  if (!j.is_object()) fail("", "expected an object, found " + type_of(j));
-  const auto it = j.find(key);
-  return it == j.end() ? nullptr : &*it;
-}
-
-std::string as_string(const json& j) {
-  if (!j.is_string()) fail("", "expected a string, found " + type_of(j));
-  return j.get<std::string>();
-}
-
-std::uint64_t as_unsigned(const json& j, std::uint64_t max) {
-  if (j.is_number_integer() && !j.is_number_unsigned()) {
-    fail("", "value " + std::to_string(j.get<std::int64_t>()) + " is out of range: expected an integer in [0, " +
-                 std::to_string(max) + "]");
-  }
-  if (!j.is_number_unsigned()) fail("", "expected a non-negative integer, found " + type_of(j));
-  const auto value = j.get<std::uint64_t>();
-  if (value > max) {
-    fail("", "value " + std::to_string(value) + " is out of range: expected an integer in [0, " + std::to_string(max) +
-                 "]");
-  }
-  return value;
-}
-
-std::string get_string(const json& j, const char* key) {
-  const json& value = member(j, key);
-  std::string out;
-  within(token(key), [&] { out = as_string(value); });
-  return out;
-}
-
-std::uint64_t get_unsigned(const json& j, const char* key, std::uint64_t max) {
-  const json& value = member(j, key);
-  std::uint64_t out = 0;
-  within(token(key), [&] { out = as_unsigned(value, max); });
-  return out;
-}
-
-double get_number(const json& j, const char* key) {
-  const json& value = member(j, key);
-  if (!value.is_number()) fail(token(key), "expected a number, found " + type_of(value));
-  return value.get<double>();
-}
-
-bool get_bool(const json& j, const char* key) {
-  const json& value = member(j, key);
-  if (!value.is_boolean()) fail(token(key), "expected true or false, found " + type_of(value));
-  return value.get<bool>();
-}
-
-}  // namespace json_detail
 
 using namespace json_detail;
 
@@ -149,32 +38,6 @@ void write_array(json& j, const char* key, const std::vector<T>& values) {
   j[key] = std::move(array);
 }
 
-Dim3 read_dim(const json& j, const char* key) {
-  const json* value = optional_member(j, key);
-  if (value == nullptr) return Dim3{};
-  Dim3 d;
-  within(token(key), [&] {
-    if (value->is_number()) {
-      d.x = static_cast<std::uint32_t>(as_unsigned(*value, u32_max));
-      return;
-    }
-    if (!value->is_array() || value->empty() || value->size() > 3) {
-      fail("", "expected an integer or an array of 1 to 3 integers, found " + type_of(*value));
-    }
-    std::uint32_t* axes[3] = {&d.x, &d.y, &d.z};
-    for (std::size_t i = 0; i < value->size(); ++i) {
-      within(token(i), [&] { *axes[i] = static_cast<std::uint32_t>(as_unsigned((*value)[i], u32_max)); });
-    }
-  });
-  return d;
-}
-
-json write_dim(const Dim3& d) {
-  if (d.y == 1 && d.z == 1) return d.x;
-  if (d.z == 1) return json::array({d.x, d.y});
-  return json::array({d.x, d.y, d.z});
-}
-
 ScalarType read_scalar_type(const json& j, const char* key) {
   const std::string text = get_string(j, key);
   ScalarType type{};
@@ -193,56 +56,6 @@ std::vector<std::string> read_names(const json& j, const char* key) {
     within(token(key) + token(i), [&] { out.push_back(as_string((*array)[i])); });
   }
   return out;
-}
-
-void read_kernel(const json& j, KernelNodeSpec& k) {
-  expect_object(j, {"name", "kind", "kernel", "grid", "block", "shared_bytes", "args", "after", "reads", "writes"});
-  k.kernel = get_string(j, "kernel");
-  k.launch.grid = read_dim(j, "grid");
-  k.launch.block = read_dim(j, "block");
-  if (optional_member(j, "shared_bytes") != nullptr) {
-    k.launch.shared_bytes = static_cast<std::uint32_t>(get_unsigned(j, "shared_bytes", u32_max));
-  }
-  const json* args = optional_member(j, "args");
-  if (args == nullptr) return;
-  if (!args->is_object()) fail("/args", "expected an object of arguments by parameter name, found " + type_of(*args));
-  for (const auto& item : args->items()) {
-    ArgumentSpec arg{item.key(), ScalarValue{}};
-    const json& v = item.value();
-    within("/args" + token(item.key()), [&] {
-      if (v.is_number_unsigned()) {
-        arg.value = ScalarValue{ScalarValue::Kind::unsigned_integer, 0, v.get<std::uint64_t>(), 0};
-      } else if (v.is_number_integer()) {
-        arg.value = ScalarValue{ScalarValue::Kind::signed_integer, v.get<std::int64_t>(), 0, 0};
-      } else if (v.is_number_float()) {
-        arg.value = ScalarValue{ScalarValue::Kind::floating, 0, 0, v.get<double>()};
-      } else if (v.is_string() || v.is_object()) {
-        BufferRef ref;
-        from_json(v, ref);
-        arg.value = std::move(ref);
-      } else {
-        fail("", "expected a number (scalar parameter) or a buffer name (pointer parameter), found " + type_of(v));
-      }
-    });
-    k.args.push_back(std::move(arg));
-  }
-}
-
-void read_memcpy(const json& j, MemcpyNodeSpec& m) {
-  expect_object(j, {"name", "kind", "dst", "src", "bytes", "after", "reads", "writes"});
-  within("/dst", [&] { from_json(member(j, "dst"), m.dst); });
-  within("/src", [&] { from_json(member(j, "src"), m.src); });
-  m.bytes = get_unsigned(j, "bytes", json_max_buffer_bytes);
-}
-
-void read_memset(const json& j, MemsetNodeSpec& m) {
-  expect_object(j, {"name", "kind", "dst", "value", "element_size", "count", "after", "reads", "writes"});
-  within("/dst", [&] { from_json(member(j, "dst"), m.dst); });
-  m.value = static_cast<std::uint32_t>(get_unsigned(j, "value", u32_max));
-  if (optional_member(j, "element_size") != nullptr) {
-    m.element_size = static_cast<std::uint32_t>(get_unsigned(j, "element_size", 4));
-  }
-  m.count = get_unsigned(j, "count", json_max_buffer_bytes);
 }
 
 }  // namespace
@@ -375,62 +188,13 @@ void from_json(const json& j, AccessSpec& v) {
   if (optional_member(j, "bytes") != nullptr) v.bytes = get_unsigned(j, "bytes", json_max_buffer_bytes);
 }
 
-namespace {
-
-struct WriteOp {
-  json& j;
-  void operator()(const KernelNodeSpec& k) const {
-    j["kind"] = "kernel";
-    j["kernel"] = k.kernel;
-    j["grid"] = write_dim(k.launch.grid);
-    j["block"] = write_dim(k.launch.block);
-    if (k.launch.shared_bytes != 0) j["shared_bytes"] = k.launch.shared_bytes;
-    json args = json::object();
-    for (const ArgumentSpec& a : k.args) {
-      if (const auto* ref = std::get_if<BufferRef>(&a.value)) {
-        args[a.param] = *ref;
-        continue;
-      }
-      const auto& s = std::get<ScalarValue>(a.value);
-      switch (s.kind) {
-        case ScalarValue::Kind::signed_integer:
-          args[a.param] = s.i;
-          break;
-        case ScalarValue::Kind::unsigned_integer:
-          args[a.param] = s.u;
-          break;
-        case ScalarValue::Kind::floating:
-          args[a.param] = s.f;
-          break;
-      }
-    }
-    j["args"] = std::move(args);
-  }
-  void operator()(const MemcpyNodeSpec& m) const {
-    j["kind"] = "memcpy";
-    j["dst"] = m.dst;
-    j["src"] = m.src;
-    j["bytes"] = m.bytes;
-  }
-  void operator()(const MemsetNodeSpec& m) const {
-    j["kind"] = "memset";
-    j["dst"] = m.dst;
-    j["value"] = m.value;
-    j["element_size"] = m.element_size;
-    j["count"] = m.count;
-  }
-  void operator()(const EmptyNodeSpec&) const { j["kind"] = "empty"; }
-  void operator()(const HostNodeSpec& h) const {
-    j["kind"] = "host";
-    j["function"] = h.function;
-  }
-};
-
-}  // namespace
-
 void to_json(json& j, const NodeSpec& v) {
-  j = json{{"name", v.name}};
-  std::visit(WriteOp{j}, v.op);
+  j = json{{"name", v.name}, {"kind", v.kind}};
+  for (const auto& item : v.fields.items()) j[item.key()] = item.value();
+  io::with_kind(v.kind, [&](auto tag) {
+    const std::vector<const char*> members = io::json_bodies(tag);
+    for (std::size_t b = 0; b < members.size() && b < v.bodies.size(); ++b) j[members[b]] = v.bodies[b];
+  });
   if (!v.after.empty()) j["after"] = v.after;
   write_array(j, "reads", v.reads);
   write_array(j, "writes", v.writes);
@@ -439,25 +203,19 @@ void to_json(json& j, const NodeSpec& v) {
 void from_json(const json& j, NodeSpec& v) {
   v = NodeSpec{};
   v.name = get_string(j, "name");
-  const std::string kind = get_string(j, "kind");
-  if (kind == "kernel") {
-    v.op = KernelNodeSpec{};
-    read_kernel(j, std::get<KernelNodeSpec>(v.op));
-  } else if (kind == "memcpy") {
-    v.op = MemcpyNodeSpec{};
-    read_memcpy(j, std::get<MemcpyNodeSpec>(v.op));
-  } else if (kind == "memset") {
-    v.op = MemsetNodeSpec{};
-    read_memset(j, std::get<MemsetNodeSpec>(v.op));
-  } else if (kind == "empty") {
-    expect_object(j, {"name", "kind", "after", "reads", "writes"});
-    v.op = EmptyNodeSpec{};
-  } else if (kind == "host") {
-    expect_object(j, {"name", "kind", "function", "after", "reads", "writes"});
-    v.op = HostNodeSpec{get_string(j, "function")};
-  } else {
-    fail("/kind", "unknown node kind '" + kind + "' (expected kernel, memcpy, memset, empty or host)");
-  }
+  v.kind = get_string(j, "kind");
+  const bool known = io::with_kind(v.kind, [&](auto tag) {
+    // The members a node of this kind may have: everyone's, its schema's and its bodies'.
+    const json schema = io::json_schema(tag);
+    std::vector<std::string_view> allowed = {"name", "kind", "after", "reads", "writes"};
+    for (const auto& item : schema.at("properties").items()) allowed.push_back(item.key());
+    const std::vector<const char*> bodies = io::json_bodies(tag);
+    allowed.insert(allowed.end(), bodies.begin(), bodies.end());
+    expect_object(j, allowed);
+    v.fields = io::read_json(tag, j);
+    for (const char* member : bodies) v.bodies.push_back(read_array<NodeSpec>(j, member));
+  });
+  if (!known) fail("/kind", "unknown node kind '" + v.kind + "' (expected " + io::kind_names() + ")");
   v.after = read_names(j, "after");
   v.reads = read_array<AccessSpec>(j, "reads");
   v.writes = read_array<AccessSpec>(j, "writes");

@@ -1,0 +1,20 @@
+#pragma once
+/// \file eager.hpp
+/// \brief The graph's work launched node by node on a stream: the baseline that graph replay is
+/// compared with (samples, benchmarks) and checked against (the differential test).
+
+#include <cuda_runtime_api.h>
+
+#include "flowdsl/graph.hpp"
+
+namespace flowdsl {
+
+/// \brief Enqueues every node of `graph` in plan order on `stream`, one CUDA call per node
+/// (cudaLaunchKernel, cudaMemcpyAsync, cudaMemsetAsync, cudaLaunchHostFunc); a node holding
+/// bodies runs them in its place. A memset of 2- or 4-byte elements whose bytes differ runs
+/// as a one-node graph (the runtime API has no such memset).
+/// \throws ValidationError when the graph is invalid
+/// \throws CudaError naming the node whose call failed
+void launch_eagerly(const Graph& graph, cudaStream_t stream);
+
+}  // namespace flowdsl

@@ -1,0 +1,204 @@
+#pragma once
+/// \file kinds/kernel.hpp
+/// \brief Kernel nodes: the operation, the typed and registered handles, and `Graph::kernel`.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "flowdsl/node_handle.hpp"
+#include "flowdsl/node_parts.hpp"
+#include "flowdsl/registry.hpp"
+
+namespace flowdsl {
+
+/// \brief Launch of a `__global__` function.
+/// Structure: function, launch. Parameters: args.
+struct KernelOp {
+  static constexpr std::string_view kind = "kernel";
+  static constexpr std::uint32_t body_count = 0;
+  template <class Builder>
+  class Factory;
+
+  const void* function = nullptr;  ///< the kernel's host stub address (its identity)
+  std::string kernel_name;         ///< for messages and dumps; may be empty
+  LaunchShape launch;
+  bool grid_set = false;           ///< grid() or launch() was called: there is no default grid
+  bool block_set = false;          ///< block() or launch() was called: there is no default block
+  ArgumentPack args;
+};
+
+namespace detail {
+/// The registered name of `function` in KernelRegistry::global(), or empty.
+std::string registered_name(const void* function);
+}  // namespace detail
+
+/// \brief What the two kernel handles share: the launch shape (structure).
+template <class Derived>
+class KernelHandleBase : public NodeHandleBase<Derived> {
+ public:
+  using NodeHandleBase<Derived>::NodeHandleBase;
+
+  /// \brief Grid dimensions (blocks). Structure: a change selects another executable.
+  Derived& grid(Dim3 grid) {
+    op().launch.grid = grid;
+    op().grid_set = true;
+    return this->self();
+  }
+  /// \brief Block dimensions (threads). Structure.
+  Derived& block(Dim3 block) {
+    op().launch.block = block;
+    op().block_set = true;
+    return this->self();
+  }
+  /// \brief Dynamic shared memory per block in bytes. Structure.
+  Derived& shared_memory(std::uint32_t bytes) {
+    op().launch.shared_bytes = bytes;
+    return this->self();
+  }
+  /// \brief Grid, block and dynamic shared memory at once. Structure.
+  Derived& launch(Dim3 grid, Dim3 block, std::uint32_t shared_bytes = 0) {
+    op().launch = LaunchShape{grid, block, shared_bytes};
+    op().grid_set = op().block_set = true;
+    return this->self();
+  }
+
+ protected:
+  KernelOp& op() { return detail::structure<KernelOp>(*this->state_, this->id_); }
+};
+
+/// \brief Handle to a kernel node whose kernel takes `Params...`.
+template <class... Params>
+class KernelNode : public KernelHandleBase<KernelNode<Params...>> {
+  using Base = KernelHandleBase<KernelNode<Params...>>;
+
+ public:
+  using Base::Base;
+
+  /// \brief Binds every argument. Count and types are checked against the kernel's signature
+  /// at compile time. Parameters: the next launch updates this node in place.
+  template <class... Args>
+  KernelNode& args(Args&&... values) {
+    static_assert(sizeof...(Args) == sizeof...(Params),
+                  "flowdsl: args(...) must be given exactly one value per kernel parameter");
+    static_assert((std::is_convertible_v<Args&&, Params> && ...),
+                  "flowdsl: an argument given to args(...) does not convert to the kernel's parameter type");
+    KernelOp& op = detail::parameters<KernelOp>(*this->state_, this->id_);
+    set_all(op.args, std::index_sequence_for<Params...>{}, std::forward<Args>(values)...);
+    return *this;
+  }
+
+  /// \brief Binds argument `Index` alone, e.g. `k.arg<1>(alpha)`. Parameters.
+  template <std::size_t Index, class Arg>
+  KernelNode& arg(Arg&& value) {
+    static_assert(Index < sizeof...(Params), "flowdsl: arg<Index>: the kernel has fewer parameters");
+    using Param = std::tuple_element_t<Index, std::tuple<Params...>>;
+    static_assert(std::is_convertible_v<Arg&&, Param>,
+                  "flowdsl: the value given to arg<Index>(...) does not convert to that kernel parameter's type");
+    const Param converted = static_cast<Param>(std::forward<Arg>(value));
+    detail::parameters<KernelOp>(*this->state_, this->id_).args.set(Index, &converted, sizeof(Param));
+    return *this;
+  }
+
+ private:
+  template <std::size_t... I, class... Args>
+  static void set_all(ArgumentPack& pack, std::index_sequence<I...>, Args&&... values) {
+    (set_one<I>(pack, std::forward<Args>(values)), ...);
+  }
+  template <std::size_t I, class Arg>
+  static void set_one(ArgumentPack& pack, Arg&& value) {
+    using Param = std::tuple_element_t<I, std::tuple<Params...>>;
+    const Param converted = static_cast<Param>(std::forward<Arg>(value));
+    pack.set(I, &converted, sizeof(Param));
+  }
+};
+
+/// \brief Handle to a kernel node of a registered kernel (KernelInfo): the launch shape as for
+/// KernelNode, arguments set by parameter name and checked against the registered types at run
+/// time. This is how graphs read from JSON are built.
+class RegisteredKernelNode : public KernelHandleBase<RegisteredKernelNode> {
+ public:
+  RegisteredKernelNode(detail::GraphState* state, NodeId id, const KernelInfo* kernel)
+      : KernelHandleBase(state, id), kernel_(kernel) {}
+
+  /// \brief The registered kernel this node launches.
+  const KernelInfo& kernel() const noexcept { return *kernel_; }
+
+  /// \brief Binds the parameter called `param` to `value`. Parameters.
+  ///
+  /// `T` must be exactly the parameter's type (i32 is `std::int32_t`, f16 is `__half` or
+  /// `flowdsl::half`, ...); a pointer parameter takes a pointer to its element type (a `const`
+  /// parameter also takes a pointer to non-const).
+  /// \throws UsageError naming the node and the parameter when there is no such parameter or
+  ///         the type differs.
+  template <class T>
+  RegisteredKernelNode& set(std::string_view param, T value) {
+    static_assert(std::is_trivially_copyable_v<T>, "flowdsl: kernel arguments must be trivially copyable");
+    const std::size_t index = check_param(param, param_type_of<T>());
+    return set_slot(index, &value, sizeof(T));
+  }
+
+  /// \brief Binds the parameter called `param` to the `size` bytes at `value` (its
+  /// representation: a device address for pointers, the little-endian scalar otherwise).
+  /// Parameters.
+  /// \throws UsageError naming the node and the parameter when there is no such parameter or
+  ///         `size` is not the parameter's size.
+  RegisteredKernelNode& set_bytes(std::string_view param, const void* value, std::size_t size);
+
+ private:
+  std::size_t index_of(std::string_view param) const;
+  std::size_t check_param(std::string_view param, const ParamType& given) const;
+  RegisteredKernelNode& set_slot(std::size_t index, const void* value, std::size_t size);
+
+  const KernelInfo* kernel_;
+};
+
+/// \brief `kernel(...)` on graphs and bodies.
+template <class Builder>
+class KernelOp::Factory {
+ public:
+  /// \brief Declares a kernel node launching `function` (a `__global__` function). Set its launch
+  /// shape (grid() and block(), or launch()) and bind its arguments with args().
+  /// \param name unique node name within its body
+  /// \param function the kernel
+  /// \param kernel_name the kernel's name, for messages and dumps; by default the name it is
+  ///        registered under in KernelRegistry::global(), if any
+  template <class... Params>
+  KernelNode<Params...> kernel(std::string name, void (*function)(Params...), std::string kernel_name = {}) {
+    static_assert((std::is_trivially_copyable_v<Params> && ...),
+                  "flowdsl: kernel parameters must be trivially copyable (CUDA copies them by value)");
+    KernelOp op;
+    op.function = reinterpret_cast<const void*>(function);
+    op.kernel_name = kernel_name.empty() ? detail::registered_name(op.function) : std::move(kernel_name);
+    (append_slot<Params>(op.args), ...);
+    return builder().template add<KernelNode<Params...>>(std::move(name), std::move(op));
+  }
+
+  /// \brief Declares a kernel node launching the registered kernel `kernel`, whose parameters
+  /// start unset. The node's kernel_name is the registered name. `kernel` must outlive the
+  /// graph (entries of a KernelRegistry do).
+  RegisteredKernelNode kernel(std::string name, const KernelInfo& kernel) {
+    KernelOp op;
+    op.function = kernel.function;
+    op.kernel_name = kernel.name;
+    for (const KernelParam& p : kernel.params) {
+      const unsigned char zero[16] = {};
+      op.args.append(zero, p.type.size(), p.type.align(), /*bound=*/false);
+    }
+    return builder().template add<RegisteredKernelNode>(std::move(name), std::move(op), &kernel);
+  }
+
+ private:
+  Builder& builder() { return static_cast<Builder&>(*this); }
+  template <class T>
+  static void append_slot(ArgumentPack& pack) {
+    const T zero{};
+    pack.append(&zero, sizeof(T), alignof(T), /*bound=*/false);
+  }
+};
+
+}  // namespace flowdsl

@@ -1,0 +1,49 @@
+#pragma once
+/// \file kinds/memcpy.hpp
+/// \brief Memcpy nodes: 1-D copies between any two memories CUDA can address.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "flowdsl/node_handle.hpp"
+
+namespace flowdsl {
+
+/// \brief 1-D copy between any two memories CUDA can address (host↔device, device↔device);
+/// the direction is inferred from the pointers (cudaMemcpyDefault).
+/// Parameters: dst, src, bytes.
+struct MemcpyOp {
+  static constexpr std::string_view kind = "memcpy";
+  static constexpr std::uint32_t body_count = 0;
+  template <class Builder>
+  class Factory;
+
+  void* dst = nullptr;
+  const void* src = nullptr;
+  std::size_t bytes = 0;
+};
+
+/// \brief Handle to a memcpy node.
+class MemcpyNode : public NodeHandleBase<MemcpyNode> {
+ public:
+  using NodeHandleBase::NodeHandleBase;
+  /// \brief New destination, source and size. Parameters.
+  MemcpyNode& set(void* dst, const void* src, std::size_t bytes) {
+    detail::parameters<MemcpyOp>(*state_, id_) = MemcpyOp{dst, src, bytes};
+    return *this;
+  }
+};
+
+/// \brief `memcpy(...)` on graphs and bodies.
+template <class Builder>
+class MemcpyOp::Factory {
+ public:
+  /// \brief Declares a 1-D copy of `bytes` bytes from `src` to `dst` (any direction).
+  MemcpyNode memcpy(std::string name, void* dst, const void* src, std::size_t bytes) {
+    return static_cast<Builder&>(*this).template add<MemcpyNode>(std::move(name), MemcpyOp{dst, src, bytes});
+  }
+};
+
+}  // namespace flowdsl

@@ -1,0 +1,125 @@
+#pragma once
+/// \file node_handle.hpp
+/// \brief Node handles: cheap, copyable references to a node of a Graph, through which edges,
+/// declared accesses and (in each kind's own handle) parameters are set.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "flowdsl/node_parts.hpp"
+
+namespace flowdsl {
+
+class Body;
+
+namespace detail {
+
+/// The state behind a Graph (src/builder/graph_state.hpp). Handles point at it, so they survive
+/// moves of the Graph that owns it.
+class GraphState;
+
+void add_edge(GraphState& state, NodeRef from, NodeRef to);
+/// Resolves `name` among the nodes of the body that holds node `beside`.
+NodeRef resolve(const GraphState& state, NodeId beside, std::string_view name);
+const std::string& node_name(const GraphState& state, NodeId id);
+void add_access(GraphState& state, NodeId id, Access access);
+/// Body `index` of node `id`, for declaring nodes in it.
+/// \throws UsageError naming the node when it has no such body.
+Body body_of(GraphState& state, NodeId id, std::uint32_t index);
+
+/// The operation of node `id`, for a change of its structure (a new topology). Defined in
+/// kinds.hpp, once every kind is known.
+template <class Op>
+Op& structure(GraphState& state, NodeId id);
+/// The operation of node `id`, for a change of its parameters (updated in place by the next
+/// launch).
+template <class Op>
+Op& parameters(GraphState& state, NodeId id);
+
+template <class T>
+struct always_false : std::false_type {};
+
+}  // namespace detail
+
+/// \brief Something an edge can point at: a node handle of the same graph or a node name.
+/// A name that is not declared yet is resolved when the graph is validated.
+class Target {
+ public:
+  Target(const char* name) : name_(name) {}
+  Target(std::string_view name) : name_(name) {}
+  Target(const std::string& name) : name_(name) {}
+  template <class Handle, class = decltype(std::declval<const Handle&>().id())>
+  Target(const Handle& handle) : state_(handle.state_), id_(handle.id()) {}
+
+  /// \brief The reference this target makes from node `beside` of `graph`.
+  /// \throws UsageError for a handle of another graph.
+  NodeRef ref(const detail::GraphState& graph, NodeId beside) const;
+
+ private:
+  const detail::GraphState* state_ = nullptr;
+  NodeId id_ = no_node;
+  std::string_view name_;
+};
+
+/// \brief Operations every node handle has. Handles are cheap to copy and stay valid while
+/// the Graph (or, after a move, its new owner) lives.
+template <class Derived>
+class NodeHandleBase {
+ public:
+  NodeId id() const noexcept { return id_; }
+  const std::string& name() const { return detail::node_name(*state_, id_); }
+
+  /// \brief This node runs after every node given (handles or names of the same body).
+  template <class... Ts>
+  Derived& after(const Ts&... predecessors) {
+    (detail::add_edge(*state_, Target(predecessors).ref(*state_, id_), NodeRef{id_, {}}), ...);
+    return self();
+  }
+  /// \brief Every node given (handles or names of the same body) runs after this one.
+  template <class... Ts>
+  Derived& before(const Ts&... successors) {
+    (detail::add_edge(*state_, NodeRef{id_, {}}, Target(successors).ref(*state_, id_)), ...);
+    return self();
+  }
+  /// \brief Declares that this node reads [ptr, ptr + bytes) (bytes = 0: extent unknown).
+  Derived& reads(const void* ptr, std::size_t bytes = 0) { return access(ptr, bytes, AccessMode::read); }
+  /// \brief Declares that this node writes [ptr, ptr + bytes) (bytes = 0: extent unknown).
+  Derived& writes(const void* ptr, std::size_t bytes = 0) { return access(ptr, bytes, AccessMode::write); }
+
+  /// \brief Body `index` of this node (child graphs have one), to declare nodes in it.
+  /// \throws UsageError when the node's kind has no such body.
+  Body body(std::uint32_t index = 0) const;
+
+  NodeHandleBase(detail::GraphState* state, NodeId id) : state_(state), id_(id) {}
+
+ protected:
+  Derived& self() { return static_cast<Derived&>(*this); }
+  Derived& access(const void* ptr, std::size_t bytes, AccessMode mode) {
+    detail::add_access(*state_, id_, Access{ptr, bytes, mode});
+    return self();
+  }
+
+  detail::GraphState* state_;
+  NodeId id_;
+
+ private:
+  friend class Target;
+  template <class>
+  friend class NodeHandleBase;
+  friend class NodeHandle;
+};
+
+/// \brief Handle to any node (empty nodes, lookups by name).
+class NodeHandle : public NodeHandleBase<NodeHandle> {
+ public:
+  NodeHandle(detail::GraphState* state, NodeId id) : NodeHandleBase(state, id) {}
+  /// \brief Any typed handle converts to the plain one.
+  template <class Derived>
+  NodeHandle(const NodeHandleBase<Derived>& typed) : NodeHandleBase(typed.state_, typed.id_) {}
+};
+
+}  // namespace flowdsl

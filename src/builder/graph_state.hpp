@@ -1,0 +1,60 @@
+// The state behind a Graph: its description, the index of names, the parameter change log and
+// the slot of the derived plan.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "flowdsl/graph.hpp"
+
+namespace flowdsl::detail {
+
+class GraphState {
+ public:
+  GraphState();
+  GraphState(const GraphState& other);
+  GraphState& operator=(const GraphState&) = delete;
+
+  NodeId add_node(std::string name, Operation op, NodeId parent, std::uint32_t body);
+  void add_edge(NodeRef from, NodeRef to);
+  /// Node `id`, for changes of its accesses (not part of the topology or the parameters).
+  Node& node(NodeId id) { return description_.nodes[id]; }
+  /// Operation of node `id`, for a change of its structure (drops the plan).
+  Operation& structure(NodeId id);
+  /// Operation of node `id`, for a change of its parameters (recorded for the next update).
+  Operation& parameters(NodeId id);
+
+  const Description& description() const noexcept { return description_; }
+  std::shared_ptr<const Plan>& plan() const { return plan_; }
+  std::uint64_t uid() const noexcept { return uid_; }
+  std::uint64_t parameter_version() const noexcept { return version_; }
+  void changes_since(std::uint64_t version, std::vector<NodeId>& out) const;
+  /// The first node named `name` in body `body` of `parent`; no_node when absent.
+  NodeId find(std::string_view name, NodeId parent, std::uint32_t body) const;
+
+ private:
+  struct Change {
+    std::uint64_t version;
+    NodeId node;
+  };
+  void compact_changes();
+  void index_names() const;
+
+  Description description_;
+  /// First node declared with each name: at the top level, and within each body. Indexed lazily
+  /// (up to names_indexed_) on the first lookup by name, so graphs wired by handles never pay.
+  mutable std::unordered_map<std::string, NodeId> top_names_;
+  mutable std::map<std::tuple<NodeId, std::uint32_t, std::string>, NodeId, std::less<>> body_names_;
+  mutable NodeId names_indexed_ = 0;
+  std::uint64_t uid_;
+  std::uint64_t version_ = 0;                ///< bumped on every parameter change
+  std::vector<std::uint64_t> node_version_;  ///< per node: version of its last change
+  std::vector<Change> changes_;              ///< ascending versions; compacted
+  mutable std::shared_ptr<const Plan> plan_; ///< derived from the topology; dropped on changes
+};
+
+}  // namespace flowdsl::detail

@@ -1,0 +1,123 @@
+// DOT dumps: a rendering of the description (no plan needed), so that invalid graphs can be
+// looked at too. Each kind labels and colours its own nodes (src/kinds/<kind>/io.cpp).
+#include "flowdsl/dot.hpp"
+
+#include <map>
+#include <tuple>
+#include <unordered_map>
+
+#include "dot_text.hpp"
+#include "io_facets.hpp"
+
+namespace flowdsl {
+namespace {
+
+using io::escape_into;
+
+
+class DotWriter {
+ public:
+  DotWriter(const Description& d, const DotOptions& options) : d_(d), options_(options) {
+    for (NodeId id = 0; id < d.nodes.size(); ++id) {
+      const Node& n = d.nodes[id];
+      members_[{n.parent, n.body}].push_back(id);
+      names_.emplace(std::make_tuple(n.parent, n.body, std::string_view(n.name)), id);
+    }
+  }
+
+  std::string run() {
+    out_ = "digraph flowdsl {\n  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\"];\n";
+    if (options_.last_launch) {
+      std::string title = std::string("last launch: ") + to_string(options_.last_launch->kind);
+      if (options_.last_launch->kind == LaunchKind::updated) {
+        title += " (" + std::to_string(options_.last_launch->nodes_updated) + " nodes)";
+      }
+      out_ += "  labelloc=t;\n  label=" + io::quoted(title) + ";\n";
+    }
+    body(no_node, 0, "  ");
+    edges();
+    return out_ + "}\n";
+  }
+
+ private:
+  // The nodes of one body, each followed by the clusters of its own bodies.
+  void body(NodeId parent, std::uint32_t index, const std::string& indent) {
+    const auto it = members_.find({parent, index});
+    if (it == members_.end()) return;
+    for (NodeId id : it->second) {
+      node(id, indent);
+      const std::uint32_t bodies = body_count(d_.nodes[id].op);
+      for (std::uint32_t b = 0; b < bodies; ++b) cluster(id, b, indent);
+    }
+  }
+
+  void node(NodeId id, const std::string& indent) {
+    const Node& n = d_.nodes[id];
+    std::vector<std::string> lines{n.name};
+    io::DotLabel label{options_, lines};
+    const char* colour = "white";
+    std::visit([&](const auto& op) {
+      io::dot_label(op, label);
+      colour = io::dot_colour(io::Tag<std::decay_t<decltype(op)>>{});
+    }, n.op);
+    std::string text = "\"";
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      if (i) text += "\\n";
+      escape_into(text, lines[i]);
+    }
+    out_ += indent + "n" + std::to_string(id) + " [label=" + text + "\", fillcolor=" + colour + "];\n";
+  }
+
+  // Body `b` of node `id` as a cluster, tied to the node by dotted lines to the body's nodes.
+  void cluster(NodeId id, std::uint32_t b, const std::string& indent) {
+    const std::string name = "cluster_n" + std::to_string(id) + "_" + std::to_string(b);
+    const std::string title = node_path(d_, id) + (body_count(d_.nodes[id].op) > 1 ? " body " + std::to_string(b) : "");
+    out_ += indent + "subgraph " + name + " {\n" + indent + "  label=" + io::quoted(title) + ";\n" + indent +
+            "  style=\"rounded,dashed\";\n";
+    body(id, b, indent + "  ");
+    out_ += indent + "}\n";
+    const auto it = members_.find({id, b});
+    if (it == members_.end()) return;
+    for (NodeId inner : it->second) {
+      out_ += indent + "n" + std::to_string(id) + " -> n" + std::to_string(inner) +
+              " [style=dotted, arrowhead=none, color=gray];\n";
+    }
+  }
+
+  void edges() {
+    std::unordered_map<std::string, std::string> missing;  // undeclared name -> DOT id
+    const auto endpoint = [&](const NodeRef& ref, NodeId beside) -> std::string {
+      if (ref.id != no_node) return "n" + std::to_string(ref.id);
+      const NodeId parent = beside == no_node ? no_node : d_.nodes[beside].parent;
+      const std::uint32_t index = beside == no_node ? 0 : d_.nodes[beside].body;
+      if (const auto it = names_.find(std::make_tuple(parent, index, std::string_view(ref.name))); it != names_.end()) {
+        return "n" + std::to_string(it->second);
+      }
+      auto [it, added] = missing.emplace(ref.name, "missing" + std::to_string(missing.size()));
+      if (added) {
+        out_ += "  " + it->second + " [label=" + io::quoted(ref.name + "\n(undeclared)") +
+                ", style=dashed, color=red, fillcolor=white];\n";
+      }
+      return it->second;
+    };
+    for (const Edge& e : d_.edges) {
+      const std::string from = endpoint(e.from, e.to.id);
+      const std::string to = endpoint(e.to, e.from.id);
+      out_ += "  " + from + " -> " + to + ";\n";
+    }
+  }
+
+  const Description& d_;
+  const DotOptions& options_;
+  std::map<std::pair<NodeId, std::uint32_t>, std::vector<NodeId>> members_;  ///< per body, in declaration order
+  std::map<std::tuple<NodeId, std::uint32_t, std::string_view>, NodeId> names_;  ///< first node of each name, per body
+  std::string out_;
+};
+
+}  // namespace
+
+std::string to_dot(const Graph& graph, const DotOptions& options) {
+  return DotWriter(graph.description(), options).run();
+}
+
+}  // namespace flowdsl

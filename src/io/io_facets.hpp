@@ -1,0 +1,99 @@
+// What the JSON reader, binder, writer and schema and the DOT writer need of every node kind.
+// Declared here for every kind of the list (FLOWDSL_NODE_KINDS); each kind defines them in
+// src/kinds/<kind>/io.cpp.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flowdsl/dot.hpp"
+#include "flowdsl/json.hpp"
+#include "json_support.hpp"
+
+namespace flowdsl::io {
+
+using nlohmann::json;
+
+/// Names a kind where there is no operation to name it by (reading, schema, colour).
+template <class Op>
+struct Tag {};
+
+/// Binding one node of a graph file: where its problems go, the buffers it may point into,
+/// the kernels and host functions it may name, and the body its node is declared in.
+class NodeBinder {
+ public:
+  virtual ~NodeBinder() = default;
+  /// Where the node is declared.
+  virtual Body& builder() = 0;
+  /// The node's JSON pointer ("/nodes/3", "/nodes/2/nodes/0").
+  virtual const std::string& pointer() const = 0;
+  /// Records a problem at the node's pointer + `suffix`.
+  virtual void problem(const std::string& suffix, std::string message) = 0;
+  /// The buffer `ref` names, or null (and a problem at `suffix`).
+  virtual const BufferSpec* buffer(const BufferRef& ref, const std::string& suffix) = 0;
+  /// The address of `ref` when `bytes` bytes from it fit in its buffer and it is aligned to
+  /// `align`; null (and a problem at `suffix`) otherwise.
+  virtual void* address(const BufferRef& ref, std::uint64_t bytes, std::uint64_t align, const std::string& suffix) = 0;
+  virtual const KernelRegistry& registry() const = 0;
+  virtual const GraphSpec& spec() const = 0;
+  virtual const HostFunctions& hosts() const = 0;
+};
+
+/// Describing one node of a C++-built graph: pointers become buffer references.
+class NodeDescriber {
+ public:
+  virtual ~NodeDescriber() = default;
+  /// The buffer and offset holding `ptr`; an empty buffer name (and a problem) when none does.
+  virtual BufferRef locate(const void* ptr, const std::string& suffix) = 0;
+  virtual void problem(const std::string& suffix, std::string message) = 0;
+  virtual const KernelRegistry& registry() const = 0;
+  virtual const HostFunctions& hosts() const = 0;
+};
+
+/// The lines of one node's DOT label, and what the label may show.
+struct DotLabel {
+  const DotOptions& options;
+  std::vector<std::string>& lines;
+};
+
+#define FLOWDSL_IO_FACETS(Op)                                                                  \
+  /* The members holding the kind's bodies, one per body ({} without bodies). */              \
+  std::vector<const char*> json_bodies(Tag<Op>);                                              \
+  /* The JSON Schema of the kind's own members: {"required": [...], "properties": {...}}. */  \
+  json json_schema(Tag<Op>);                                                                  \
+  /* Checks the kind's members of `node` and returns them; JsonError relative to the node. */ \
+  json read_json(Tag<Op>, const json& node);                                                  \
+  /* Declares the node from its members; null after reporting problems to `binder`. */       \
+  std::optional<NodeHandle> bind_json(Tag<Op>, const std::string& name, const json& fields, NodeBinder& binder); \
+  /* The kind's members for an operation of a C++-built graph. */                            \
+  json describe_json(const Op&, NodeDescriber&);                                              \
+  /* The label lines after the node's name. */                                               \
+  void dot_label(const Op&, DotLabel&);                                                       \
+  /* The fill colour of the kind's nodes. */                                                 \
+  const char* dot_colour(Tag<Op>);
+FLOWDSL_NODE_KINDS(FLOWDSL_IO_FACETS)
+#undef FLOWDSL_IO_FACETS
+
+/// Calls `f(Tag<Op>{})` for the kind named `kind`; false when no kind has that name.
+template <class F>
+bool with_kind(std::string_view kind, F&& f) {
+  bool found = false;
+  const auto visit = [&](auto tag, std::string_view name) {
+    if (!found && name == kind) {
+      found = true;
+      f(tag);
+    }
+  };
+#define FLOWDSL_IO_VISIT(Op) visit(Tag<Op>{}, Op::kind);
+  FLOWDSL_NODE_KINDS(FLOWDSL_IO_VISIT)
+#undef FLOWDSL_IO_VISIT
+  return found;
+}
+
+/// "kernel, memcpy, ..." in the order of the list.
+std::string kind_names();
+
+}  // namespace flowdsl::io

@@ -1,0 +1,203 @@
+// Binding a graph spec to buffers: buffers, dependencies and bodies are resolved here, each
+// kind binds its own members (src/kinds/<kind>/io.cpp); every problem is collected at its JSON
+// pointer, core validation included.
+#include <algorithm>
+#include <cstring>
+#include <unordered_map>
+
+#include "flowdsl/json.hpp"
+#include "io_facets.hpp"
+
+namespace flowdsl {
+namespace {
+
+// Builds a Graph from a spec, collecting problems instead of stopping at the first.
+class Binder final : public io::NodeBinder {
+ public:
+  Binder(const GraphSpec& spec, const BufferAddresses& addresses, const KernelRegistry& registry,
+         const HostFunctions& hosts)
+      : spec_(spec), addresses_(addresses), registry_(registry), hosts_(hosts) {}
+
+  Graph run(const std::string& source) {
+    index_buffers();
+    Body top(&graph_.state(), no_node, 0);
+    add_nodes(spec_.nodes, top, "/nodes", "");
+    if (problems_.empty()) validate();
+    if (!problems_.empty()) throw JsonError(std::move(problems_), source);
+    return std::move(graph_);
+  }
+
+  // io::NodeBinder, for the node being bound.
+  Body& builder() override { return *body_; }
+  const std::string& pointer() const override { return pointer_; }
+  void problem(const std::string& suffix, std::string message) override {
+    problems_.push_back(JsonProblem{pointer_ + suffix, std::move(message)});
+  }
+  const BufferSpec* buffer(const BufferRef& ref, const std::string& suffix) override {
+    const auto it = buffers_.find(ref.buffer);
+    if (it == buffers_.end()) {
+      problem(suffix, "unknown buffer '" + ref.buffer + "'");
+      return nullptr;
+    }
+    return it->second;
+  }
+  void* address(const BufferRef& ref, std::uint64_t bytes, std::uint64_t align, const std::string& suffix) override {
+    const BufferSpec* b = buffer(ref, suffix);
+    if (b == nullptr) return nullptr;
+    if (ref.offset > b->bytes() || bytes > b->bytes() - ref.offset) {
+      problem(suffix, "out of range: " + std::to_string(bytes) + " bytes at offset " + std::to_string(ref.offset) +
+                          " overrun buffer '" + b->name + "' of " + std::to_string(b->bytes()) + " bytes");
+      return nullptr;
+    }
+    if (align > 1 && ref.offset % align != 0) {
+      problem(suffix, "offset " + std::to_string(ref.offset) + " into buffer '" + b->name + "' is not a multiple of " +
+                          std::to_string(align) + " bytes");
+      return nullptr;
+    }
+    const auto found = addresses_.find(ref.buffer);
+    if (found == addresses_.end()) return nullptr;  // reported by index_buffers
+    return static_cast<unsigned char*>(found->second) + ref.offset;
+  }
+  const KernelRegistry& registry() const override { return registry_; }
+  const GraphSpec& spec() const override { return spec_; }
+  const HostFunctions& hosts() const override { return hosts_; }
+
+ private:
+  void index_buffers() {
+    for (std::size_t i = 0; i < spec_.buffers.size(); ++i) {
+      const BufferSpec& b = spec_.buffers[i];
+      if (!buffers_.emplace(b.name, &b).second) {
+        problems_.push_back({"/buffers/" + std::to_string(i) + "/name", "buffer '" + b.name + "' is declared twice"});
+      } else if (addresses_.find(b.name) == addresses_.end()) {
+        problems_.push_back({"/buffers/" + std::to_string(i), "no device address was given for buffer '" + b.name + "'"});
+      }
+    }
+  }
+
+  // Declares `nodes` (the array at `array`) in `body`, then their bodies, then their edges.
+  void add_nodes(const std::vector<NodeSpec>& nodes, Body& body, const std::string& array, const std::string& path) {
+    std::vector<std::optional<NodeHandle>> handles(nodes.size());
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      const NodeSpec& node = nodes[i];
+      body_ = &body;
+      pointer_ = array + "/" + std::to_string(i);
+      const std::string node_path = path.empty() ? node.name : path + "/" + node.name;
+      pointers_.emplace(node_path, pointer_);
+      std::vector<const char*> members;
+      const bool known = io::with_kind(node.kind, [&](auto tag) {
+        handles[i] = io::bind_json(tag, node.name, node.fields, *this);
+        members = io::json_bodies(tag);
+      });
+      if (!known) problem("/kind", "unknown node kind '" + node.kind + "' (expected " + io::kind_names() + ")");
+      if (!handles[i]) continue;
+      add_accesses(node, *handles[i]);
+      const std::string at = pointer_;
+      for (std::uint32_t b = 0; b < node.bodies.size() && b < members.size(); ++b) {
+        Body inner = handles[i]->body(b);
+        add_nodes(node.bodies[b], inner, at + "/" + members[b], node_path);
+      }
+    }
+    add_edges(nodes, handles, array);
+  }
+
+  void add_accesses(const NodeSpec& node, NodeHandle& handle) {
+    for (std::size_t j = 0; j < node.reads.size(); ++j) {
+      const AccessSpec& a = node.reads[j];
+      if (void* ptr = address(a.at, a.bytes, 1, "/reads/" + std::to_string(j))) handle.reads(ptr, a.bytes);
+    }
+    for (std::size_t j = 0; j < node.writes.size(); ++j) {
+      const AccessSpec& a = node.writes[j];
+      if (void* ptr = address(a.at, a.bytes, 1, "/writes/" + std::to_string(j))) handle.writes(ptr, a.bytes);
+    }
+  }
+
+  void add_edges(const std::vector<NodeSpec>& nodes, std::vector<std::optional<NodeHandle>>& handles,
+                 const std::string& array) {
+    std::unordered_map<std::string_view, std::size_t> by_name;  // first node with each name
+    for (std::size_t i = 0; i < nodes.size(); ++i) by_name.emplace(nodes[i].name, i);
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      const NodeSpec& node = nodes[i];
+      for (std::size_t j = 0; j < node.after.size(); ++j) {
+        if (by_name.find(node.after[j]) == by_name.end()) {
+          problems_.push_back({array + "/" + std::to_string(i) + "/after/" + std::to_string(j),
+                               "dependency on unknown node '" + node.after[j] + "'"});
+          continue;
+        }
+        if (handles[i]) handles[i]->after(node.after[j]);
+      }
+    }
+  }
+
+  // Core validation, each diagnostic mapped to the node it names.
+  void validate() {
+    try {
+      (void)graph_.plan();
+    } catch (const ValidationError& e) {
+      for (const Diagnostic& d : e.diagnostics()) {
+        const auto it = d.nodes.empty() ? pointers_.end() : pointers_.find(d.nodes.front());
+        problems_.push_back({it == pointers_.end() ? std::string() : it->second, d.message});
+      }
+    }
+  }
+
+  const GraphSpec& spec_;
+  const BufferAddresses& addresses_;
+  const KernelRegistry& registry_;
+  const HostFunctions& hosts_;
+  std::vector<JsonProblem> problems_;
+  std::unordered_map<std::string_view, const BufferSpec*> buffers_;
+  std::unordered_map<std::string, std::string> pointers_;  ///< node path -> JSON pointer (first node)
+  Body* body_ = nullptr;  ///< where the node being bound is declared
+  std::string pointer_;   ///< the node being bound
+  Graph graph_;
+};
+
+// The function of kernels declared in kernel_files while checking without loading them.
+const unsigned char placeholder_kernel = 0;
+
+}  // namespace
+
+Graph bind_graph(const GraphSpec& spec, const BufferAddresses& addresses, const KernelRegistry& registry,
+                 const HostFunctions& hosts, const std::string& source) {
+  return Binder(spec, addresses, registry, hosts).run(source);
+}
+
+Graph inspect_graph(const GraphSpec& spec, const KernelRegistry& registry, const HostFunctions& hosts,
+                    const std::string& source) {
+  // Placeholder addresses: disjoint, non-null, never dereferenced (nothing is launched).
+  BufferAddresses addresses;
+  std::uintptr_t next = 1u << 16;
+  for (const BufferSpec& b : spec.buffers) {
+    addresses.emplace(b.name, reinterpret_cast<void*>(next));
+    next += (b.bytes() + 255) / 256 * 256;
+  }
+  std::vector<JsonProblem> problems;
+  KernelRegistry scratch;
+  for (const KernelInfo* info : registry.list()) scratch.add(*info);
+  for (std::size_t i = 0; i < spec.kernel_files.size(); ++i) {
+    const KernelFileSpec& f = spec.kernel_files[i];
+    if (registry.find(f.name) != nullptr) {
+      problems.push_back({"/kernel_files/" + std::to_string(i) + "/name", "kernel '" + f.name + "' is already registered"});
+      continue;
+    }
+    try {
+      scratch.add(KernelInfo{f.name, &placeholder_kernel, f.params, {}});
+    } catch (const UsageError& e) {
+      problems.push_back({"/kernel_files/" + std::to_string(i), e.what()});
+    }
+  }
+  try {
+    Graph graph = bind_graph(spec, addresses, scratch, hosts, source);
+    if (problems.empty()) return graph;
+  } catch (const JsonError& e) {
+    problems.insert(problems.end(), e.problems().begin(), e.problems().end());
+  }
+  throw JsonError(std::move(problems), source);
+}
+
+void check_graph(const GraphSpec& spec, const KernelRegistry& registry, const HostFunctions& hosts,
+                 const std::string& source) {
+  (void)inspect_graph(spec, registry, hosts, source);
+}
+
+}  // namespace flowdsl

@@ -1,0 +1,131 @@
+// Writing a C++-built graph as a graph spec: pointers become buffer names and offsets, each
+// kind describes its own members (src/kinds/<kind>/io.cpp), bodies nest.
+#include <sstream>
+
+#include "flowdsl/json.hpp"
+#include "io_facets.hpp"
+
+namespace flowdsl {
+namespace {
+
+class Describer final : public io::NodeDescriber {
+ public:
+  Describer(const Graph& graph, std::vector<BufferSpec> buffers, const BufferAddresses& addresses,
+            const KernelRegistry& registry, const HostFunctions& hosts)
+      : graph_(graph), addresses_(addresses), registry_(registry), hosts_(hosts) {
+    spec_.buffers = std::move(buffers);
+  }
+
+  GraphSpec run(std::string name) {
+    spec_.name = std::move(name);
+    const Description& d = graph_.description();
+    // Each node's spec goes into the list of its body, found through its parent's spec.
+    index_.resize(d.nodes.size(), 0);
+    for (NodeId id = 0; id < d.nodes.size(); ++id) add_node(id);
+    for (const Edge& e : d.edges) add_edge(e);
+    if (!problems_.empty()) throw JsonError(std::move(problems_));
+    return std::move(spec_);
+  }
+
+  // io::NodeDescriber, for the node being described.
+  BufferRef locate(const void* ptr, const std::string& suffix) override {
+    const auto p = reinterpret_cast<std::uintptr_t>(ptr);
+    for (const BufferSpec& b : spec_.buffers) {
+      const auto it = addresses_.find(b.name);
+      if (it == addresses_.end()) continue;
+      const auto base = reinterpret_cast<std::uintptr_t>(it->second);
+      if (p >= base && p - base < b.bytes()) return BufferRef{b.name, p - base};
+    }
+    std::ostringstream text;
+    text << "pointer " << ptr << " lies in no named buffer";
+    problem(suffix, text.str());
+    return {};
+  }
+  void problem(const std::string& suffix, std::string message) override {
+    problems_.push_back({pointer_ + suffix, std::move(message)});
+  }
+  const KernelRegistry& registry() const override { return registry_; }
+  const HostFunctions& hosts() const override { return hosts_; }
+
+ private:
+  // A node's spec, found through its parent's: the lists of bodies move as specs are added.
+  NodeSpec& spec_of(NodeId id) { return list_of(graph_.description().nodes[id])[index_[id]]; }
+  std::vector<NodeSpec>& list_of(const Node& node) {
+    return node.parent == no_node ? spec_.nodes : spec_of(node.parent).bodies[node.body];
+  }
+
+  void add_node(NodeId id) {
+    const Node& node = graph_.description().nodes[id];
+    std::vector<NodeSpec>& list = list_of(node);
+    pointer_ = pointer_of(node) + "/" + std::to_string(list.size());
+    NodeSpec out;
+    out.name = node.name;
+    out.kind = std::string(kind_name(node.op));
+    std::visit([&](const auto& op) { out.fields = io::describe_json(op, *this); }, node.op);
+    out.bodies.resize(body_count(node.op));
+    for (std::size_t j = 0; j < node.accesses.size(); ++j) {
+      const Access& a = node.accesses[j];
+      const AccessSpec spec{locate(a.ptr, ""), a.bytes};
+      if (a.mode == AccessMode::read) {
+        out.reads.push_back(spec);
+      } else if (a.mode == AccessMode::write) {
+        out.writes.push_back(spec);
+      } else {
+        problem("", "declared read-write accesses have no JSON form (declare a read and a write)");
+      }
+    }
+    pointers_.push_back(pointer_);
+    index_[id] = list.size();
+    list.push_back(std::move(out));
+  }
+
+  // The JSON pointer of the array holding `node`'s body.
+  std::string pointer_of(const Node& node) const {
+    if (node.parent == no_node) return "/nodes";
+    const Node& parent = graph_.description().nodes[node.parent];
+    std::string member;
+    std::visit([&](const auto& op) {
+      member = io::json_bodies(io::Tag<std::decay_t<decltype(op)>>{})[node.body];
+    }, parent.op);
+    return pointers_[node.parent] + "/" + member;
+  }
+
+  void add_edge(const Edge& e) {
+    const Description& d = graph_.description();
+    const NodeId to = e.to.id != no_node ? e.to.id : find(e.to.name, e.from.id);
+    if (to == no_node) {
+      problems_.push_back({"/nodes", "an edge leads to node '" + e.to.name + "', which is not declared"});
+      return;
+    }
+    spec_of(to).after.push_back(e.from.id == no_node ? e.from.name : d.nodes[e.from.id].name);
+  }
+
+  // The node named `name` in the body of `beside` (the top level when unknown).
+  NodeId find(const std::string& name, NodeId beside) const {
+    const Description& d = graph_.description();
+    const NodeId parent = beside == no_node ? no_node : d.nodes[beside].parent;
+    for (NodeId id = 0; id < d.nodes.size(); ++id) {
+      if (d.nodes[id].name == name && d.nodes[id].parent == parent) return id;
+    }
+    return no_node;
+  }
+
+  const Graph& graph_;
+  const BufferAddresses& addresses_;
+  const KernelRegistry& registry_;
+  const HostFunctions& hosts_;
+  GraphSpec spec_;
+  std::vector<std::size_t> index_;     ///< per node: its index in the list of its body
+  std::vector<std::string> pointers_;  ///< per node: its JSON pointer
+  std::vector<JsonProblem> problems_;
+  std::string pointer_;                ///< the node being described
+};
+
+}  // namespace
+
+GraphSpec describe_graph(const Graph& graph, std::string name, std::vector<BufferSpec> buffers,
+                         const BufferAddresses& addresses, const KernelRegistry& registry, const HostFunctions& hosts) {
+  return Describer(graph, std::move(buffers), addresses, registry, hosts).run(std::move(name));
+}
+
+}  // namespace flowdsl

@@ -1,0 +1,18 @@
+// Child-graph nodes in graph files and DOT dumps: the body's nodes inline, under "nodes".
+#include "io_facets.hpp"
+
+namespace flowdsl::io {
+
+std::vector<const char*> json_bodies(Tag<ChildOp>) { return {"nodes"}; }
+json json_schema(Tag<ChildOp>) { return {{"required", json::array()}, {"properties", json::object()}}; }
+json read_json(Tag<ChildOp>, const json&) { return json::object(); }
+
+std::optional<NodeHandle> bind_json(Tag<ChildOp>, const std::string& name, const json&, NodeBinder& binder) {
+  return binder.builder().child(name);
+}
+
+json describe_json(const ChildOp&, NodeDescriber&) { return json::object(); }
+void dot_label(const ChildOp&, DotLabel& label) { label.lines.push_back("child graph"); }
+const char* dot_colour(Tag<ChildOp>) { return "lavender"; }
+
+}  // namespace flowdsl::io

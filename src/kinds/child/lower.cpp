@@ -1,0 +1,32 @@
+// Child-graph nodes, lowering side: the body is emitted into a native graph of its own, which
+// the node takes over (moved, not cloned), so that the body's native nodes stay the ones the
+// executable updates in place.
+#include "lowering_facets.hpp"
+
+namespace flowdsl::lowering {
+
+void check_structure(const ChildOp&, NodeCheck&) {}     // the body is checked as a graph
+void check_parameters(const ChildOp&, NodeCheck&) {}
+void hash_structure(const ChildOp&, Hasher&) {}          // the body is hashed with the plan
+void check_device(const ChildOp&, NodeCheck&, DeviceContext&) {}
+
+cudaGraphNode_t add_native(const ChildOp&, NativeNode& node) {
+  NativeGraph body = node.body(0);
+  cudaGraphNodeParams params{};
+  params.type = cudaGraphNodeTypeGraph;
+  params.graph.graph = body.get();
+  params.graph.ownership = cudaGraphChildGraphOwnershipMove;
+  cudaGraphNode_t native = nullptr;
+  check(cudaGraphAddNode(&native, node.graph, node.deps.data(), nullptr, node.deps.size(), &params), "cudaGraphAddNode",
+        node.path.c_str());
+  (void)body.release();  // the parent graph owns it now
+  return native;
+}
+
+// Nodes inside the body are updated one by one, like any other; the child node has nothing of
+// its own to update.
+UpdateStatus update_native(const ChildOp&, cudaGraphExec_t, cudaGraphNode_t) { return {}; }
+
+void launch_eager(const ChildOp&, EagerNode& node) { node.run_body(0); }
+
+}  // namespace flowdsl::lowering

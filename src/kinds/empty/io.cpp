@@ -1,0 +1,18 @@
+// Empty nodes in graph files and DOT dumps: nothing but a name and edges.
+#include "io_facets.hpp"
+
+namespace flowdsl::io {
+
+std::vector<const char*> json_bodies(Tag<EmptyOp>) { return {}; }
+json json_schema(Tag<EmptyOp>) { return {{"required", json::array()}, {"properties", json::object()}}; }
+json read_json(Tag<EmptyOp>, const json&) { return json::object(); }
+
+std::optional<NodeHandle> bind_json(Tag<EmptyOp>, const std::string& name, const json&, NodeBinder& binder) {
+  return binder.builder().empty(name);
+}
+
+json describe_json(const EmptyOp&, NodeDescriber&) { return json::object(); }
+void dot_label(const EmptyOp&, DotLabel& label) { label.lines.push_back("empty"); }
+const char* dot_colour(Tag<EmptyOp>) { return "white"; }
+
+}  // namespace flowdsl::io

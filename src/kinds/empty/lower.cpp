@@ -1,0 +1,22 @@
+// Empty nodes, lowering side: join points with no work and no parameters.
+#include "lowering_facets.hpp"
+
+namespace flowdsl::lowering {
+
+void check_structure(const EmptyOp&, NodeCheck&) {}
+void check_parameters(const EmptyOp&, NodeCheck&) {}
+void hash_structure(const EmptyOp&, Hasher&) {}
+void check_device(const EmptyOp&, NodeCheck&, DeviceContext&) {}
+
+cudaGraphNode_t add_native(const EmptyOp&, NativeNode& node) {
+  cudaGraphNode_t native = nullptr;
+  check(cudaGraphAddEmptyNode(&native, node.graph, node.deps.data(), node.deps.size()), "cudaGraphAddEmptyNode",
+        node.path.c_str());
+  return native;
+}
+
+UpdateStatus update_native(const EmptyOp&, cudaGraphExec_t, cudaGraphNode_t) { return {}; }
+
+void launch_eager(const EmptyOp&, EagerNode&) {}  // stream order already joins
+
+}  // namespace flowdsl::lowering

@@ -1,0 +1,45 @@
+// Host nodes in graph files and DOT dumps: a host function known by name (a file cannot carry
+// code; see HostFunctions).
+#include "dot_text.hpp"
+#include "io_facets.hpp"
+
+namespace flowdsl::io {
+
+using namespace json_detail;
+
+std::vector<const char*> json_bodies(Tag<HostOp>) { return {}; }
+
+json json_schema(Tag<HostOp>) {
+  return {{"required", json::array({"function"})}, {"properties", {{"function", {{"type", "string"}}}}}};
+}
+
+json read_json(Tag<HostOp>, const json& node) { return {{"function", get_string(node, "function")}}; }
+
+std::optional<NodeHandle> bind_json(Tag<HostOp>, const std::string& name, const json& fields, NodeBinder& binder) {
+  const auto function = fields.at("function").get<std::string>();
+  const auto it = binder.hosts().find(function);
+  if (it == binder.hosts().end()) {
+    std::string known;
+    for (const auto& entry : binder.hosts()) known += (known.empty() ? "" : ", ") + entry.first;
+    binder.problem("/function", "unknown host function '" + function + "' (known: " + (known.empty() ? "none" : known) + ")");
+    return std::nullopt;
+  }
+  return NodeHandle(binder.builder().host(name, it->second.fn, it->second.user_data));
+}
+
+json describe_json(const HostOp& op, NodeDescriber& describer) {
+  for (const auto& [name, f] : describer.hosts()) {
+    if (f.fn == op.fn && f.user_data == op.user_data) return {{"function", name}};
+  }
+  describer.problem("/function", "the host function and user data match no named host function");
+  return json::object();
+}
+
+void dot_label(const HostOp& op, DotLabel& label) {
+  label.lines.push_back("host");
+  if (label.options.show_arguments) label.lines.push_back("user data " + pointer_text(op.user_data));
+}
+
+const char* dot_colour(Tag<HostOp>) { return "lightsalmon"; }
+
+}  // namespace flowdsl::io

@@ -1,0 +1,33 @@
+// Host nodes, lowering side: a host function called in stream order with its user data.
+#include "lowering_facets.hpp"
+
+namespace flowdsl::lowering {
+
+void check_structure(const HostOp&, NodeCheck&) {}
+
+void check_parameters(const HostOp& op, NodeCheck& diag) {
+  if (op.fn == nullptr) diag.report("host function is null");
+}
+
+void hash_structure(const HostOp&, Hasher&) {}
+
+void check_device(const HostOp&, NodeCheck&, DeviceContext&) {}
+
+cudaGraphNode_t add_native(const HostOp& op, NativeNode& node) {
+  const cudaHostNodeParams params{op.fn, op.user_data};
+  cudaGraphNode_t native = nullptr;
+  check(cudaGraphAddHostNode(&native, node.graph, node.deps.data(), node.deps.size(), &params), "cudaGraphAddHostNode",
+        node.path.c_str());
+  return native;
+}
+
+UpdateStatus update_native(const HostOp& op, cudaGraphExec_t exec, cudaGraphNode_t native) {
+  const cudaHostNodeParams params{op.fn, op.user_data};
+  return {cudaGraphExecHostNodeSetParams(exec, native, &params), "cudaGraphExecHostNodeSetParams"};
+}
+
+void launch_eager(const HostOp& op, EagerNode& node) {
+  check(cudaLaunchHostFunc(node.stream, op.fn, op.user_data), "cudaLaunchHostFunc", node.path.c_str());
+}
+
+}  // namespace flowdsl::lowering

@@ -1,0 +1,45 @@
+// Memcpy nodes in graph files and DOT dumps: a copy of `bytes` bytes between buffers.
+#include "dot_text.hpp"
+#include "io_facets.hpp"
+
+namespace flowdsl::io {
+
+using namespace json_detail;
+
+std::vector<const char*> json_bodies(Tag<MemcpyOp>) { return {}; }
+
+json json_schema(Tag<MemcpyOp>) {
+  return {{"required", json::array({"dst", "src", "bytes"})},
+          {"properties",
+           {{"dst", {{"$ref", "#/$defs/buffer_ref"}}},
+            {"src", {{"$ref", "#/$defs/buffer_ref"}}},
+            {"bytes", {{"$ref", "#/$defs/count"}}}}}};
+}
+
+json read_json(Tag<MemcpyOp>, const json& node) {
+  BufferRef dst, src;
+  within("/dst", [&] { from_json(member(node, "dst"), dst); });
+  within("/src", [&] { from_json(member(node, "src"), src); });
+  return {{"dst", dst}, {"src", src}, {"bytes", get_unsigned(node, "bytes", json_max_buffer_bytes)}};
+}
+
+std::optional<NodeHandle> bind_json(Tag<MemcpyOp>, const std::string& name, const json& fields, NodeBinder& binder) {
+  const auto bytes = fields.at("bytes").get<std::uint64_t>();
+  void* dst = binder.address(fields.at("dst").get<BufferRef>(), bytes, 1, "/dst");
+  void* src = binder.address(fields.at("src").get<BufferRef>(), bytes, 1, "/src");
+  if (dst == nullptr || src == nullptr) return std::nullopt;
+  return NodeHandle(binder.builder().memcpy(name, dst, src, bytes));
+}
+
+json describe_json(const MemcpyOp& op, NodeDescriber& describer) {
+  return {{"dst", describer.locate(op.dst, "/dst")}, {"src", describer.locate(op.src, "/src")}, {"bytes", op.bytes}};
+}
+
+void dot_label(const MemcpyOp& op, DotLabel& label) {
+  label.lines.push_back("memcpy " + std::to_string(op.bytes) + " bytes");
+  if (label.options.show_arguments) label.lines.push_back(pointer_text(op.src) + " -> " + pointer_text(op.dst));
+}
+
+const char* dot_colour(Tag<MemcpyOp>) { return "palegreen"; }
+
+}  // namespace flowdsl::io

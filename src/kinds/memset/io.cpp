@@ -1,0 +1,65 @@
+// Memset nodes in graph files and DOT dumps: `count` elements of 1, 2 or 4 bytes set to `value`.
+#include <limits>
+
+#include "dot_text.hpp"
+#include "io_facets.hpp"
+
+namespace flowdsl::io {
+
+using namespace json_detail;
+
+std::vector<const char*> json_bodies(Tag<MemsetOp>) { return {}; }
+
+json json_schema(Tag<MemsetOp>) {
+  return {{"required", json::array({"dst", "value", "count"})},
+          {"properties",
+           {{"dst", {{"$ref", "#/$defs/buffer_ref"}}},
+            {"value", {{"type", "integer"}, {"minimum", 0}, {"maximum", 4294967295u}}},
+            {"element_size", {{"enum", {1, 2, 4}}}},
+            {"count", {{"$ref", "#/$defs/count"}}}}}};
+}
+
+json read_json(Tag<MemsetOp>, const json& node) {
+  BufferRef dst;
+  within("/dst", [&] { from_json(member(node, "dst"), dst); });
+  json fields = {{"dst", dst},
+                 {"value", get_unsigned(node, "value", std::numeric_limits<std::uint32_t>::max())},
+                 {"element_size", 1},
+                 {"count", get_unsigned(node, "count", json_max_buffer_bytes)}};
+  if (optional_member(node, "element_size") != nullptr) fields["element_size"] = get_unsigned(node, "element_size", 4);
+  return fields;
+}
+
+std::optional<NodeHandle> bind_json(Tag<MemsetOp>, const std::string& name, const json& fields, NodeBinder& binder) {
+  const auto element_size = fields.at("element_size").get<std::uint32_t>();
+  const auto value = fields.at("value").get<std::uint32_t>();
+  const auto count = fields.at("count").get<std::uint64_t>();
+  if (element_size != 1 && element_size != 2 && element_size != 4) {
+    binder.problem("/element_size", "element size " + std::to_string(element_size) + " is not 1, 2 or 4");
+    return std::nullopt;
+  }
+  if (element_size < 4 && value >> (8 * element_size) != 0) {
+    binder.problem("/value", "value " + std::to_string(value) + " is out of range of " + std::to_string(element_size) +
+                                 "-byte elements");
+    return std::nullopt;
+  }
+  void* dst = binder.address(fields.at("dst").get<BufferRef>(), count * element_size, element_size, "/dst");
+  if (dst == nullptr) return std::nullopt;
+  return NodeHandle(binder.builder().memset(name, dst, value, count, element_size));
+}
+
+json describe_json(const MemsetOp& op, NodeDescriber& describer) {
+  return {{"dst", describer.locate(op.dst, "/dst")},
+          {"value", op.value},
+          {"element_size", op.element_size},
+          {"count", op.count}};
+}
+
+void dot_label(const MemsetOp& op, DotLabel& label) {
+  label.lines.push_back("memset " + std::to_string(op.count) + " x " + std::to_string(op.element_size) + " bytes");
+  if (label.options.show_arguments) label.lines.push_back(pointer_text(op.dst) + " = " + std::to_string(op.value));
+}
+
+const char* dot_colour(Tag<MemsetOp>) { return "khaki"; }
+
+}  // namespace flowdsl::io

@@ -1,0 +1,81 @@
+// Memset nodes, lowering side: 1-D fills of 1-, 2- or 4-byte elements.
+#include <string>
+
+#include "lowering_facets.hpp"
+
+namespace flowdsl::lowering {
+namespace {
+
+cudaMemsetParams native_params(const MemsetOp& op) {
+  cudaMemsetParams p{};
+  p.dst = op.dst;
+  p.value = op.value;
+  p.elementSize = op.element_size;
+  p.width = op.count;
+  p.height = 1;
+  p.pitch = 0;
+  return p;
+}
+
+}  // namespace
+
+void check_structure(const MemsetOp& op, NodeCheck& diag) {
+  if (op.element_size != 1 && op.element_size != 2 && op.element_size != 4) {
+    diag.report("element size " + std::to_string(op.element_size) + " is not 1, 2 or 4 bytes");
+  }
+}
+
+void check_parameters(const MemsetOp& op, NodeCheck& diag) {
+  if (op.dst == nullptr) diag.report("destination pointer is null");
+  if (op.count == 0) diag.report("sets zero elements");
+}
+
+void hash_structure(const MemsetOp& op, Hasher& h) { h.add(op.element_size); }
+
+void check_device(const MemsetOp&, NodeCheck&, DeviceContext&) {}
+
+cudaGraphNode_t add_native(const MemsetOp& op, NativeNode& node) {
+  const cudaMemsetParams params = native_params(op);
+  cudaGraphNode_t native = nullptr;
+  check(cudaGraphAddMemsetNode(&native, node.graph, node.deps.data(), node.deps.size(), &params),
+        "cudaGraphAddMemsetNode", node.path.c_str());
+  return native;
+}
+
+UpdateStatus update_native(const MemsetOp& op, cudaGraphExec_t exec, cudaGraphNode_t native) {
+  // The new destination must be the same kind of allocation as the emitted one (CUDA's rule).
+  cudaMemsetParams emitted{};
+  if (const cudaError_t e = cudaGraphMemsetNodeGetParams(native, &emitted); e != cudaSuccess) {
+    return {e, "cudaGraphMemsetNodeGetParams"};
+  }
+  if (emitted.dst != op.dst && memory_type(emitted.dst) != memory_type(op.dst)) {
+    return {cudaErrorInvalidValue, "cudaGraphExecMemsetNodeSetParams",
+            "the memset destination moved to another kind of memory"};
+  }
+  const cudaMemsetParams params = native_params(op);
+  return {cudaGraphExecMemsetNodeSetParams(exec, native, &params), "cudaGraphExecMemsetNodeSetParams"};
+}
+
+void launch_eager(const MemsetOp& op, EagerNode& node) {
+  // cudaMemsetAsync sets bytes: it serves wider elements whose bytes are all equal. Others run as
+  // a graph of this one node (the runtime API has no 16- or 32-bit memset).
+  const std::uint32_t byte = op.value & 0xffu;
+  const std::uint32_t repeated = op.element_size == 1 ? byte : op.element_size == 2 ? byte * 0x0101u : byte * 0x01010101u;
+  if (op.value == repeated) {
+    check(cudaMemsetAsync(op.dst, static_cast<int>(byte), op.count * op.element_size, node.stream), "cudaMemsetAsync",
+          node.path.c_str());
+    return;
+  }
+  cudaGraph_t graph = nullptr;
+  check(cudaGraphCreate(&graph, 0), "cudaGraphCreate", node.path.c_str());
+  const NativeGraph owned(graph);
+  const std::vector<cudaGraphNode_t> none;
+  NativeNode native{graph, none, node.path, nullptr};
+  (void)add_native(op, native);
+  cudaGraphExec_t exec = nullptr;
+  check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate", node.path.c_str());
+  const NativeExecutable executable(exec);
+  check(cudaGraphLaunch(exec, node.stream), "cudaGraphLaunch", node.path.c_str());
+}
+
+}  // namespace flowdsl::lowering

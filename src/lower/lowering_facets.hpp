@@ -1,0 +1,110 @@
+// What lowering needs of every node kind: checks, hash contribution, device checks, native
+// emission, in-place update and eager launch. Declared here for every kind of the list
+// (FLOWDSL_NODE_KINDS); each kind defines them in src/kinds/<kind>/lower.cpp.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "flowdsl/cuda_handles.hpp"
+#include "flowdsl/description.hpp"
+#include "flowdsl/error.hpp"
+#include "hasher.hpp"
+
+namespace flowdsl::lowering {
+
+/// Collects diagnostics, formatting each as "node 'path' (kind): message".
+class Diagnostics {
+ public:
+  explicit Diagnostics(std::vector<Diagnostic>& out) : out_(out) {}
+  void report(const Description& d, NodeId id, const std::string& message);
+  void add(std::vector<std::string> nodes, std::string message);  // message already complete
+  bool empty() const noexcept { return out_.empty(); }
+
+ private:
+  std::vector<Diagnostic>& out_;
+};
+
+/// The node a check is about, and where its problems go.
+class NodeCheck {
+ public:
+  NodeCheck(const Description& d, NodeId id, Diagnostics& diag) : d_(d), id_(id), diag_(diag) {}
+  void report(const std::string& message) { diag_.report(d_, id_, message); }
+  const Node& node() const { return d_.nodes[id_]; }
+  std::string path() const { return node_path(d_, id_); }
+
+ private:
+  const Description& d_;
+  NodeId id_;
+  Diagnostics& diag_;
+};
+
+/// What emission needs to know about the device.
+struct DeviceLimits {
+  int device = 0;
+  std::size_t shared_optin = 0;  ///< max dynamic + static shared memory per block (opt-in)
+  unsigned max_grid[3] = {0, 0, 0};
+};
+
+/// The device and what emission has learnt about it: kernel attributes are read once per
+/// function for the life of the backend that owns this, not once per node or per emission.
+struct DeviceContext {
+  DeviceLimits limits;
+  struct KernelAttributes {
+    cudaError_t status;
+    cudaFuncAttributes attributes;
+  };
+  std::unordered_map<const void*, KernelAttributes> kernels;
+};
+
+/// One node being added to a native graph: where, after what, and how to emit its bodies.
+struct NativeNode {
+  cudaGraph_t graph;
+  const std::vector<cudaGraphNode_t>& deps;
+  const std::string& path;  ///< for CudaError
+  /// Emits body `index` of the node into a new native graph, returned to the caller to own.
+  std::function<NativeGraph(std::uint32_t index)> body;
+};
+
+/// One node being launched on its own on a stream, and how to run its bodies likewise.
+struct EagerNode {
+  cudaStream_t stream;
+  const std::string& path;
+  std::function<void(std::uint32_t index)> run_body;
+};
+
+/// Result of an in-place update: the CUDA status and the call that produced it, or flowdsl's
+/// own refusal (`reason`) where CUDA would accept an update that cannot work.
+struct UpdateStatus {
+  cudaError_t code = cudaSuccess;
+  const char* call = "";
+  const char* reason = nullptr;
+};
+
+/// Memory type of a pointer as CUDA sees it (pageable host memory: cudaMemoryTypeUnregistered).
+cudaMemoryType memory_type(const void* ptr);
+
+#define FLOWDSL_LOWERING_FACETS(Op)                                                   \
+  /* Structure (launch shapes, element sizes, unset arguments): on topology change. */ \
+  void check_structure(const Op&, NodeCheck&);                                        \
+  /* Parameters (null pointers, zero sizes): on topology change and before updates. */ \
+  void check_parameters(const Op&, NodeCheck&);                                       \
+  /* The structure that goes into the topology hash. */                               \
+  void hash_structure(const Op&, Hasher&);                                            \
+  /* Checks against the device, made when emitting. */                               \
+  void check_device(const Op&, NodeCheck&, DeviceContext&);                           \
+  /* Adds the native node. Throws CudaError naming the node. */                      \
+  cudaGraphNode_t add_native(const Op&, NativeNode&);                                 \
+  /* Applies the node's current parameters to an executable. */                      \
+  UpdateStatus update_native(const Op&, cudaGraphExec_t, cudaGraphNode_t);            \
+  /* Enqueues the node's work on its own (the eager baseline). Throws CudaError. */  \
+  void launch_eager(const Op&, EagerNode&);
+FLOWDSL_NODE_KINDS(FLOWDSL_LOWERING_FACETS)
+#undef FLOWDSL_LOWERING_FACETS
+
+}  // namespace flowdsl::lowering
