@@ -85,6 +85,26 @@ __device__ __forceinline__ void for_each_in_row(const T* row, int cols, int lane
   for (int c = start + lane; c < cols; c += TPR) f(c, to_float(row[c]));
 }
 
+/// out[c] = f(c, row[c]) for every element of a row, in 16-byte vectors when the row and
+/// `out` start on 16-byte boundaries. `lane` in [0, TPR).
+template <int TPR, class T, class F>
+__device__ __forceinline__ void map_row(const T* row, T* out, int cols, int lane, F&& f) {
+  constexpr int V = 16 / sizeof(T);
+  if (aligned<16>(row) && aligned<16>(out)) {
+    const int vectors = cols / V;
+    for (int v = lane; v < vectors; v += TPR) {
+      const Vec<T, V> in = reinterpret_cast<const Vec<T, V>*>(row)[v];
+      Vec<T, V> result;
+#pragma unroll
+      for (int j = 0; j < V; ++j) result.v[j] = from_float<T>(f(v * V + j, to_float(in.v[j])));
+      reinterpret_cast<Vec<T, V>*>(out)[v] = result;
+    }
+    for (int c = vectors * V + lane; c < cols; c += TPR) out[c] = from_float<T>(f(c, to_float(row[c])));
+  } else {
+    for (int c = lane; c < cols; c += TPR) out[c] = from_float<T>(f(c, to_float(row[c])));
+  }
+}
+
 /// Row-group geometry: which row group this thread is in, its lane, and the group stride.
 template <int TPR>
 struct RowGroups {

@@ -1,133 +1,111 @@
-// Launchers and registration of the elementwise, cast and random-fill kernels.
+// Descriptors and launchers of the elementwise, cast and random-fill kernels.
 #include "cast.cuh"
+#include "descriptor.cuh"
 #include "elementwise.cuh"
-#include "launch.cuh"
 #include "random.cuh"
 
 namespace flowdsl::kernels {
+namespace detail {
 namespace {
-using detail::declare;
-using detail::suffix;
+/// A thread per vector_width * elementwise_unroll elements, from the element count n.
+struct Transform : Descriptor {
+  template <class... T, class... A>
+  static LaunchShape shape(i64 n, const A&...) {
+    return {blocks_for(n, std::int64_t{elementwise_block} * vector_width<T...>() * elementwise_unroll), elementwise_block};
+  }
+};
+/// A thread per column over grid.x, a block row per row over grid.y (at most 65535).
+struct ByColumn : Descriptor {
+  template <class... T, class... A>
+  static LaunchShape shape(i64 rows, i32 cols, const A&...) {
+    return {Dim3(blocks_for(cols, elementwise_block), static_cast<std::uint32_t>(std::max<i64>(1, std::min<i64>(rows, 65535)))),
+            elementwise_block};
+  }
+};
+struct Casts : Transform {
+  using instances = CastTypes;
+};
 
-template <class... T>
-Dim3 transform_grid(i64 n) {
-  return blocks_for(n, std::int64_t{detail::elementwise_block} * detail::vector_width<T...>() * detail::elementwise_unroll);
-}
-constexpr std::uint32_t block = detail::elementwise_block;
+#define FLOWDSL_ELEMENTWISE_KERNELS(X)                                                                                     \
+  X(Fill, Transform, "fill", "out[i] = value", fill_kernel<T...>, "n", "value", "out")                                    \
+  X(Iota, Transform, "iota", "out[i] = start + step * i", iota_kernel<T...>, "n", "start", "step", "out")                 \
+  X(Scale, Transform, "scale", "y[i] = a * x[i]", scale_kernel<T...>, "n", "a", "x", "y")                                 \
+  X(Axpy, Transform, "axpy", "y[i] = a * x[i] + y[i]", axpy_kernel<T...>, "n", "a", "x", "y")                             \
+  X(Add, Transform, "add", "out[i] = a[i] + b[i]", add_kernel<T...>, "n", "a", "b", "out")                                \
+  X(Multiply, Transform, "multiply", "out[i] = a[i] * b[i]", multiply_kernel<T...>, "n", "a", "b", "out")                 \
+  X(Clamp, Transform, "clamp", "y[i] = min(max(x[i], lo), hi)", clamp_kernel<T...>, "n", "lo", "hi", "x", "y")           \
+  X(BiasActivation, ByColumn, "bias_activation",                                                                           \
+    "y[r, c] = act(x[r, c] + bias[c]); activation 0 none, 1 relu, 2 gelu, 3 silu", bias_activation_kernel<T...>, "rows", \
+    "cols", "activation", "x", "bias", "y")                                                                                \
+  X(RandomUniform, Transform, "random_uniform", "out[i] uniform in [lo, hi), counter-based on (seed, i)",                 \
+    random_uniform_kernel<T...>, "n", "seed", "lo", "hi", "out")                                                           \
+  X(RandomNormal, Transform, "random_normal", "out[i] normal(mean, stddev), counter-based on (seed, i)",                  \
+    random_normal_kernel<T...>, "n", "seed", "mean", "stddev", "out")                                                      \
+  X(Cast, Casts, "cast", "y[i] = x[i] in the second type, rounding to nearest even", cast_kernel<T...>, "n", "x", "y")
+FLOWDSL_ELEMENTWISE_KERNELS(FLOWDSL_KERNEL)
 }  // namespace
+
+void register_elementwise(KernelRegistry& registry) { FLOWDSL_REGISTER_LIST(registry, FLOWDSL_ELEMENTWISE_KERNELS); }
+}  // namespace detail
 
 template <class T>
 KernelNode<i64, float, T*> fill(Graph& g, std::string name, i64 n, float value, T* out) {
-  return declare(g, std::move(name), detail::fill_kernel<T>, "fill", transform_grid<T>(n), block).args(n, value, out);
+  return detail::declare<detail::Fill, T>(g, std::move(name), n, value, out);
 }
 template <class T>
 KernelNode<i64, float, float, T*> iota(Graph& g, std::string name, i64 n, float start, float step, T* out) {
-  return declare(g, std::move(name), detail::iota_kernel<T>, "iota", transform_grid<T>(n), block).args(n, start, step, out);
+  return detail::declare<detail::Iota, T>(g, std::move(name), n, start, step, out);
 }
 template <class T>
 KernelNode<i64, float, const T*, T*> scale(Graph& g, std::string name, i64 n, float a, const T* x, T* y) {
-  return declare(g, std::move(name), detail::scale_kernel<T>, "scale", transform_grid<T>(n), block).args(n, a, x, y);
+  return detail::declare<detail::Scale, T>(g, std::move(name), n, a, x, y);
 }
 template <class T>
 KernelNode<i64, float, const T*, T*> axpy(Graph& g, std::string name, i64 n, float a, const T* x, T* y) {
-  return declare(g, std::move(name), detail::axpy_kernel<T>, "axpy", transform_grid<T>(n), block).args(n, a, x, y);
+  return detail::declare<detail::Axpy, T>(g, std::move(name), n, a, x, y);
 }
 template <class T>
 KernelNode<i64, const T*, const T*, T*> add(Graph& g, std::string name, i64 n, const T* a, const T* b, T* out) {
-  return declare(g, std::move(name), detail::add_kernel<T>, "add", transform_grid<T>(n), block).args(n, a, b, out);
+  return detail::declare<detail::Add, T>(g, std::move(name), n, a, b, out);
 }
 template <class T>
 KernelNode<i64, const T*, const T*, T*> multiply(Graph& g, std::string name, i64 n, const T* a, const T* b, T* out) {
-  return declare(g, std::move(name), detail::multiply_kernel<T>, "multiply", transform_grid<T>(n), block).args(n, a, b, out);
+  return detail::declare<detail::Multiply, T>(g, std::move(name), n, a, b, out);
 }
 template <class T>
 KernelNode<i64, float, float, const T*, T*> clamp(Graph& g, std::string name, i64 n, float lo, float hi, const T* x, T* y) {
-  return declare(g, std::move(name), detail::clamp_kernel<T>, "clamp", transform_grid<T>(n), block).args(n, lo, hi, x, y);
+  return detail::declare<detail::Clamp, T>(g, std::move(name), n, lo, hi, x, y);
 }
 template <class T>
 KernelNode<i64, i32, i32, const T*, const T*, T*> bias_activation(Graph& g, std::string name, i64 rows, i32 cols,
                                                                    Activation act, const T* x, const T* bias, T* y) {
-  const Dim3 grid(blocks_for(cols, block), static_cast<std::uint32_t>(std::max<i64>(1, std::min<i64>(rows, 65535))));
-  return declare(g, std::move(name), detail::bias_activation_kernel<T>, "bias_activation", grid, block)
-      .args(rows, cols, static_cast<i32>(act), x, bias, y);
+  return detail::declare<detail::BiasActivation, T>(g, std::move(name), rows, cols, static_cast<i32>(act), x, bias, y);
 }
 template <class In, class Out>
 KernelNode<i64, const In*, Out*> cast(Graph& g, std::string name, i64 n, const In* x, Out* y) {
-  return declare(g, std::move(name), detail::cast_kernel<In, Out>, "cast", transform_grid<In, Out>(n), block).args(n, x, y);
+  return detail::declare<detail::Cast, In, Out>(g, std::move(name), n, x, y);
 }
 template <class T>
 KernelNode<i64, u64, float, float, T*> random_uniform(Graph& g, std::string name, i64 n, u64 seed, float lo, float hi, T* out) {
-  return declare(g, std::move(name), detail::random_uniform_kernel<T>, "random_uniform", transform_grid<T>(n), block)
-      .args(n, seed, lo, hi, out);
+  return detail::declare<detail::RandomUniform, T>(g, std::move(name), n, seed, lo, hi, out);
 }
 template <class T>
 KernelNode<i64, u64, float, float, T*> random_normal(Graph& g, std::string name, i64 n, u64 seed, float mean, float stddev, T* out) {
-  return declare(g, std::move(name), detail::random_normal_kernel<T>, "random_normal", transform_grid<T>(n), block)
-      .args(n, seed, mean, stddev, out);
+  return detail::declare<detail::RandomNormal, T>(g, std::move(name), n, seed, mean, stddev, out);
 }
 
-#define FLOWDSL_INSTANTIATE(T)                                                                                   \
-  template KernelNode<i64, float, T*> fill(Graph&, std::string, i64, float, T*);                                 \
-  template KernelNode<i64, float, float, T*> iota(Graph&, std::string, i64, float, float, T*);                   \
-  template KernelNode<i64, float, const T*, T*> scale(Graph&, std::string, i64, float, const T*, T*);            \
-  template KernelNode<i64, float, const T*, T*> axpy(Graph&, std::string, i64, float, const T*, T*);             \
-  template KernelNode<i64, const T*, const T*, T*> add(Graph&, std::string, i64, const T*, const T*, T*);        \
-  template KernelNode<i64, const T*, const T*, T*> multiply(Graph&, std::string, i64, const T*, const T*, T*);   \
-  template KernelNode<i64, float, float, const T*, T*> clamp(Graph&, std::string, i64, float, float, const T*, T*); \
-  template KernelNode<i64, i32, i32, const T*, const T*, T*> bias_activation(Graph&, std::string, i64, i32,      \
-                                                                              Activation, const T*, const T*, T*); \
-  template KernelNode<i64, u64, float, float, T*> random_uniform(Graph&, std::string, i64, u64, float, float, T*); \
-  template KernelNode<i64, u64, float, float, T*> random_normal(Graph&, std::string, i64, u64, float, float, T*);
-FLOWDSL_FOR_EACH_FLOAT_TYPE(FLOWDSL_INSTANTIATE)
-#undef FLOWDSL_INSTANTIATE
-
-#define FLOWDSL_INSTANTIATE_CAST(In, Out) \
-  template KernelNode<i64, const In*, Out*> cast(Graph&, std::string, i64, const In*, Out*);
-FLOWDSL_INSTANTIATE_CAST(float, __half)
-FLOWDSL_INSTANTIATE_CAST(float, __nv_bfloat16)
-FLOWDSL_INSTANTIATE_CAST(__half, float)
-FLOWDSL_INSTANTIATE_CAST(__nv_bfloat16, float)
-FLOWDSL_INSTANTIATE_CAST(__half, __nv_bfloat16)
-FLOWDSL_INSTANTIATE_CAST(__nv_bfloat16, __half)
+FLOWDSL_INSTANTIATE_FLOAT_TYPES(fill)
+FLOWDSL_INSTANTIATE_FLOAT_TYPES(iota)
+FLOWDSL_INSTANTIATE_FLOAT_TYPES(scale)
+FLOWDSL_INSTANTIATE_FLOAT_TYPES(axpy)
+FLOWDSL_INSTANTIATE_FLOAT_TYPES(add)
+FLOWDSL_INSTANTIATE_FLOAT_TYPES(multiply)
+FLOWDSL_INSTANTIATE_FLOAT_TYPES(clamp)
+FLOWDSL_INSTANTIATE_FLOAT_TYPES(bias_activation)
+FLOWDSL_INSTANTIATE_FLOAT_TYPES(random_uniform)
+FLOWDSL_INSTANTIATE_FLOAT_TYPES(random_normal)
+#define FLOWDSL_INSTANTIATE_CAST(In, Out) FLOWDSL_INSTANTIATE(cast, In, Out)
+FLOWDSL_FOR_EACH_CAST(FLOWDSL_INSTANTIATE_CAST)
 #undef FLOWDSL_INSTANTIATE_CAST
-
-namespace detail {
-namespace {
-template <class T>
-void register_typed(KernelRegistry& r) {
-  const std::string s = std::string(".") + suffix<T>();
-  r.add("fill" + s, fill_kernel<T>, {"n", "value", "out"}, "out[i] = value");
-  r.add("iota" + s, iota_kernel<T>, {"n", "start", "step", "out"}, "out[i] = start + step * i");
-  r.add("scale" + s, scale_kernel<T>, {"n", "a", "x", "y"}, "y[i] = a * x[i]");
-  r.add("axpy" + s, axpy_kernel<T>, {"n", "a", "x", "y"}, "y[i] = a * x[i] + y[i]");
-  r.add("add" + s, add_kernel<T>, {"n", "a", "b", "out"}, "out[i] = a[i] + b[i]");
-  r.add("multiply" + s, multiply_kernel<T>, {"n", "a", "b", "out"}, "out[i] = a[i] * b[i]");
-  r.add("clamp" + s, clamp_kernel<T>, {"n", "lo", "hi", "x", "y"}, "y[i] = min(max(x[i], lo), hi)");
-  r.add("bias_activation" + s, bias_activation_kernel<T>, {"rows", "cols", "activation", "x", "bias", "y"},
-        "y[r, c] = act(x[r, c] + bias[c]); activation 0 none, 1 relu, 2 gelu, 3 silu");
-  r.add("random_uniform" + s, random_uniform_kernel<T>, {"n", "seed", "lo", "hi", "out"},
-        "out[i] uniform in [lo, hi), counter-based on (seed, i)");
-  r.add("random_normal" + s, random_normal_kernel<T>, {"n", "seed", "mean", "stddev", "out"},
-        "out[i] normal(mean, stddev), counter-based on (seed, i)");
-}
-template <class In, class Out>
-void register_cast(KernelRegistry& r) {
-  r.add(std::string("cast.") + suffix<In>() + "." + suffix<Out>(), cast_kernel<In, Out>, {"n", "x", "y"},
-        std::string("y[i] = (") + suffix<Out>() + ") x[i], round to nearest even");
-}
-}  // namespace
-
-void register_elementwise(KernelRegistry& r) {
-  register_typed<float>(r);
-  register_typed<__half>(r);
-  register_typed<__nv_bfloat16>(r);
-  register_cast<float, __half>(r);
-  register_cast<float, __nv_bfloat16>(r);
-  register_cast<__half, float>(r);
-  register_cast<__nv_bfloat16, float>(r);
-  register_cast<__half, __nv_bfloat16>(r);
-  register_cast<__nv_bfloat16, __half>(r);
-}
-}  // namespace detail
 
 }  // namespace flowdsl::kernels

@@ -68,25 +68,7 @@ __device__ __noinline__ void layer_norm_streaming(int rows, int cols, float eps,
     const float variance = fmaxf(sums.y / static_cast<float>(cols) - mean_shifted * mean_shifted, 0.0f);
     const float mean = shift + mean_shifted;
     const float inverse = rsqrtf(variance + eps);
-    constexpr int V = 16 / sizeof(T);
-    if (aligned<16>(r) && aligned<16>(out)) {
-      const int vectors = cols / V;
-      for (int v = groups.lane(); v < vectors; v += TPR) {
-        const Vec<T, V> in = reinterpret_cast<const Vec<T, V>*>(r)[v];
-        Vec<T, V> result;
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          const int c = v * V + j;
-          result.v[j] = from_float<T>((to_float(in.v[j]) - mean) * inverse * gamma[c] + beta[c]);
-        }
-        reinterpret_cast<Vec<T, V>*>(out)[v] = result;
-      }
-      for (int c = vectors * V + groups.lane(); c < cols; c += TPR) {
-        out[c] = from_float<T>((to_float(r[c]) - mean) * inverse * gamma[c] + beta[c]);
-      }
-    } else {
-      for (int c = groups.lane(); c < cols; c += TPR) out[c] = from_float<T>((to_float(r[c]) - mean) * inverse * gamma[c] + beta[c]);
-    }
+    map_row<TPR>(r, out, cols, groups.lane(), [&](int c, float v) { return (v - mean) * inverse * gamma[c] + beta[c]; });
   }
 }
 

@@ -1,6 +1,6 @@
 // register_builtins(): every built-in kernel under its stable name. An explicit call rather
 // than static registrars, which a static library would drop when nothing references them.
-#include "launch.cuh"
+#include "descriptor.cuh"
 
 namespace flowdsl::kernels {
 

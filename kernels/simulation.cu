@@ -1,19 +1,51 @@
-// Launchers and registration of the heat-diffusion step and the CartPole environment.
+// Descriptors and launchers of the heat-diffusion step and the CartPole environment.
 #include "cartpole.cuh"
+#include "descriptor.cuh"
 #include "heat2d.cuh"
-#include "launch.cuh"
 
 namespace flowdsl::kernels {
+namespace detail {
+namespace {
+/// At most 32 x 32 blocks: sum_max_partials partials.
+Dim3 heat_grid(i32 nx, i32 ny) {
+  return Dim3(std::min<std::uint32_t>(blocks_for(nx, heat_block_x), 32), std::min<std::uint32_t>(blocks_for(ny, heat_block_y), 32));
+}
+struct ByTile : Descriptor {
+  using instances = NoTypes;
+  template <class... A>
+  static LaunchShape shape(i32 nx, i32 ny, const A&...) {
+    return {heat_grid(nx, ny), Dim3(heat_block_x, heat_block_y)};
+  }
+};
+/// A thread per environment.
+struct ByEnvironment : Descriptor {
+  using instances = NoTypes;
+  template <class... A>
+  static LaunchShape shape(i32 n, const A&...) {
+    return {blocks_for(n, 256), 256};
+  }
+};
+
+#define FLOWDSL_SIMULATION_KERNELS(X)                                                                                  \
+  X(Heat2dStep, ByTile, "heat2d_step",                                                                                 \
+    "one 5-point heat-diffusion step, fixed boundary; squared change per block into partials", heat2d_step_kernel,    \
+    "nx", "ny", "alpha", "u", "u_next", "partials")                                                                    \
+  X(CartpoleStep, ByEnvironment, "cartpole_step",                                                                      \
+    "CartPole-v1 step of n environments (state SoA [4][n]) with reset on done", cartpole_step_kernel, "n", "seed",     \
+    "max_steps", "action", "state", "reward_sum", "episode_steps", "episodes", "done")                                 \
+  X(CartpoleReset, ByEnvironment, "cartpole_reset", "CartPole initial states for seed, counters zeroed",               \
+    cartpole_reset_kernel, "n", "seed", "state", "reward_sum", "episode_steps", "episodes", "done")
+FLOWDSL_SIMULATION_KERNELS(FLOWDSL_KERNEL)
+}  // namespace
+
+void register_simulation(KernelRegistry& registry) { FLOWDSL_REGISTER_LIST(registry, FLOWDSL_SIMULATION_KERNELS); }
+}  // namespace detail
 
 Heat2dNodes heat2d_step(Graph& g, const std::string& name, i32 nx, i32 ny, float alpha, const float* u, float* u_next,
                         double* partials, float* residual) {
-  // At most 32 x 32 blocks: sum_max_partials partials.
-  const Dim3 grid(std::min<std::uint32_t>(blocks_for(nx, detail::heat_block_x), 32),
-                  std::min<std::uint32_t>(blocks_for(ny, detail::heat_block_y), 32));
-  auto step = detail::declare(g, name + ".step", detail::heat2d_step_kernel, "heat2d_step", grid,
-                              Dim3(detail::heat_block_x, detail::heat_block_y))
-                  .args(nx, ny, alpha, u, u_next, partials);
-  auto finish = detail::declare_sum_finish(g, name, static_cast<i32>(grid.volume()), partials, true, residual);
+  auto step = detail::declare<detail::Heat2dStep>(g, name + ".step", nx, ny, alpha, u, u_next, partials);
+  const auto blocks = static_cast<i32>(detail::heat_grid(nx, ny).volume());
+  auto finish = detail::declare_sum_finish(g, name, blocks, partials, true, residual);
   finish.after(step);
   return Heat2dNodes{step, finish};
 }
@@ -22,26 +54,13 @@ KernelNode<i32, u64, i32, const i32*, float*, float*, i32*, i32*, u8*> cartpole_
                                                                                      i32 max_steps, const i32* action, float* state,
                                                                                      float* reward_sum, i32* episode_steps,
                                                                                      i32* episodes, u8* done) {
-  return detail::declare(g, std::move(name), detail::cartpole_step_kernel, "cartpole_step", blocks_for(n, 256), 256)
-      .args(n, seed, max_steps, action, state, reward_sum, episode_steps, episodes, done);
+  return detail::declare<detail::CartpoleStep>(g, std::move(name), n, seed, max_steps, action, state, reward_sum, episode_steps,
+                                               episodes, done);
 }
 
 KernelNode<i32, u64, float*, float*, i32*, i32*, u8*> cartpole_reset(Graph& g, std::string name, i32 n, u64 seed, float* state,
                                                                      float* reward_sum, i32* episode_steps, i32* episodes, u8* done) {
-  return detail::declare(g, std::move(name), detail::cartpole_reset_kernel, "cartpole_reset", blocks_for(n, 256), 256)
-      .args(n, seed, state, reward_sum, episode_steps, episodes, done);
+  return detail::declare<detail::CartpoleReset>(g, std::move(name), n, seed, state, reward_sum, episode_steps, episodes, done);
 }
-
-namespace detail {
-void register_simulation(KernelRegistry& r) {
-  r.add("heat2d_step", heat2d_step_kernel, {"nx", "ny", "alpha", "u", "u_next", "partials"},
-        "one 5-point heat-diffusion step, fixed boundary; squared change per block into partials");
-  r.add("cartpole_step", cartpole_step_kernel,
-        {"n", "seed", "max_steps", "action", "state", "reward_sum", "episode_steps", "episodes", "done"},
-        "CartPole-v1 step of n environments (state SoA [4][n]) with reset on done");
-  r.add("cartpole_reset", cartpole_reset_kernel, {"n", "seed", "state", "reward_sum", "episode_steps", "episodes", "done"},
-        "CartPole initial states for seed, counters zeroed");
-}
-}  // namespace detail
 
 }  // namespace flowdsl::kernels

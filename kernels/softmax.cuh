@@ -47,20 +47,7 @@ __device__ __noinline__ void softmax_streaming(int rows, int cols, const T* x, T
     float total = 0.0f;
     for_each_in_row<TPR>(r, cols, groups.lane(), [&](int, float v) { total += expf(v - peak); });
     const float inverse = 1.0f / group_reduce<TPR>(total, SumOp{});
-    constexpr int V = 16 / sizeof(T);
-    if (aligned<16>(r) && aligned<16>(out)) {
-      const int vectors = cols / V;
-      for (int v = groups.lane(); v < vectors; v += TPR) {
-        const Vec<T, V> in = reinterpret_cast<const Vec<T, V>*>(r)[v];
-        Vec<T, V> result;
-#pragma unroll
-        for (int j = 0; j < V; ++j) result.v[j] = from_float<T>(expf(to_float(in.v[j]) - peak) * inverse);
-        reinterpret_cast<Vec<T, V>*>(out)[v] = result;
-      }
-      for (int c = vectors * V + groups.lane(); c < cols; c += TPR) out[c] = from_float<T>(expf(to_float(r[c]) - peak) * inverse);
-    } else {
-      for (int c = groups.lane(); c < cols; c += TPR) out[c] = from_float<T>(expf(to_float(r[c]) - peak) * inverse);
-    }
+    map_row<TPR>(r, out, cols, groups.lane(), [&](int, float v) { return expf(v - peak) * inverse; });
   }
 }
 

@@ -169,7 +169,23 @@ int run(const std::string& file, int iterations, const std::string& out_dir) {
   return exit_ok;
 }
 
-int info() {
+std::string signature(const flowdsl::KernelInfo& kernel) {
+  std::string params;
+  for (const flowdsl::KernelParam& p : kernel.params) params += (params.empty() ? "" : ", ") + flowdsl::to_string(p.type) + " " + p.name;
+  return params;
+}
+
+// The registered kernels as the Markdown table in docs/kernels.md (a test compares the two).
+int kernel_table() {
+  std::printf("| kernel | parameters | summary |\n| --- | --- | --- |\n");
+  for (const flowdsl::KernelInfo* k : flowdsl::KernelRegistry::global().list()) {
+    std::printf("| `%s` | `%s` | %s |\n", k->name.c_str(), signature(*k).c_str(), k->summary.c_str());
+  }
+  return exit_ok;
+}
+
+int info(bool markdown) {
+  if (markdown) return kernel_table();
   int runtime_version = 0, driver_version = 0, devices = 0;
   (void)cudaRuntimeGetVersion(&runtime_version);
   (void)cudaDriverGetVersion(&driver_version);
@@ -187,9 +203,7 @@ int info() {
   }
   std::printf("registered kernels:\n");
   for (const flowdsl::KernelInfo* k : flowdsl::KernelRegistry::global().list()) {
-    std::string params;
-    for (const flowdsl::KernelParam& p : k->params) params += (params.empty() ? "" : ", ") + flowdsl::to_string(p.type) + " " + p.name;
-    std::printf("  %s(%s)%s%s\n", k->name.c_str(), params.c_str(), k->summary.empty() ? "" : "  -- ", k->summary.c_str());
+    std::printf("  %s(%s)%s%s\n", k->name.c_str(), signature(*k).c_str(), k->summary.empty() ? "" : "  -- ", k->summary.c_str());
   }
   return exit_ok;
 }
@@ -224,6 +238,8 @@ int main(int argc, char** argv) {
   run_cmd->add_option("-n,--iterations", iterations, "number of launches")->check(CLI::Range(1, 1000000));
   run_cmd->add_option("--out", out, "folder to write the output buffers to, as <buffer>.npy (created if missing)");
   CLI::App* info_cmd = app.add_subcommand("info", "Devices, CUDA versions, registered kernels");
+  bool markdown = false;
+  info_cmd->add_flag("--markdown", markdown, "only the registered kernels, as the Markdown table of docs/kernels.md");
 
   try {
     app.parse(argc, argv);
@@ -237,7 +253,7 @@ int main(int argc, char** argv) {
     if (validate_cmd->parsed()) return validate(file);
     if (dot_cmd->parsed()) return dot(file, out, arguments);
     if (run_cmd->parsed()) return run(file, iterations, out);
-    if (info_cmd->parsed()) return info();
+    if (info_cmd->parsed()) return info(markdown);
   } catch (const EnvironmentError& e) {
     std::fprintf(stderr, "flowdsl: %s\n", e.what());
     return exit_environment;

@@ -1,0 +1,132 @@
+// A built-in kernel is stated once, as a descriptor: the name it is registered under, its
+// parameter names, a one-line summary, the element types it is instantiated for, its
+// __global__ function per instantiation and the rule that picks the launch shape from the
+// arguments. declare<D, T...>() builds the typed node from it (the public launchers are one
+// line each), register_kernels<D...>() registers every instantiation, and `flowdsl info`
+// (and so the table in docs/kernels.md, which a test compares) lists what was registered.
+//
+// A descriptor D, usually written with FLOWDSL_KERNEL on a base that holds the shape rule:
+//   static constexpr const char* name;         "scale": registered as "scale.f32", ...
+//   static constexpr const char* params[];     one name per kernel parameter
+//   static constexpr const char* summary;      one line for `flowdsl info`
+//   template <class... T> static auto kernel();                  the __global__ function
+//   template <class... T, class... A> static LaunchShape shape(const A&... args);
+//   using instances = Instances<Types<...>...>;                  (Descriptor: float types)
+//   static constexpr const char* variant, note;                  (Descriptor: none)
+#pragma once
+
+#include <iterator>
+#include <string>
+#include <type_traits>
+
+#include "common.cuh"
+#include "flowdsl/kernels.hpp"
+
+/// The element types of the typed kernels and the (In, Out) pairs of cast: X-macros for the
+/// explicit instantiations of the launchers, and the instance lists of the descriptors.
+#define FLOWDSL_FOR_EACH_FLOAT_TYPE(X) X(float) X(__half) X(__nv_bfloat16)
+#define FLOWDSL_FOR_EACH_CAST(X) \
+  X(float, __half) X(float, __nv_bfloat16) X(__half, float) X(__nv_bfloat16, float) X(__half, __nv_bfloat16) X(__nv_bfloat16, __half)
+
+/// Explicitly instantiates the launcher `f<T...>` (its signature is the one declared).
+#define FLOWDSL_INSTANTIATE(f, ...) template decltype(f<__VA_ARGS__>) f<__VA_ARGS__>;
+#define FLOWDSL_INSTANTIATE_FLOAT_TYPES(f) FLOWDSL_INSTANTIATE(f, float) FLOWDSL_INSTANTIATE(f, __half) FLOWDSL_INSTANTIATE(f, __nv_bfloat16)
+
+/// Declares descriptor `Desc` on `Base` (its shape rule and instances): registered name,
+/// summary, the __global__ function as an expression of the element types `T...`, then the
+/// parameter names.
+#define FLOWDSL_KERNEL(Desc, Base, kernel_name, summary_text, function, ...) \
+  struct Desc : Base {                                                       \
+    static constexpr const char* name = kernel_name;                         \
+    static constexpr const char* summary = summary_text;                     \
+    static constexpr const char* params[] = {__VA_ARGS__};                   \
+    template <class... T>                                                    \
+    static auto kernel() {                                                   \
+      return function;                                                       \
+    }                                                                        \
+  };
+
+/// Registers every descriptor of an X-macro list of FLOWDSL_KERNEL arguments.
+#define FLOWDSL_DESCRIPTOR_NAME(Desc, ...) , Desc
+#define FLOWDSL_REGISTER_LIST(registry, LIST) \
+  ::flowdsl::kernels::detail::register_kernels<void LIST(FLOWDSL_DESCRIPTOR_NAME)>(registry)
+
+namespace flowdsl::kernels::detail {
+
+/// The element types of one instantiation, and every instantiation of a descriptor.
+template <class... T>
+struct Types {};
+template <class... I>
+struct Instances {};
+template <class Sentinel, class... I>
+struct instances_after {
+  using type = Instances<I...>;
+};
+#define FLOWDSL_AS_TYPES(...) , Types<__VA_ARGS__>
+using FloatTypes = instances_after<void FLOWDSL_FOR_EACH_FLOAT_TYPE(FLOWDSL_AS_TYPES)>::type;
+using CastTypes = instances_after<void FLOWDSL_FOR_EACH_CAST(FLOWDSL_AS_TYPES)>::type;
+#undef FLOWDSL_AS_TYPES
+using NoTypes = Instances<Types<>>;
+
+/// What a descriptor leaves out.
+struct Descriptor {
+  using instances = FloatTypes;
+  static constexpr const char* variant = "";  ///< between the name and the type suffixes: "row_sum.warp.f32"
+  static constexpr const char* note = "";     ///< appended to the summary
+};
+
+/// Type suffixes of registered names: "f32", "f16", "bf16".
+template <class T>
+const char* suffix();
+template <>
+inline const char* suffix<float>() { return "f32"; }
+template <>
+inline const char* suffix<__half>() { return "f16"; }
+template <>
+inline const char* suffix<__nv_bfloat16>() { return "bf16"; }
+
+template <class F>
+struct arity;
+template <class... P>
+struct arity<void (*)(P...)> : std::integral_constant<std::size_t, sizeof...(P)> {};
+
+/// The node of kernel D<T...> with D's launch shape for these arguments, every argument bound.
+template <class D, class... T, class... A>
+auto declare(Graph& g, std::string node, const A&... args) {
+  const LaunchShape shape = D::template shape<T...>(args...);
+  return g.kernel(std::move(node), D::template kernel<T...>(), D::name)
+      .launch(shape.grid, shape.block, shape.shared_bytes)
+      .args(args...);
+}
+
+template <class D, class... T>
+void register_instance(KernelRegistry& registry, Types<T...>) {
+  static_assert(std::size(D::params) == arity<decltype(D::template kernel<T...>())>::value,
+                "flowdsl: a kernel descriptor must name every parameter of its kernel once");
+  std::string name = std::string(D::name) + D::variant;
+  ((name += std::string(".") + suffix<T>()), ...);
+  registry.add(std::move(name), D::template kernel<T...>(), {std::begin(D::params), std::end(D::params)},
+               std::string(D::summary) + D::note);
+}
+template <class D, class... I>
+void register_instances(KernelRegistry& registry, Instances<I...>) {
+  (register_instance<D>(registry, I{}), ...);
+}
+/// Registers every instantiation of every descriptor D... (Sentinel: see FLOWDSL_REGISTER_LIST).
+template <class Sentinel, class... D>
+void register_kernels(KernelRegistry& registry) {
+  (register_instances<D>(registry, typename D::instances{}), ...);
+}
+
+/// The finishing node of a two-pass sum (reduce.cu): out[0] = sum of partials (or its sqrt).
+KernelNode<std::int32_t, const double*, std::int32_t, float*> declare_sum_finish(Graph& g, std::string name, std::int32_t count,
+                                                                                const double* partials, bool take_sqrt,
+                                                                                float* out);
+
+void register_elementwise(KernelRegistry& registry);
+void register_reductions(KernelRegistry& registry);
+void register_batching(KernelRegistry& registry);
+void register_simulation(KernelRegistry& registry);
+void register_matmul(KernelRegistry& registry);
+
+}  // namespace flowdsl::kernels::detail
