@@ -1,4 +1,4 @@
-// The `flowdsl` command-line tool: validate, dot, run and info on JSON graph files.
+// The `flowdsl` command-line tool: validate, dot, run, info and schema for JSON graph files.
 //
 // Exit codes: 0 ok, 1 invalid input (file, arguments), 2 environment (no CUDA device, driver
 // too old, out of device memory), 3 internal error.
@@ -208,6 +208,11 @@ int info(bool markdown) {
   return exit_ok;
 }
 
+int schema() {
+  std::printf("%s\n", flowdsl::graph_file_schema().dump(2).c_str());
+  return exit_ok;
+}
+
 void set_log_level(const std::string& level) {
   auto logger = std::make_shared<spdlog::logger>("flowdsl", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
   logger->set_level(spdlog::level::from_str(level));
@@ -240,6 +245,7 @@ int main(int argc, char** argv) {
   CLI::App* info_cmd = app.add_subcommand("info", "Devices, CUDA versions, registered kernels");
   bool markdown = false;
   info_cmd->add_flag("--markdown", markdown, "only the registered kernels, as the Markdown table of docs/kernels.md");
+  CLI::App* schema_cmd = app.add_subcommand("schema", "The JSON Schema of graph files (docs/flowdsl.schema.json)");
 
   try {
     app.parse(argc, argv);
@@ -254,6 +260,7 @@ int main(int argc, char** argv) {
     if (dot_cmd->parsed()) return dot(file, out, arguments);
     if (run_cmd->parsed()) return run(file, iterations, out);
     if (info_cmd->parsed()) return info(markdown);
+    if (schema_cmd->parsed()) return schema();
   } catch (const EnvironmentError& e) {
     std::fprintf(stderr, "flowdsl: %s\n", e.what());
     return exit_environment;

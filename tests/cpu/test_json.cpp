@@ -2,6 +2,7 @@
 // each checking the JSON pointer the error names.
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <cuda_bf16.h>
@@ -325,4 +326,14 @@ TEST_CASE("Kernels declared in kernel_files are checked against their declared p
   const auto e = error_of(R"({"version": 1, "name": "t", "kernel_files": [{"name": "k", "file": "f", "symbol": "s",
                               "params": [{"name": "n", "type": "int"}]}], "nodes": []})");
   CHECK(e.pointer() == "/kernel_files/0/params/0/type");
+}
+
+TEST_CASE("docs/flowdsl.schema.json is the schema the node kinds give", "[json][schema]") {
+  std::ifstream in(FLOWDSL_DOCS_DIR "/flowdsl.schema.json");
+  REQUIRE(in);
+  const nlohmann::json documented = nlohmann::json::parse(in);
+  const nlohmann::json generated = flowdsl::graph_file_schema();
+  INFO("regenerate it with: flowdsl schema > docs/flowdsl.schema.json");
+  CHECK(documented == generated);
+  CHECK(generated["$defs"]["node"]["properties"]["kind"]["enum"].size() == std::variant_size_v<flowdsl::Operation>);
 }

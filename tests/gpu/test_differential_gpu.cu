@@ -1,6 +1,7 @@
 // Graph launches against eager launches of the same description, on random DAGs of every node
-// kind (kernel, memcpy, memset, empty, host) relaunched with random parameter changes, some
-// structural changes, and several Graph objects of one topology taking turns on one Runtime.
+// kind (kernel, memcpy, memset, empty, host, and child graphs wrapping any of them) relaunched
+// with random parameter changes, some structural changes, and several Graph objects of one
+// topology taking turns on one Runtime.
 // After every launch each buffer must equal, byte for byte, what running the description node
 // by node on a stream left, and the host counters must agree.
 //
@@ -10,6 +11,7 @@
 #include <atomic>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -35,14 +37,6 @@ __global__ void add_kernel(const float* x, const float* z, float* out, int n) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = x[i] + z[i];
 }
 
-// The eager launcher's memset of 2- and 4-byte elements (cudaMemsetAsync sets bytes only).
-template <class T>
-__global__ void fill_kernel(T* dst, T value, std::size_t count) {
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += std::size_t{gridDim.x} * blockDim.x) {
-    dst[i] = value;
-  }
-}
-
 constexpr int counter_count = 4;
 std::atomic<int> counters[counter_count];  // what host nodes increment
 void add_one(void* counter) { static_cast<std::atomic<int>*>(counter)->fetch_add(1); }
@@ -52,46 +46,6 @@ std::vector<int> read_counters() {
   std::vector<int> out;
   for (const auto& c : counters) out.push_back(c.load());
   return out;
-}
-
-// ---------------------------------------------------------------------------------------------
-// The eager reference: every node of the description in plan order, one call each, on a stream.
-// One function, so that a library facet doing the same can replace it.
-
-template <class T>
-void eager_fill(void* dst, std::uint32_t value, std::size_t count, cudaStream_t stream) {
-  fill_kernel<T><<<4, 128, 0, stream>>>(static_cast<T*>(dst), static_cast<T>(value), count);
-  CUDA_REQUIRE(cudaGetLastError());
-}
-
-void eager_launch(const flowdsl::Graph& graph, cudaStream_t stream) {
-  const flowdsl::Description& d = graph.description();
-  std::vector<void*> args;
-  for (const flowdsl::PlanStep& step : graph.plan().steps) {
-    std::visit(
-        [&](const auto& op) {
-          using Op = std::decay_t<decltype(op)>;
-          if constexpr (std::is_same_v<Op, flowdsl::KernelOp>) {
-            op.args.pointers(args);
-            const dim3 grid(op.launch.grid.x, op.launch.grid.y, op.launch.grid.z);
-            const dim3 block(op.launch.block.x, op.launch.block.y, op.launch.block.z);
-            CUDA_REQUIRE(cudaLaunchKernel(op.function, grid, block, args.data(), op.launch.shared_bytes, stream));
-          } else if constexpr (std::is_same_v<Op, flowdsl::MemcpyOp>) {
-            CUDA_REQUIRE(cudaMemcpyAsync(op.dst, op.src, op.bytes, cudaMemcpyDefault, stream));
-          } else if constexpr (std::is_same_v<Op, flowdsl::MemsetOp>) {
-            if (op.element_size == 1) {
-              CUDA_REQUIRE(cudaMemsetAsync(op.dst, static_cast<int>(op.value), op.count, stream));
-            } else if (op.element_size == 2) {
-              eager_fill<std::uint16_t>(op.dst, op.value, op.count, stream);
-            } else {
-              eager_fill<std::uint32_t>(op.dst, op.value, op.count, stream);
-            }
-          } else if constexpr (std::is_same_v<Op, flowdsl::HostOp>) {
-            CUDA_REQUIRE(cudaLaunchHostFunc(stream, op.fn, op.user_data));
-          }
-        },
-        d.nodes[step.node].op);
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -159,6 +113,7 @@ struct NodeSpec {
   Kind kind = empty_node;
   std::uint32_t grid = 1;          // kernels
   std::uint32_t element_size = 1;  // memsets
+  bool wrapped = false;            // declared alone in the body of a child-graph node
   std::set<flowdsl::NodeId> deps;
 };
 
@@ -227,13 +182,14 @@ struct Instance {
   std::vector<std::vector<bool>> ancestors;  // ancestors[v][u]: a path leads from u to v
   flowdsl::Graph graph;
   std::vector<Handle> handles;
+  std::vector<std::optional<flowdsl::NodeHandle>> wrappers;  // the child-graph node of a wrapped node
   std::set<flowdsl::NodeId> changed;  // nodes whose parameters changed since this graph's last launch
 
   /// The topology, as a map key.
   std::vector<std::uint32_t> key() const {
     std::vector<std::uint32_t> k;
     for (const NodeSpec& n : nodes) {
-      k.insert(k.end(), {n.kind, n.grid, n.element_size, static_cast<std::uint32_t>(n.deps.size())});
+      k.insert(k.end(), {n.kind, n.grid, n.element_size, n.wrapped, static_cast<std::uint32_t>(n.deps.size())});
       k.insert(k.end(), n.deps.begin(), n.deps.end());
     }
     return k;
@@ -276,8 +232,8 @@ flowdsl::NodeHandle plain(const Instance::Handle& h) {
   return std::visit([](const auto& typed) { return flowdsl::NodeHandle(typed); }, h);
 }
 
-Instance::Handle declare(flowdsl::Graph& g, flowdsl::NodeId id, const NodeSpec& s, const NodeParams& p,
-                         const Memory& m) {
+template <class Builder>
+Instance::Handle declare(Builder& g, flowdsl::NodeId id, const NodeSpec& s, const NodeParams& p, const Memory& m) {
   const std::string name = "n" + std::to_string(id);
   const int n = static_cast<int>(p.count);
   switch (s.kind) {
@@ -299,10 +255,20 @@ Instance::Handle declare(flowdsl::Graph& g, flowdsl::NodeId id, const NodeSpec& 
 /// Appends node `s` with parameters `p` to `inst`: declared in its graph, its edges added.
 void append_node(Instance& inst, const NodeSpec& s, const NodeParams& p, const Memory& m) {
   const auto id = static_cast<flowdsl::NodeId>(inst.nodes.size());
-  inst.handles.push_back(declare(inst.graph, id, s, p, m));
+  if (s.wrapped) {
+    const flowdsl::NodeHandle wrapper = inst.graph.child("w" + std::to_string(id));
+    flowdsl::Body body = wrapper.body();
+    inst.handles.push_back(declare(body, id, s, p, m));
+    inst.wrappers.emplace_back(wrapper);
+  } else {
+    inst.handles.push_back(declare(inst.graph, id, s, p, m));
+    inst.wrappers.emplace_back();
+  }
+  // Edges go to the node itself, or to the child-graph node that holds it.
+  const auto edge_end = [&](flowdsl::NodeId u) { return inst.wrappers[u] ? *inst.wrappers[u] : plain(inst.handles[u]); };
   std::vector<bool> ancestors(id + 1, false);
   for (flowdsl::NodeId dep : s.deps) {
-    plain(inst.handles[id]).after(plain(inst.handles[dep]));
+    edge_end(id).after(edge_end(dep));
     ancestors[dep] = true;
     for (flowdsl::NodeId u = 0; u < dep; ++u) ancestors[u] = ancestors[u] || inst.ancestors[dep][u];
   }
@@ -320,6 +286,7 @@ void append_random_node(Instance& inst, std::uint32_t width, const Memory& m, Rn
   s.kind = static_cast<Kind>(uniform(rng, 0, kind_count - 1));
   if (s.kind == affine_node || s.kind == add_node) s.grid = uniform(rng, 1, 4);
   if (s.kind == memset_node) s.element_size = std::uint32_t{1} << uniform(rng, 0, 2);
+  s.wrapped = chance(rng, 15);
   const NodeParams p = random_params(rng, s);
   const flowdsl::NodeId first = id > width ? id - width : 0;
   for (std::uint32_t d = id == 0 ? 0 : uniform(rng, 0, 2); d > 0; --d) s.deps.insert(uniform(rng, first, id - 1));
@@ -460,7 +427,7 @@ class Case {
     const std::vector<int> graph_counters = read_counters();
 
     memory_.reset(stream_.get());
-    eager_launch(inst.graph, stream_.get());
+    flowdsl::launch_eagerly(inst.graph, stream_.get());
     const auto eager_bytes = memory_.contents(stream_.get());
     const std::vector<int> eager_counters = read_counters();
 
@@ -483,7 +450,7 @@ class Case {
       REQUIRE(report.kind == flowdsl::LaunchKind::instantiated);
     } else if (last->second != i) {
       REQUIRE(report.kind == flowdsl::LaunchKind::updated);
-      REQUIRE(report.nodes_updated == inst.nodes.size());
+      REQUIRE(report.nodes_updated == inst.graph.size());  // child-graph nodes too
     } else if (!structural && last_key_[i] == key) {
       REQUIRE(report.kind == (inst.changed.empty() ? flowdsl::LaunchKind::hit : flowdsl::LaunchKind::updated));
       REQUIRE(report.nodes_updated == inst.changed.size());
