@@ -42,7 +42,7 @@ struct Plan;
 
 namespace detail {
 /// Declares a node of operation `op` in body `body` of `parent` (no_node: the top level).
-NodeId add_node(GraphState& state, std::string name, Operation op, NodeId parent, std::uint32_t body);
+NodeId add_node(GraphState& state, std::string&& name, Operation&& op, NodeId parent, std::uint32_t body);
 /// The node named `name` in body `body` of `parent`, or no_node.
 NodeId find_node(const GraphState& state, std::string_view name, NodeId parent, std::uint32_t body);
 /// The plan derived from the current topology, or null when there is none yet (the lowering
@@ -58,8 +58,8 @@ class Builder {
   /// \brief Declares a node of operation `op` and returns its handle `Handle(state, id,
   /// extra...)`. The kinds' declaring calls use this; applications call those.
   template <class Handle, class Op, class... Extra>
-  Handle add(std::string name, Op op, Extra&&... extra) {
-    const NodeId id = detail::add_node(state(), std::move(name), Operation(std::move(op)), parent(), body());
+  Handle add(std::string name, Op&& op, Extra&&... extra) {
+    const NodeId id = detail::add_node(state(), std::move(name), Operation(std::forward<Op>(op)), parent(), body());
     return Handle(&state(), id, std::forward<Extra>(extra)...);
   }
 

@@ -22,7 +22,7 @@ namespace detail {
 /// moves of the Graph that owns it.
 class GraphState;
 
-void add_edge(GraphState& state, NodeRef from, NodeRef to);
+void add_edge(GraphState& state, NodeRef&& from, NodeRef&& to);
 /// Resolves `name` among the nodes of the body that holds node `beside`.
 NodeRef resolve(const GraphState& state, NodeId beside, std::string_view name);
 const std::string& node_name(const GraphState& state, NodeId id);

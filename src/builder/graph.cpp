@@ -28,7 +28,7 @@ GraphState::GraphState(const GraphState& other)
       changes_(other.changes_),
       plan_(other.plan_) {}
 
-NodeId GraphState::add_node(std::string name, Operation op, NodeId parent, std::uint32_t body) {
+NodeId GraphState::add_node(std::string&& name, Operation&& op, NodeId parent, std::uint32_t body) {
   const auto id = static_cast<NodeId>(description_.nodes.size());
   description_.nodes.push_back(Node{std::move(name), std::move(op), {}, parent, body});
   node_version_.push_back(0);
@@ -36,7 +36,7 @@ NodeId GraphState::add_node(std::string name, Operation op, NodeId parent, std::
   return id;
 }
 
-void GraphState::add_edge(NodeRef from, NodeRef to) {
+void GraphState::add_edge(NodeRef&& from, NodeRef&& to) {
   description_.edges.push_back(Edge{std::move(from), std::move(to), EdgeKind::full});
   plan_.reset();
 }
@@ -65,7 +65,7 @@ NodeId GraphState::find(std::string_view name, NodeId parent, std::uint32_t body
 }
 
 Operation& GraphState::structure(NodeId id) {
-  plan_.reset();
+  if (plan_) plan_.reset();
   return description_.nodes[id].op;
 }
 
@@ -94,7 +94,7 @@ void GraphState::changes_since(std::uint64_t version, std::vector<NodeId>& out) 
 
 // The free functions node handles and the kinds' factories go through.
 
-void add_edge(GraphState& state, NodeRef from, NodeRef to) { state.add_edge(std::move(from), std::move(to)); }
+void add_edge(GraphState& state, NodeRef&& from, NodeRef&& to) { state.add_edge(std::move(from), std::move(to)); }
 
 NodeRef resolve(const GraphState& state, NodeId beside, std::string_view name) {
   const Node& near = state.description().nodes[beside];
@@ -120,7 +120,7 @@ Body body_of(GraphState& state, NodeId id, std::uint32_t index) {
 Operation& structure_of(GraphState& state, NodeId id) { return state.structure(id); }
 Operation& parameters_of(GraphState& state, NodeId id) { return state.parameters(id); }
 
-NodeId add_node(GraphState& state, std::string name, Operation op, NodeId parent, std::uint32_t body) {
+NodeId add_node(GraphState& state, std::string&& name, Operation&& op, NodeId parent, std::uint32_t body) {
   return state.add_node(std::move(name), std::move(op), parent, body);
 }
 
@@ -135,11 +135,11 @@ void append_graph(GraphState& into, NodeId parent, std::uint32_t body, const Gra
   const auto base = static_cast<NodeId>(into.description().nodes.size());
   for (const Node& n : d.nodes) {
     const bool top = n.parent == no_node;
-    const NodeId id = into.add_node(n.name, n.op, top ? parent : base + n.parent, top ? body : n.body);
+    const NodeId id = into.add_node(std::string(n.name), Operation(n.op), top ? parent : base + n.parent, top ? body : n.body);
     into.node(id).accesses = n.accesses;
   }
   const auto remap = [base](const NodeRef& ref) { return ref.id == no_node ? ref : NodeRef{base + ref.id, {}}; };
-  for (const Edge& e : d.edges) into.add_edge(remap(e.from), remap(e.to));
+  for (const Edge& e : d.edges) into.add_edge(remap(e.from), remap(e.to));  // temporaries: moved in
 }
 
 }  // namespace detail

@@ -19,8 +19,8 @@ class GraphState {
   GraphState(const GraphState& other);
   GraphState& operator=(const GraphState&) = delete;
 
-  NodeId add_node(std::string name, Operation op, NodeId parent, std::uint32_t body);
-  void add_edge(NodeRef from, NodeRef to);
+  NodeId add_node(std::string&& name, Operation&& op, NodeId parent, std::uint32_t body);
+  void add_edge(NodeRef&& from, NodeRef&& to);
   /// Node `id`, for changes of its accesses (not part of the topology or the parameters).
   Node& node(NodeId id) { return description_.nodes[id]; }
   /// Operation of node `id`, for a change of its structure (drops the plan).

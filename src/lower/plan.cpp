@@ -9,6 +9,18 @@
 namespace flowdsl {
 namespace {
 
+// The step of node `id`, its dependencies given by `index_of` each predecessor, ascending.
+template <class IndexOf>
+PlanStep step_of(const lowering::ResolvedEdges& edges, NodeId id, IndexOf index_of) {
+  PlanStep step{id, {}, {}};
+  step.deps.reserve(edges.predecessors.count(id));
+  for (const NodeId* pred = edges.predecessors.begin(id); pred != edges.predecessors.end(id); ++pred) {
+    step.deps.push_back(index_of(*pred));
+  }
+  std::sort(step.deps.begin(), step.deps.end());
+  return step;
+}
+
 // Splits the global order into bodies and numbers every node by position (each step, then its
 // bodies' steps).
 class PlanBuilder {
@@ -47,12 +59,7 @@ class PlanBuilder {
     steps.reserve(members_[body].size());
     for (NodeId id : members_[body]) {
       plan.position[id] = next++;
-      PlanStep step{id, {}, {}};
-      step.deps.reserve(edges_.predecessors.count(id));
-      for (const NodeId* pred = edges_.predecessors.begin(id); pred != edges_.predecessors.end(id); ++pred) {
-        step.deps.push_back(local_[*pred]);
-      }
-      std::sort(step.deps.begin(), step.deps.end());
+      PlanStep step = step_of(edges_, id, [this](NodeId pred) { return local_[pred]; });
       const std::uint32_t count = body_count(d_.nodes[id].op);
       for (std::uint32_t b = 0; b < count; ++b) {
         const std::uint32_t index = first_body_[id] + b;
@@ -70,6 +77,16 @@ class PlanBuilder {
   std::vector<std::uint32_t> first_body_;  ///< per node: index of its first body in members_
   std::vector<std::vector<NodeId>> members_;
 };
+
+// A graph without bodies: one step per node in order, positions equal to step indices.
+Plan flat_plan(const lowering::ResolvedEdges& edges, const std::vector<NodeId>& order) {
+  Plan plan;
+  plan.position.resize(order.size());
+  for (std::uint32_t pos = 0; pos < order.size(); ++pos) plan.position[order[pos]] = pos;
+  plan.steps.reserve(order.size());
+  for (NodeId id : order) plan.steps.push_back(step_of(edges, id, [&](NodeId pred) { return plan.position[pred]; }));
+  return plan;
+}
 
 void hash_steps(const Description& d, const Plan& plan, const std::vector<PlanStep>& steps, lowering::Hasher& h) {
   for (const PlanStep& step : steps) {
@@ -94,7 +111,8 @@ Plan lower(const Description& d) {
   lowering::Diagnostics diag(problems);
   const lowering::Ordering ordering = lowering::validate(d, diag);
   if (!problems.empty()) throw ValidationError(std::move(problems));
-  Plan plan = PlanBuilder(d, ordering.edges, ordering.order).build();
+  const bool nested = std::any_of(d.nodes.begin(), d.nodes.end(), [](const Node& n) { return body_count(n.op) != 0; });
+  Plan plan = nested ? PlanBuilder(d, ordering.edges, ordering.order).build() : flat_plan(ordering.edges, ordering.order);
   plan.topology_hash = topology_hash(d, plan);
   FLOWDSL_DEBUG("lower {} nodes, {} edges: topology {:016x}", d.nodes.size(), d.edges.size(), plan.topology_hash);
   return plan;

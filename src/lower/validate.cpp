@@ -135,14 +135,16 @@ Ordering validate(const Description& d, Diagnostics& diag) {
   }
   check_names(d, diag);
   ordering.edges = resolve_edges(d, diag);
-  check_bodies(d, diag);
+  bool nested = false;  // any node holding bodies or held by one
   for (NodeId id = 0; id < d.nodes.size(); ++id) {
     NodeCheck check(d, id, diag);
     std::visit([&](const auto& op) {
       check_structure(op, check);
       check_parameters(op, check);
+      nested = nested || std::decay_t<decltype(op)>::body_count != 0;
     }, d.nodes[id].op);
   }
+  if (nested) check_bodies(d, diag);
   ordering.order = topological_order(ordering.edges, d.nodes.size());
   check_cycles(d, ordering.edges, ordering.order, diag);
   return ordering;

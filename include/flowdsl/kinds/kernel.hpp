@@ -25,17 +25,17 @@ struct KernelOp {
   class Factory;
 
   const void* function = nullptr;  ///< the kernel's host stub address (its identity)
-  std::string kernel_name;         ///< for messages and dumps; may be empty
+  std::string kernel_name;         ///< for messages and dumps; empty: see kernel_name_of
   LaunchShape launch;
   bool grid_set = false;           ///< grid() or launch() was called: there is no default grid
   bool block_set = false;          ///< block() or launch() was called: there is no default block
   ArgumentPack args;
 };
 
-namespace detail {
-/// The registered name of `function` in KernelRegistry::global(), or empty.
-std::string registered_name(const void* function);
-}  // namespace detail
+/// \brief The kernel's name for messages and dumps: the one the node was given, else the name
+/// its function is registered under in KernelRegistry::global() (looked up when asked, so that
+/// declaring a node costs no lookup), else empty.
+std::string kernel_name_of(const KernelOp& op);
 
 /// \brief What the two kernel handles share: the launch shape (structure).
 template <class Derived>
@@ -166,14 +166,14 @@ class KernelOp::Factory {
   /// \param name unique node name within its body
   /// \param function the kernel
   /// \param kernel_name the kernel's name, for messages and dumps; by default the name it is
-  ///        registered under in KernelRegistry::global(), if any
+  ///        registered under in KernelRegistry::global(), if any (see kernel_name_of)
   template <class... Params>
   KernelNode<Params...> kernel(std::string name, void (*function)(Params...), std::string kernel_name = {}) {
     static_assert((std::is_trivially_copyable_v<Params> && ...),
                   "flowdsl: kernel parameters must be trivially copyable (CUDA copies them by value)");
     KernelOp op;
     op.function = reinterpret_cast<const void*>(function);
-    op.kernel_name = kernel_name.empty() ? detail::registered_name(op.function) : std::move(kernel_name);
+    op.kernel_name = std::move(kernel_name);
     (append_slot<Params>(op.args), ...);
     return builder().template add<KernelNode<Params...>>(std::move(name), std::move(op));
   }

@@ -3,8 +3,9 @@
 
 namespace flowdsl {
 
-std::string detail::registered_name(const void* function) {
-  const KernelInfo* info = KernelRegistry::global().find_function(function);
+std::string kernel_name_of(const KernelOp& op) {
+  if (!op.kernel_name.empty()) return op.kernel_name;
+  const KernelInfo* info = KernelRegistry::global().find_function(op.function);
   return info == nullptr ? std::string() : info->name;
 }
 

@@ -248,7 +248,8 @@ json describe_json(const KernelOp& op, NodeDescriber& describer) {
 }
 
 void dot_label(const KernelOp& op, DotLabel& label) {
-  label.lines.push_back("kernel " + (op.kernel_name.empty() ? std::string("(unnamed)") : op.kernel_name));
+  const std::string kernel = kernel_name_of(op);
+  label.lines.push_back("kernel " + (kernel.empty() ? std::string("(unnamed)") : kernel));
   label.lines.push_back((op.grid_set ? "grid " + dims(op.launch.grid) : std::string("grid (unset)")) +
                         (op.block_set ? " block " + dims(op.launch.block) : std::string(" block (unset)")) +
                         (op.launch.shared_bytes ? " smem " + std::to_string(op.launch.shared_bytes) : ""));
