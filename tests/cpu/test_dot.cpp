@@ -82,3 +82,15 @@ TEST_CASE("Any node name yields valid DOT", "[dot][escape]") {
   CHECK_THAT(dot, contains("bad utf8 \xef\xbf\xbd\xef\xbf\xbd"));
   require_dot_accepts(dot, "dot_names.dot");
 }
+
+TEST_CASE("A kernel declared without a name is shown by its registered name", "[dot][kernel]") {
+  static const bool registered = [] {
+    flowdsl::KernelRegistry::global().add("test_dot.registered_scale", scale_f32, {"n", "alpha", "x", "y"});
+    return true;
+  }();
+  (void)registered;
+  flowdsl::Graph g;
+  const auto k = g.kernel("k", scale_f32).launch(1, 1);
+  CHECK(std::get<flowdsl::KernelOp>(g.description().nodes[k.id()].op).kernel_name.empty());
+  CHECK_THAT(flowdsl::to_dot(g), contains("kernel test_dot.registered_scale"));
+}
