@@ -95,10 +95,11 @@ class Runtime {
 
   /// \brief Launches `graph` on `stream`.
   /// \throws ValidationError when the graph (or a changed parameter) is invalid; nothing is
-  ///         launched and the cache is as before.
+  ///         launched and the cache holds the same executables (one found for the graph
+  ///         counts as recently used).
   /// \throws CudaError when CUDA fails.
   LaunchReport launch(const Graph& graph, cudaStream_t stream = nullptr);
-  /// \brief Launches `graph` on the stream `stream` owns (see make_stream).
+  /// \brief Launches `graph` on the stream `stream` owns (see make_stream); as above.
   LaunchReport launch(const Graph& graph, const StreamHandle& stream) { return launch(graph, stream.get()); }
 
   RuntimeStatistics statistics() const;
