@@ -27,11 +27,11 @@ struct ByChunk : Descriptor {
 
 #define FLOWDSL_BATCHING_KERNELS(X)                                                                                    \
   X(Pad, ByChunk, "pad", "pad rows values[offsets[b] .. offsets[b+1]) into [batch, width] with a validity mask",       \
-    pad_kernel<T...>, "batch", "width", "pad_value", "values", "offsets", "out", "mask")                               \
+    pad_kernel<T...>, "batch", "width", "pad_value", "values: offsets[batch]", "offsets: batch + 1", "out: batch * width", "mask: batch * width")                               \
   X(Crop, ByColumn, "crop", "inverse of pad: rows of [batch, width] back to values[offsets[b] ..]", crop_kernel<T...>, \
-    "batch", "width", "pad_value", "in", "offsets", "values")                                                          \
+    "batch", "width", "pad_value", "in: batch * width", "offsets: batch + 1", "values: offsets[batch]")                                                          \
   X(GatherRows, ByChunk, "gather_rows", "out[r, :] = in[index[r], :] (zeros for an index out of range)",               \
-    gather_rows_kernel<T...>, "count", "cols", "index", "src_rows", "in", "out")
+    gather_rows_kernel<T...>, "count", "cols", "index: count", "src_rows", "in: src_rows * cols", "out: count * cols")
 FLOWDSL_BATCHING_KERNELS(FLOWDSL_KERNEL)
 }  // namespace
 

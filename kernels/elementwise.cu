@@ -27,21 +27,21 @@ struct Casts : Transform {
 };
 
 #define FLOWDSL_ELEMENTWISE_KERNELS(X)                                                                                     \
-  X(Fill, Transform, "fill", "out[i] = value", fill_kernel<T...>, "n", "value", "out")                                    \
-  X(Iota, Transform, "iota", "out[i] = start + step * i", iota_kernel<T...>, "n", "start", "step", "out")                 \
-  X(Scale, Transform, "scale", "y[i] = a * x[i]", scale_kernel<T...>, "n", "a", "x", "y")                                 \
-  X(Axpy, Transform, "axpy", "y[i] = a * x[i] + y[i]", axpy_kernel<T...>, "n", "a", "x", "y")                             \
-  X(Add, Transform, "add", "out[i] = a[i] + b[i]", add_kernel<T...>, "n", "a", "b", "out")                                \
-  X(Multiply, Transform, "multiply", "out[i] = a[i] * b[i]", multiply_kernel<T...>, "n", "a", "b", "out")                 \
-  X(Clamp, Transform, "clamp", "y[i] = min(max(x[i], lo), hi)", clamp_kernel<T...>, "n", "lo", "hi", "x", "y")           \
+  X(Fill, Transform, "fill", "out[i] = value", fill_kernel<T...>, "n", "value", "out: n")                                    \
+  X(Iota, Transform, "iota", "out[i] = start + step * i", iota_kernel<T...>, "n", "start", "step", "out: n")                 \
+  X(Scale, Transform, "scale", "y[i] = a * x[i]", scale_kernel<T...>, "n", "a", "x: n", "y: n")                                 \
+  X(Axpy, Transform, "axpy", "y[i] = a * x[i] + y[i]", axpy_kernel<T...>, "n", "a", "x: n", "y: n")                             \
+  X(Add, Transform, "add", "out[i] = a[i] + b[i]", add_kernel<T...>, "n", "a: n", "b: n", "out: n")                                \
+  X(Multiply, Transform, "multiply", "out[i] = a[i] * b[i]", multiply_kernel<T...>, "n", "a: n", "b: n", "out: n")                 \
+  X(Clamp, Transform, "clamp", "y[i] = min(max(x[i], lo), hi)", clamp_kernel<T...>, "n", "lo", "hi", "x: n", "y: n")           \
   X(BiasActivation, ByColumn, "bias_activation",                                                                           \
     "y[r, c] = act(x[r, c] + bias[c]); activation 0 none, 1 relu, 2 gelu, 3 silu", bias_activation_kernel<T...>, "rows", \
-    "cols", "activation", "x", "bias", "y")                                                                                \
+    "cols", "activation", "x: rows * cols", "bias: cols", "y: rows * cols")                                                                                \
   X(RandomUniform, Transform, "random_uniform", "out[i] uniform in [lo, hi), counter-based on (seed, i)",                 \
-    random_uniform_kernel<T...>, "n", "seed", "lo", "hi", "out")                                                           \
+    random_uniform_kernel<T...>, "n", "seed", "lo", "hi", "out: n")                                                           \
   X(RandomNormal, Transform, "random_normal", "out[i] normal(mean, stddev), counter-based on (seed, i)",                  \
-    random_normal_kernel<T...>, "n", "seed", "mean", "stddev", "out")                                                      \
-  X(Cast, Casts, "cast", "y[i] = x[i] in the second type, rounding to nearest even", cast_kernel<T...>, "n", "x", "y")
+    random_normal_kernel<T...>, "n", "seed", "mean", "stddev", "out: n")                                                      \
+  X(Cast, Casts, "cast", "y[i] = x[i] in the second type, rounding to nearest even", cast_kernel<T...>, "n", "x: n", "y: n")
 FLOWDSL_ELEMENTWISE_KERNELS(FLOWDSL_KERNEL)
 }  // namespace
 

@@ -26,7 +26,7 @@ struct ByTile : Descriptor {
 };
 FLOWDSL_KERNEL(Matmul, ByTile, "matmul",
                "c[m, n] = act(a[m, k] b[k, n] + bias[n]), float accumulate; f16, bf16 on tensor cores, f32 on FMA units",
-               matmul_function<T...>(), "m", "n", "k", "a", "b", "bias", "activation", "c")
+               matmul_function<T...>(), "m", "n", "k", "a: m * k", "b: k * n", "bias: n", "activation", "c: m * n")
 }  // namespace
 
 void register_matmul(KernelRegistry& registry) { register_kernels<void, Matmul>(registry); }

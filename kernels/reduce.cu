@@ -42,17 +42,17 @@ struct ByCachedRow : ByRow<Block> {
 
 #define FLOWDSL_ROW_KERNELS(X)                                                                                              \
   X(RowSum, ByRow<Block>, "row_sum", "out[r] = sum of row r", (row_reduce_kernel<Block, T..., RowOp::sum>), "rows", "cols", \
-    "x", "out")                                                                                                             \
+    "x: rows * cols", "out: rows")                                                                                                             \
   X(RowMax, ByRow<Block>, "row_max", "out[r] = max of row r", (row_reduce_kernel<Block, T..., RowOp::max>), "rows", "cols", \
-    "x", "out")                                                                                                             \
+    "x: rows * cols", "out: rows")                                                                                                             \
   X(RowMean, ByRow<Block>, "row_mean", "out[r] = mean of row r", (row_reduce_kernel<Block, T..., RowOp::mean>), "rows",     \
-    "cols", "x", "out")                                                                                                     \
+    "cols", "x: rows * cols", "out: rows")                                                                                                     \
   X(RowArgmax, ByRow<Block>, "row_argmax", "out[r] = first index of the max of row r", (row_argmax_kernel<Block, T...>),  \
-    "rows", "cols", "x", "out")                                                                                             \
-  X(Softmax, ByCachedRow<Block>, "softmax", "row-wise stable softmax", (softmax_kernel<Block, T...>), "rows", "cols", "x",  \
-    "y")                                                                                                                    \
+    "rows", "cols", "x: rows * cols", "out: rows")                                                                                             \
+  X(Softmax, ByCachedRow<Block>, "softmax", "row-wise stable softmax", (softmax_kernel<Block, T...>), "rows", "cols", "x: rows * cols",  \
+    "y: rows * cols")                                                                                                                    \
   X(LayerNorm, ByCachedRow<Block>, "layer_norm", "row-wise layer normalisation", (layer_norm_kernel<Block, T...>), "rows",  \
-    "cols", "eps", "x", "gamma", "beta", "y")
+    "cols", "eps", "x: rows * cols", "gamma: cols", "beta: cols", "y: rows * cols")
 #define FLOWDSL_ROW_KERNEL(...) template <int Block> FLOWDSL_KERNEL(__VA_ARGS__)
 FLOWDSL_ROW_KERNELS(FLOWDSL_ROW_KERNEL)
 #undef FLOWDSL_ROW_KERNEL
@@ -84,9 +84,9 @@ struct OneBlock : Descriptor {
 };
 #define FLOWDSL_SUM_KERNELS(X)                                                                                         \
   X(SumPartial, BySumBlocks, "sum_partial", "partials[block] = sum of the block's grid-stride share of x (double)",    \
-    sum_partial_kernel<T...>, "n", "x", "partials")                                                                    \
+    sum_partial_kernel<T...>, "n", "x: n", "partials: grid.x")                                                                    \
   X(SumFinish, OneBlock, "sum_finish", "out[0] = sum of partials[0 .. count) (sqrt if take_sqrt); one block",          \
-    sum_finish_kernel, "count", "partials", "take_sqrt", "out")
+    sum_finish_kernel, "count", "partials: count", "take_sqrt", "out: 1")
 FLOWDSL_SUM_KERNELS(FLOWDSL_KERNEL)
 }  // namespace
 

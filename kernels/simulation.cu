@@ -29,12 +29,12 @@ struct ByEnvironment : Descriptor {
 #define FLOWDSL_SIMULATION_KERNELS(X)                                                                                  \
   X(Heat2dStep, ByTile, "heat2d_step",                                                                                 \
     "one 5-point heat-diffusion step, fixed boundary; squared change per block into partials", heat2d_step_kernel,    \
-    "nx", "ny", "alpha", "u", "u_next", "partials")                                                                    \
+    "nx", "ny", "alpha", "u: nx * ny", "u_next: nx * ny", "partials: grid.x * grid.y")                                                                    \
   X(CartpoleStep, ByEnvironment, "cartpole_step",                                                                      \
     "CartPole-v1 step of n environments (state SoA [4][n]) with reset on done", cartpole_step_kernel, "n", "seed",     \
-    "max_steps", "action", "state", "reward_sum", "episode_steps", "episodes", "done")                                 \
+    "max_steps", "action: n", "state: 4 * n", "reward_sum: n", "episode_steps: n", "episodes: n", "done: n")                                 \
   X(CartpoleReset, ByEnvironment, "cartpole_reset", "CartPole initial states for seed, counters zeroed",               \
-    cartpole_reset_kernel, "n", "seed", "state", "reward_sum", "episode_steps", "episodes", "done")
+    cartpole_reset_kernel, "n", "seed", "state: 4 * n", "reward_sum: n", "episode_steps: n", "episodes: n", "done: n")
 FLOWDSL_SIMULATION_KERNELS(FLOWDSL_KERNEL)
 }  // namespace
 

@@ -12,6 +12,7 @@
 /// body name that node as their parent. All nodes of all bodies live in one array, so a node
 /// has one id wherever it sits; names are unique within their body.
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -31,11 +32,23 @@ struct Node {
   std::uint32_t body = 0;   ///< which body of `parent`
 };
 
-/// \brief The whole graph as data: the nodes of every body in declaration order, and the edges
-/// as declared (both ends of an edge lie in one body).
+/// \brief A memory range the graph's user named (Graph::buffer; every buffer of a JSON file):
+/// pointers into it are checked against its end, and messages name it.
+struct NamedBuffer {
+  std::string name;
+  const void* ptr = nullptr;
+  std::size_t bytes = 0;
+};
+
+/// \brief The whole graph as data: the nodes of every body in declaration order, the edges as
+/// declared (both ends of an edge lie in one body), the named buffers and validation options.
 struct Description {
   std::vector<Node> nodes;
   std::vector<Edge> edges;
+  std::vector<NamedBuffer> buffers;
+  /// Whether validation looks for nodes that touch the same bytes, one of them writing, with
+  /// no path between them (docs/errors.md, "Hazards"). Not part of the topology.
+  bool check_hazards = true;
 };
 
 /// \brief The path of node `id` from the top level: "outer/loop/step".

@@ -29,6 +29,9 @@ struct Diagnostic {
   /// its path from the top: "outer/loop/step".
   std::vector<std::string> nodes;
   std::string message;             ///< full sentence, starting with the node it names
+  /// The parameter of the first node the problem is about, as a relative JSON pointer
+  /// ("args/x"), or empty. Graph files report the problem at the node's pointer plus this.
+  std::string member;
 };
 
 /// \brief A graph description failed validation. what() lists every problem, one per line;

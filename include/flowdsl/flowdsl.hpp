@@ -5,10 +5,12 @@
 
 #include "flowdsl/cuda_handles.hpp"
 #include "flowdsl/description.hpp"
+#include "flowdsl/extent.hpp"
 #include "flowdsl/dot.hpp"
 #include "flowdsl/eager.hpp"
 #include "flowdsl/error.hpp"
 #include "flowdsl/graph.hpp"
+#include "flowdsl/hazards.hpp"
 #include "flowdsl/json.hpp"
 #include "flowdsl/kernel_files.hpp"
 #include "flowdsl/kinds.hpp"

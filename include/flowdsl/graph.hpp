@@ -45,6 +45,8 @@ namespace detail {
 NodeId add_node(GraphState& state, std::string&& name, Operation&& op, NodeId parent, std::uint32_t body);
 /// The node named `name` in body `body` of `parent`, or no_node.
 NodeId find_node(const GraphState& state, std::string_view name, NodeId parent, std::uint32_t body);
+/// Replaces every edge (edge inference, flowdsl/hazards.hpp).
+void set_edges(GraphState& state, std::vector<Edge>&& edges);
 /// The plan derived from the current topology, or null when there is none yet (the lowering
 /// library fills it; the builder only drops it when the topology changes).
 std::shared_ptr<const Plan>& plan_slot(const GraphState& state);
@@ -113,6 +115,18 @@ class Graph : public Builder<Graph>, public detail::Factories<Graph, Operation> 
 
   /// \brief The description built so far.
   const Description& description() const noexcept;
+
+  /// \brief Names the `bytes` bytes at `ptr` (device or host memory). Validation then checks
+  /// every registered kernel's pointer into it against its end (extents, flowdsl/extent.hpp),
+  /// takes an access of unknown extent inside it to end where it ends, and names it in
+  /// messages. Not part of the topology. JSON graphs name every buffer of their file.
+  /// \throws UsageError for an empty name, a null or empty range, a name given twice or a
+  ///         range overlapping another named buffer.
+  Graph& buffer(std::string name, const void* ptr, std::size_t bytes);
+  /// \brief Whether validation reports hazards: two nodes touching the same bytes, one of
+  /// them writing, with no path between them (on by default; off for graphs that mean it,
+  /// e.g. atomics into one buffer from parallel nodes). Not part of the topology.
+  Graph& check_hazards(bool on);
   /// \brief Nodes declared, in every body.
   std::size_t size() const noexcept { return description().nodes.size(); }
 

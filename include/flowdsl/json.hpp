@@ -106,6 +106,8 @@ struct GraphSpec {
   std::vector<KernelFileSpec> kernel_files;
   std::vector<BufferSpec> buffers;
   std::vector<NodeSpec> nodes;
+  bool check_hazards = true;  ///< validation reports hazards (Graph::check_hazards)
+  bool infer_edges = false;   ///< binding adds the edges the accesses imply (flowdsl::infer_edges)
 };
 
 /// \brief Host functions known by name, for host nodes (a file cannot carry code).

@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "flowdsl/error.hpp"
+#include "flowdsl/extent.hpp"
 #include "flowdsl/scalar_type.hpp"
 
 // CUDA's 16-bit float types, declared so that kernels taking them can be registered without
@@ -96,6 +97,9 @@ constexpr ParamType param_type_of() {
 struct KernelParam {
   std::string name;
   ParamType type;
+  /// Pointers: the elements the kernel reads or writes through it, an expression of the
+  /// scalar parameters (flowdsl/extent.hpp); empty: not declared, so not checked.
+  std::string extent;
 };
 
 /// \brief A kernel known by name.
@@ -104,9 +108,15 @@ struct KernelInfo {
   const void* function = nullptr;  ///< host stub of a __global__ function, or a cudaKernel_t
   std::vector<KernelParam> params;
   std::string summary;             ///< one line for `flowdsl info`
+  /// One per parameter, parsed from KernelParam::extent by KernelRegistry::add (empty for
+  /// scalars and for pointers without a declared extent).
+  std::vector<Extent> extents;
 
   /// \brief Index of the parameter called `param`, or params.size() when there is none.
   std::size_t index_of(std::string_view param) const noexcept;
+  /// \brief Whether every pointer parameter declares its extent, so that nodes of this
+  /// kernel are checked against their buffers.
+  bool checked() const noexcept;
 };
 
 /// \brief Kernels by name. Thread-safe. Entries are never removed, so references stay valid.
@@ -115,13 +125,14 @@ class KernelRegistry {
   /// \brief The process-wide registry (empty until something registers into it).
   static KernelRegistry& global();
 
-  /// \brief Adds a kernel.
-  /// \throws UsageError when the name is empty or taken, the function is null, or two
-  ///         parameters share a name.
+  /// \brief Adds a kernel, parsing the extents of its parameters into `extents`.
+  /// \throws UsageError when the name is empty or taken, the function is null, two
+  ///         parameters share a name, or an extent is not valid (or given for a scalar).
   const KernelInfo& add(KernelInfo info);
 
   /// \brief Adds a `__global__` function; parameter types come from its signature.
-  /// \param param_names one name per parameter
+  /// \param param_names one name per parameter; a pointer's may carry its extent after a
+  ///        colon: `{"n", "a", "x: n", "y: n"}` (flowdsl/extent.hpp)
   /// \throws UsageError as add(KernelInfo), or when the number of names differs from the
   ///         number of parameters.
   template <class... Params>
@@ -131,9 +142,9 @@ class KernelRegistry {
       throw UsageError("flowdsl: kernel '" + name + "' takes " + std::to_string(sizeof...(Params)) +
                        " parameters but " + std::to_string(param_names.size()) + " names were given");
     }
-    KernelInfo info{std::move(name), reinterpret_cast<const void*>(function), {}, std::move(summary)};
+    KernelInfo info{std::move(name), reinterpret_cast<const void*>(function), {}, std::move(summary), {}};
     const ParamType types[] = {param_type_of<Params>()..., ParamType{}};
-    for (std::size_t i = 0; i < sizeof...(Params); ++i) info.params.push_back(KernelParam{param_names[i], types[i]});
+    for (std::size_t i = 0; i < sizeof...(Params); ++i) info.params.push_back(split_param(param_names[i], types[i]));
     return add(std::move(info));
   }
 
@@ -145,6 +156,8 @@ class KernelRegistry {
   std::vector<const KernelInfo*> list() const;
 
  private:
+  static KernelParam split_param(const std::string& declared, const ParamType& type);
+
   mutable std::mutex mutex_;
   std::map<std::string, std::unique_ptr<KernelInfo>, std::less<>> kernels_;
   std::unordered_map<const void*, const KernelInfo*> by_function_;  ///< first entry per function

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 
 namespace flowdsl {
 namespace detail {
@@ -38,6 +39,22 @@ NodeId GraphState::add_node(std::string&& name, Operation&& op, NodeId parent, s
 
 void GraphState::add_edge(NodeRef&& from, NodeRef&& to) {
   description_.edges.push_back(Edge{std::move(from), std::move(to), EdgeKind::full});
+  plan_.reset();
+}
+
+void GraphState::set_edges(std::vector<Edge>&& edges) {
+  description_.edges = std::move(edges);
+  plan_.reset();
+}
+
+void GraphState::add_buffer(NamedBuffer&& buffer) {
+  description_.buffers.push_back(std::move(buffer));
+  plan_.reset();
+}
+
+void GraphState::set_check_hazards(bool on) {
+  if (description_.check_hazards == on) return;
+  description_.check_hazards = on;
   plan_.reset();
 }
 
@@ -105,7 +122,10 @@ NodeRef resolve(const GraphState& state, NodeId beside, std::string_view name) {
 
 const std::string& node_name(const GraphState& state, NodeId id) { return state.description().nodes[id].name; }
 
-void add_access(GraphState& state, NodeId id, Access access) { state.node(id).accesses.push_back(access); }
+void add_access(GraphState& state, NodeId id, Access access) {
+  state.node(id).accesses.push_back(access);
+  state.plan().reset();  // the hazard check reads accesses
+}
 
 Body body_of(GraphState& state, NodeId id, std::uint32_t index) {
   const Node& node = state.description().nodes[id];
@@ -130,6 +150,8 @@ NodeId find_node(const GraphState& state, std::string_view name, NodeId parent, 
 
 std::shared_ptr<const Plan>& plan_slot(const GraphState& state) { return state.plan(); }
 
+void set_edges(GraphState& state, std::vector<Edge>&& edges) { state.set_edges(std::move(edges)); }
+
 void append_graph(GraphState& into, NodeId parent, std::uint32_t body, const Graph& from) {
   const Description& d = from.description();
   const auto base = static_cast<NodeId>(into.description().nodes.size());
@@ -140,6 +162,13 @@ void append_graph(GraphState& into, NodeId parent, std::uint32_t body, const Gra
   }
   const auto remap = [base](const NodeRef& ref) { return ref.id == no_node ? ref : NodeRef{base + ref.id, {}}; };
   for (const Edge& e : d.edges) into.add_edge(remap(e.from), remap(e.to));  // temporaries: moved in
+  for (const NamedBuffer& b : d.buffers) {
+    const auto& known = into.description().buffers;
+    const bool same = std::any_of(known.begin(), known.end(), [&](const NamedBuffer& k) {
+      return k.name == b.name && k.ptr == b.ptr && k.bytes == b.bytes;
+    });
+    if (!same) into.add_buffer(NamedBuffer(b));
+  }
 }
 
 }  // namespace detail
@@ -174,6 +203,29 @@ Graph::Graph(Graph&& other) noexcept = default;
 Graph& Graph::operator=(Graph&& other) noexcept = default;
 
 const Description& Graph::description() const noexcept { return state_->description(); }
+
+Graph& Graph::buffer(std::string name, const void* ptr, std::size_t bytes) {
+  if (name.empty()) throw UsageError("flowdsl: a named buffer needs a non-empty name");
+  if (ptr == nullptr || bytes == 0) {
+    throw UsageError("flowdsl: buffer '" + name + "' needs a non-null address and a non-zero size");
+  }
+  const auto start = reinterpret_cast<std::uintptr_t>(ptr);
+  if (bytes - 1 > UINTPTR_MAX - start) throw UsageError("flowdsl: buffer '" + name + "' runs past the end of memory");
+  for (const NamedBuffer& b : state_->description().buffers) {
+    const auto other = reinterpret_cast<std::uintptr_t>(b.ptr);
+    if (b.name == name) throw UsageError("flowdsl: buffer '" + name + "' is named twice");
+    if (start < other + b.bytes && other < start + bytes) {
+      throw UsageError("flowdsl: buffer '" + name + "' overlaps buffer '" + b.name + "'");
+    }
+  }
+  state_->add_buffer(NamedBuffer{std::move(name), ptr, bytes});
+  return *this;
+}
+
+Graph& Graph::check_hazards(bool on) {
+  state_->set_check_hazards(on);
+  return *this;
+}
 std::uint64_t Graph::uid() const noexcept { return state_->uid(); }
 std::uint64_t Graph::parameter_version() const noexcept { return state_->parameter_version(); }
 void Graph::changes_since(std::uint64_t version, std::vector<NodeId>& out) const { state_->changes_since(version, out); }

@@ -21,7 +21,13 @@ class GraphState {
 
   NodeId add_node(std::string&& name, Operation&& op, NodeId parent, std::uint32_t body);
   void add_edge(NodeRef&& from, NodeRef&& to);
-  /// Node `id`, for changes of its accesses (not part of the topology or the parameters).
+  /// Replaces every edge (edge inference); a topology change.
+  void set_edges(std::vector<Edge>&& edges);
+  /// Names a memory range; validation reads it, so the plan is dropped.
+  void add_buffer(NamedBuffer&& buffer);
+  void set_check_hazards(bool on);
+  /// Node `id`, for changes of its accesses (not part of the topology or the parameters, but
+  /// validated with it: the caller drops the plan).
   Node& node(NodeId id) { return description_.nodes[id]; }
   /// Operation of node `id`, for a change of its structure (drops the plan).
   Operation& structure(NodeId id);

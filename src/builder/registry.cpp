@@ -20,6 +20,23 @@ KernelRegistry& KernelRegistry::global() {
   return registry;
 }
 
+bool KernelInfo::checked() const noexcept {
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    if (params[i].type.pointer && (i >= extents.size() || extents[i].empty())) return false;
+  }
+  return true;
+}
+
+KernelParam KernelRegistry::split_param(const std::string& declared, const ParamType& type) {
+  const std::size_t colon = declared.find(':');
+  if (colon == std::string::npos) return KernelParam{declared, type, {}};
+  std::size_t end = colon;
+  while (end > 0 && declared[end - 1] == ' ') --end;
+  std::size_t start = colon + 1;
+  while (start < declared.size() && declared[start] == ' ') ++start;
+  return KernelParam{declared.substr(0, end), type, declared.substr(start)};
+}
+
 const KernelInfo& KernelRegistry::add(KernelInfo info) {
   if (info.name.empty()) throw UsageError("flowdsl: a registered kernel needs a name");
   if (info.function == nullptr) throw UsageError("flowdsl: kernel '" + info.name + "' has a null function");
@@ -27,6 +44,20 @@ const KernelInfo& KernelRegistry::add(KernelInfo info) {
   for (const KernelParam& p : info.params) {
     if (p.name.empty() || !seen.insert(p.name).second) {
       throw UsageError("flowdsl: kernel '" + info.name + "' has an empty or repeated parameter name '" + p.name + "'");
+    }
+  }
+  info.extents.assign(info.params.size(), Extent{});
+  for (std::size_t i = 0; i < info.params.size(); ++i) {
+    const KernelParam& p = info.params[i];
+    if (p.extent.empty()) continue;
+    if (!p.type.pointer) {
+      throw UsageError("flowdsl: kernel '" + info.name + "': parameter '" + p.name + "' is a scalar (" +
+                       to_string(p.type) + "), so it has no extent");
+    }
+    try {
+      info.extents[i] = Extent::parse(p.extent, info.params, p.name);
+    } catch (const UsageError& e) {
+      throw UsageError("flowdsl: kernel '" + info.name + "': " + std::string(e.what()).substr(9));
     }
   }
   std::lock_guard lock(mutex_);

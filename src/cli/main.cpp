@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -56,10 +57,48 @@ flowdsl::GraphSpec checked_spec(const std::string& file) {
   return spec;
 }
 
+// Names of the kernels the nodes use (bodies included) whose pointer parameters do not all
+// declare an extent, so that nodes of them are not checked against their buffers.
+void unchecked_kernels(const flowdsl::GraphSpec& spec, const std::vector<flowdsl::NodeSpec>& nodes,
+                       std::set<std::string>& out) {
+  for (const flowdsl::NodeSpec& node : nodes) {
+    for (const auto& body : node.bodies) unchecked_kernels(spec, body, out);
+    const auto kernel = node.fields.find("kernel");
+    if (node.kind != "kernel" || kernel == node.fields.end() || !kernel->is_string()) continue;
+    const std::string name = kernel->get<std::string>();
+    bool checked = true;
+    if (const flowdsl::KernelInfo* info = flowdsl::KernelRegistry::global().find(name)) {
+      checked = info->checked();
+    } else {
+      for (const flowdsl::KernelFileSpec& f : spec.kernel_files) {
+        if (f.name != name) continue;
+        for (const flowdsl::KernelParam& p : f.params) checked = checked && (!p.type.pointer || !p.extent.empty());
+      }
+    }
+    if (!checked) out.insert(name);
+  }
+}
+
 int validate(const std::string& file) {
   const flowdsl::GraphSpec spec = checked_spec(file);
   std::printf("%s: valid graph '%s' (%zu nodes, %zu buffers)\n", file.c_str(), spec.name.c_str(), spec.nodes.size(),
               spec.buffers.size());
+  if (spec.infer_edges) {
+    flowdsl::GraphSpec declared = spec;  // as written, to count what inference changes
+    declared.infer_edges = false;
+    declared.check_hazards = false;
+    flowdsl::Graph graph = flowdsl::inspect_graph(declared, flowdsl::KernelRegistry::global(), host_functions(), file);
+    const flowdsl::EdgeInference made = flowdsl::infer_edges(graph);
+    std::printf("  edges inferred from the accesses: %zu added, %zu declared ones removed as redundant%s\n", made.added,
+                made.removed, made.reduced ? "" : " (reduction skipped)");
+  }
+  std::set<std::string> unchecked;
+  unchecked_kernels(spec, spec.nodes, unchecked);
+  for (const std::string& name : unchecked) {
+    std::printf("  note: kernel '%s' declares no extent for some pointer parameters: those are not checked against "
+                "their buffers, nor seen by the hazard check\n",
+                name.c_str());
+  }
   return exit_ok;
 }
 

@@ -37,7 +37,9 @@ class NodeBinder {
   /// The address of `ref` when `bytes` bytes from it fit in its buffer and it is aligned to
   /// `align`; null (and a problem at `suffix`) otherwise.
   virtual void* address(const BufferRef& ref, std::uint64_t bytes, std::uint64_t align, const std::string& suffix) = 0;
-  virtual const KernelRegistry& registry() const = 0;
+  /// The kernel registered as `name` (in the registry, or among the file's own kernels while
+  /// checking), or null.
+  virtual const KernelInfo* find_kernel(std::string_view name) const = 0;
   virtual const GraphSpec& spec() const = 0;
   virtual const HostFunctions& hosts() const = 0;
 };

@@ -5,8 +5,10 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "flowdsl/hazards.hpp"
 #include "flowdsl/json.hpp"
 #include "io_facets.hpp"
+#include "log_internal.hpp"
 
 namespace flowdsl {
 namespace {
@@ -14,14 +16,21 @@ namespace {
 // Builds a Graph from a spec, collecting problems instead of stopping at the first.
 class Binder final : public io::NodeBinder {
  public:
+  /// `file_kernels`: the file's own kernels, while checking it without loading them.
   Binder(const GraphSpec& spec, const BufferAddresses& addresses, const KernelRegistry& registry,
-         const HostFunctions& hosts)
-      : spec_(spec), addresses_(addresses), registry_(registry), hosts_(hosts) {}
+         const HostFunctions& hosts, const KernelRegistry* file_kernels = nullptr)
+      : spec_(spec), addresses_(addresses), registry_(registry), file_kernels_(file_kernels), hosts_(hosts) {}
 
   Graph run(const std::string& source) {
     index_buffers();
+    graph_.check_hazards(spec_.check_hazards);
     Body top(&graph_.state(), no_node, 0);
     add_nodes(spec_.nodes, top, "/nodes", "");
+    if (problems_.empty() && spec_.infer_edges) {
+      const EdgeInference made = infer_edges(graph_);
+      detail::log().info("{}: inferred {} edges from the accesses, removed {} redundant ones{}", source,
+                                made.added, made.removed, made.reduced ? "" : " (reduction skipped)");
+    }
     if (problems_.empty()) validate();
     if (!problems_.empty()) throw JsonError(std::move(problems_), source);
     return std::move(graph_);
@@ -58,7 +67,10 @@ class Binder final : public io::NodeBinder {
     if (found == addresses_.end()) return nullptr;  // reported by index_buffers
     return static_cast<unsigned char*>(found->second) + ref.offset;
   }
-  const KernelRegistry& registry() const override { return registry_; }
+  const KernelInfo* find_kernel(std::string_view name) const override {
+    const KernelInfo* info = registry_.find(name);
+    return info != nullptr || file_kernels_ == nullptr ? info : file_kernels_->find(name);
+  }
   const GraphSpec& spec() const override { return spec_; }
   const HostFunctions& hosts() const override { return hosts_; }
 
@@ -68,8 +80,15 @@ class Binder final : public io::NodeBinder {
       const BufferSpec& b = spec_.buffers[i];
       if (!buffers_.emplace(b.name, &b).second) {
         problems_.push_back({"/buffers/" + std::to_string(i) + "/name", "buffer '" + b.name + "' is declared twice"});
-      } else if (addresses_.find(b.name) == addresses_.end()) {
+      } else if (const auto at = addresses_.find(b.name); at == addresses_.end()) {
         problems_.push_back({"/buffers/" + std::to_string(i), "no device address was given for buffer '" + b.name + "'"});
+      } else {
+        // Named in the graph: validation checks every pointer into it against its end.
+        try {
+          graph_.buffer(b.name, at->second, b.bytes());
+        } catch (const UsageError& e) {
+          problems_.push_back({"/buffers/" + std::to_string(i), std::string(e.what()).substr(9)});
+        }
       }
     }
   }
@@ -135,7 +154,9 @@ class Binder final : public io::NodeBinder {
     } catch (const ValidationError& e) {
       for (const Diagnostic& d : e.diagnostics()) {
         const auto it = d.nodes.empty() ? pointers_.end() : pointers_.find(d.nodes.front());
-        problems_.push_back({it == pointers_.end() ? std::string() : it->second, d.message});
+        std::string pointer = it == pointers_.end() ? std::string() : it->second;
+        if (!pointer.empty() && !d.member.empty()) pointer += "/" + d.member;
+        problems_.push_back({std::move(pointer), d.message});
       }
     }
   }
@@ -143,6 +164,7 @@ class Binder final : public io::NodeBinder {
   const GraphSpec& spec_;
   const BufferAddresses& addresses_;
   const KernelRegistry& registry_;
+  const KernelRegistry* file_kernels_;
   const HostFunctions& hosts_;
   std::vector<JsonProblem> problems_;
   std::unordered_map<std::string_view, const BufferSpec*> buffers_;
@@ -172,8 +194,7 @@ Graph inspect_graph(const GraphSpec& spec, const KernelRegistry& registry, const
     next += (b.bytes() + 255) / 256 * 256;
   }
   std::vector<JsonProblem> problems;
-  KernelRegistry scratch;
-  for (const KernelInfo* info : registry.list()) scratch.add(*info);
+  KernelRegistry scratch;  // the file's kernels, unloaded: checked by their declared parameters
   for (std::size_t i = 0; i < spec.kernel_files.size(); ++i) {
     const KernelFileSpec& f = spec.kernel_files[i];
     if (registry.find(f.name) != nullptr) {
@@ -181,14 +202,23 @@ Graph inspect_graph(const GraphSpec& spec, const KernelRegistry& registry, const
       continue;
     }
     try {
-      scratch.add(KernelInfo{f.name, &placeholder_kernel, f.params, {}});
+      scratch.add(KernelInfo{f.name, &placeholder_kernel, f.params, {}, {}});
     } catch (const UsageError& e) {
       problems.push_back({"/kernel_files/" + std::to_string(i), e.what()});
     }
   }
   try {
-    Graph graph = bind_graph(spec, addresses, scratch, hosts, source);
-    if (problems.empty()) return graph;
+    Graph graph = Binder(spec, addresses, registry, hosts, &scratch).run(source);
+    if (problems.empty()) {
+      // Nodes of the file's kernels must not point into `scratch`, which ends here.
+      for (NodeId id = 0; id < graph.size(); ++id) {
+        const auto* op = std::get_if<KernelOp>(&graph.description().nodes[id].op);
+        if (op != nullptr && op->info != nullptr && scratch.find(op->info->name) == op->info) {
+          std::get<KernelOp>(detail::structure_of(graph.state(), id)).info = nullptr;
+        }
+      }
+      return graph;
+    }
   } catch (const JsonError& e) {
     problems.insert(problems.end(), e.problems().begin(), e.problems().end());
   }

@@ -223,7 +223,10 @@ void from_json(const json& j, NodeSpec& v) {
 
 void to_json(json& j, const KernelFileSpec& v) {
   json params = json::array();
-  for (const KernelParam& p : v.params) params.push_back(json{{"name", p.name}, {"type", to_string(p.type)}});
+  for (const KernelParam& p : v.params) {
+    params.push_back(json{{"name", p.name}, {"type", to_string(p.type)}});
+    if (!p.extent.empty()) params.back()["extent"] = p.extent;
+  }
   j = json{{"name", v.name}, {"file", v.file}, {"symbol", v.symbol}, {"params", std::move(params)}};
 }
 
@@ -237,8 +240,9 @@ void from_json(const json& j, KernelFileSpec& v) {
   v.params.clear();
   for (std::size_t i = 0; i < params.size(); ++i) {
     within("/params" + token(i), [&] {
-      expect_object(params[i], {"name", "type"});
-      KernelParam p{get_string(params[i], "name"), {}};
+      expect_object(params[i], {"name", "type", "extent"});
+      KernelParam p{get_string(params[i], "name"), {}, {}};
+      if (optional_member(params[i], "extent") != nullptr) p.extent = get_string(params[i], "extent");
       const std::string type = get_string(params[i], "type");
       if (!parse_param_type(type, p.type)) {
         fail("/type", "unknown parameter type '" + type + "' (expected a scalar type such as f32, or a pointer such as f32* or const f32*)");
@@ -252,6 +256,8 @@ void to_json(json& j, const GraphSpec& v) {
   j = json{{"version", v.version}, {"name", v.name}};
   write_array(j, "kernel_files", v.kernel_files);
   j["buffers"] = v.buffers;
+  if (!v.check_hazards) j["check_hazards"] = false;
+  if (v.infer_edges) j["infer_edges"] = true;
   j["nodes"] = v.nodes;
 }
 
@@ -263,12 +269,14 @@ void from_json(const json& j, GraphSpec& v) {
     fail("/version", "unsupported version " + version.dump() + " (this flowdsl reads version " +
                          std::to_string(json_format_version) + ")");
   }
-  expect_object(j, {"version", "name", "kernel_files", "buffers", "nodes"});
+  expect_object(j, {"version", "name", "kernel_files", "buffers", "nodes", "check_hazards", "infer_edges"});
   v.version = json_format_version;
   v.name = get_string(j, "name");
   v.kernel_files = read_array<KernelFileSpec>(j, "kernel_files");
   v.buffers = read_array<BufferSpec>(j, "buffers");
   v.nodes = read_array<NodeSpec>(j, "nodes");
+  v.check_hazards = optional_member(j, "check_hazards") == nullptr || get_bool(j, "check_hazards");
+  v.infer_edges = optional_member(j, "infer_edges") != nullptr && get_bool(j, "infer_edges");
 }
 
 namespace {

@@ -41,6 +41,11 @@ struct Ordering {
   std::vector<NodeId> order;
 };
 
+/// Reports every pair of nodes of one body that touch overlapping bytes, one of them writing,
+/// with no path between them (a node holding bodies touches what its bodies touch). Needs a
+/// complete order. src/lower/hazards.cpp.
+void check_hazards(const Description& description, const Ordering& ordering, BufferIndex& buffers, Diagnostics& diag);
+
 /// Checks everything validation covers, reporting into `diag`, and returns the ordering
 /// (complete only when nothing was reported).
 Ordering validate(const Description& description, Diagnostics& diag);

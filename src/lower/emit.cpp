@@ -56,8 +56,9 @@ DeviceLimits query_device_limits(int device) {
 Emitted emit(const Description& d, const Plan& plan, DeviceContext& device) {
   std::vector<Diagnostic> problems;
   Diagnostics diag(problems);
+  BufferIndex buffers(d);
   for (NodeId id = 0; id < d.nodes.size(); ++id) {
-    NodeCheck check(d, id, diag);
+    NodeCheck check(d, id, diag, buffers);
     std::visit([&](const auto& op) { check_device(op, check, device); }, d.nodes[id].op);
   }
   if (!problems.empty()) throw ValidationError(std::move(problems));

@@ -22,7 +22,8 @@ namespace flowdsl::lowering {
 class Diagnostics {
  public:
   explicit Diagnostics(std::vector<Diagnostic>& out) : out_(out) {}
-  void report(const Description& d, NodeId id, const std::string& message);
+  /// `member`: the parameter the problem is about, as a relative JSON pointer ("args/x").
+  void report(const Description& d, NodeId id, const std::string& message, std::string member = {});
   void add(std::vector<std::string> nodes, std::string message);  // message already complete
   bool empty() const noexcept { return out_.empty(); }
 
@@ -30,19 +31,40 @@ class Diagnostics {
   std::vector<Diagnostic>& out_;
 };
 
+/// The named buffers of a description by address, to find the one a pointer points into.
+/// Built on first use.
+class BufferIndex {
+ public:
+  explicit BufferIndex(const Description& d) : d_(d) {}
+  /// The named buffer holding `address`, or null.
+  const NamedBuffer* find(std::uintptr_t address);
+
+ private:
+  const Description& d_;
+  bool built_ = false;
+  std::vector<const NamedBuffer*> sorted_;  ///< by address (named buffers do not overlap)
+};
+
 /// The node a check is about, and where its problems go.
 class NodeCheck {
  public:
-  NodeCheck(const Description& d, NodeId id, Diagnostics& diag) : d_(d), id_(id), diag_(diag) {}
-  void report(const std::string& message) { diag_.report(d_, id_, message); }
+  NodeCheck(const Description& d, NodeId id, Diagnostics& diag, BufferIndex& buffers)
+      : d_(d), id_(id), diag_(diag), buffers_(buffers) {}
+  void report(const std::string& message, std::string member = {}) { diag_.report(d_, id_, message, std::move(member)); }
   const Node& node() const { return d_.nodes[id_]; }
   std::string path() const { return node_path(d_, id_); }
+  BufferIndex& buffers() { return buffers_; }
 
  private:
   const Description& d_;
   NodeId id_;
   Diagnostics& diag_;
+  BufferIndex& buffers_;
 };
+
+/// Reports a range of `bytes` at `ptr` that starts inside a named buffer and runs past its end
+/// ("writes 4096 bytes at offset 1024 of buffer 'x' (2048 bytes)"), at `member`.
+void check_range(NodeCheck& check, const void* ptr, std::size_t bytes, const char* verb, const char* member);
 
 /// What emission needs to know about the device.
 struct DeviceLimits {
@@ -103,7 +125,9 @@ cudaMemoryType memory_type(const void* ptr);
   /* Applies the node's current parameters to an executable. */                      \
   UpdateStatus update_native(const Op&, cudaGraphExec_t, cudaGraphNode_t);            \
   /* Enqueues the node's work on its own (the eager baseline). Throws CudaError. */  \
-  void launch_eager(const Op&, EagerNode&);
+  void launch_eager(const Op&, EagerNode&);                                           \
+  /* The accesses its parameters imply (hazard check, edge inference). */             \
+  void derived_accesses(const Op&, std::vector<Access>&);
 FLOWDSL_NODE_KINDS(FLOWDSL_LOWERING_FACETS)
 #undef FLOWDSL_LOWERING_FACETS
 

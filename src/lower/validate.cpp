@@ -9,14 +9,45 @@
 namespace flowdsl {
 namespace lowering {
 
-void Diagnostics::report(const Description& d, NodeId id, const std::string& message) {
+void Diagnostics::report(const Description& d, NodeId id, const std::string& message, std::string member) {
   std::string path = node_path(d, id);
   std::string text = "node '" + path + "' (" + std::string(kind_name(d.nodes[id].op)) + "): " + message;
-  out_.push_back(Diagnostic{{std::move(path)}, std::move(text)});
+  out_.push_back(Diagnostic{{std::move(path)}, std::move(text), std::move(member)});
+}
+
+const NamedBuffer* BufferIndex::find(std::uintptr_t address) {
+  if (d_.buffers.empty()) return nullptr;
+  if (!built_) {
+    sorted_.reserve(d_.buffers.size());
+    for (const NamedBuffer& b : d_.buffers) sorted_.push_back(&b);
+    std::sort(sorted_.begin(), sorted_.end(), [](const NamedBuffer* a, const NamedBuffer* b) {
+      return reinterpret_cast<std::uintptr_t>(a->ptr) < reinterpret_cast<std::uintptr_t>(b->ptr);
+    });
+    built_ = true;
+  }
+  // The last buffer starting at or before `address`, if it reaches it.
+  auto it = std::upper_bound(sorted_.begin(), sorted_.end(), address, [](std::uintptr_t a, const NamedBuffer* b) {
+    return a < reinterpret_cast<std::uintptr_t>(b->ptr);
+  });
+  if (it == sorted_.begin()) return nullptr;
+  const NamedBuffer* b = *--it;
+  return address - reinterpret_cast<std::uintptr_t>(b->ptr) < b->bytes ? b : nullptr;
 }
 
 void Diagnostics::add(std::vector<std::string> nodes, std::string message) {
-  out_.push_back(Diagnostic{std::move(nodes), std::move(message)});
+  out_.push_back(Diagnostic{std::move(nodes), std::move(message), {}});
+}
+
+void check_range(NodeCheck& check, const void* ptr, std::size_t bytes, const char* verb, const char* member) {
+  if (ptr == nullptr || bytes == 0) return;
+  const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+  const NamedBuffer* b = check.buffers().find(address);
+  if (b == nullptr) return;
+  const std::uint64_t offset = address - reinterpret_cast<std::uintptr_t>(b->ptr);
+  if (bytes <= b->bytes - offset) return;
+  check.report(std::string(verb) + " " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
+                   " of buffer '" + b->name + "' (" + std::to_string(b->bytes) + " bytes)",
+               member);
 }
 
 namespace {
@@ -136,8 +167,9 @@ Ordering validate(const Description& d, Diagnostics& diag) {
   check_names(d, diag);
   ordering.edges = resolve_edges(d, diag);
   bool nested = false;  // any node holding bodies or held by one
+  BufferIndex buffers(d);
   for (NodeId id = 0; id < d.nodes.size(); ++id) {
-    NodeCheck check(d, id, diag);
+    NodeCheck check(d, id, diag, buffers);
     std::visit([&](const auto& op) {
       check_structure(op, check);
       check_parameters(op, check);
@@ -147,6 +179,7 @@ Ordering validate(const Description& d, Diagnostics& diag) {
   if (nested) check_bodies(d, diag);
   ordering.order = topological_order(ordering.edges, d.nodes.size());
   check_cycles(d, ordering.edges, ordering.order, diag);
+  if (d.check_hazards && ordering.order.size() == d.nodes.size()) check_hazards(d, ordering, buffers, diag);
   return ordering;
 }
 
@@ -161,8 +194,8 @@ std::vector<Diagnostic> validate(const Description& d) {
 
 namespace {
 
-void check_parameters_of(const Description& d, NodeId id, lowering::Diagnostics& diag) {
-  lowering::NodeCheck check(d, id, diag);
+void check_parameters_of(const Description& d, NodeId id, lowering::Diagnostics& diag, lowering::BufferIndex& buffers) {
+  lowering::NodeCheck check(d, id, diag, buffers);
   std::visit([&](const auto& op) { lowering::check_parameters(op, check); }, d.nodes[id].op);
 }
 
@@ -171,14 +204,16 @@ void check_parameters_of(const Description& d, NodeId id, lowering::Diagnostics&
 std::vector<Diagnostic> validate_parameters(const Description& d, const std::vector<NodeId>& nodes) {
   std::vector<Diagnostic> out;
   lowering::Diagnostics diag(out);
-  for (NodeId id : nodes) check_parameters_of(d, id, diag);
+  lowering::BufferIndex buffers(d);
+  for (NodeId id : nodes) check_parameters_of(d, id, diag, buffers);
   return out;
 }
 
 std::vector<Diagnostic> validate_parameters(const Description& d) {
   std::vector<Diagnostic> out;
   lowering::Diagnostics diag(out);
-  for (NodeId id = 0; id < d.nodes.size(); ++id) check_parameters_of(d, id, diag);
+  lowering::BufferIndex buffers(d);
+  for (NodeId id = 0; id < d.nodes.size(); ++id) check_parameters_of(d, id, diag, buffers);
   return out;
 }
 

@@ -55,6 +55,6 @@ TEST_CASE("Registry misuse is reported by name", "[registry][errors]") {
   CHECK_THROWS_WITH(registry.add("axpy", axpy, {"n", "alpha", "x", "y"}), contains("'axpy' is already registered"));
   CHECK_THROWS_WITH(registry.add("short", axpy, {"n", "alpha"}), contains("takes 4 parameters but 2 names"));
   CHECK_THROWS_WITH(registry.add("dup", axpy, {"n", "n", "x", "y"}), contains("repeated parameter name 'n'"));
-  CHECK_THROWS_AS(registry.add(flowdsl::KernelInfo{"null", nullptr, {}, {}}), flowdsl::UsageError);
+  CHECK_THROWS_AS(registry.add(flowdsl::KernelInfo{"null", nullptr, {}, {}, {}}), flowdsl::UsageError);
   CHECK(registry.list().size() == 1);
 }

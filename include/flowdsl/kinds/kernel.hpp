@@ -26,6 +26,9 @@ struct KernelOp {
 
   const void* function = nullptr;  ///< the kernel's host stub address (its identity)
   std::string kernel_name;         ///< for messages and dumps; empty: see kernel_name_of
+  /// The registered kernel, for nodes declared from one (its parameter names and extents);
+  /// null for typed nodes, which find theirs in KernelRegistry::global() by function.
+  const KernelInfo* info = nullptr;
   LaunchShape launch;
   bool grid_set = false;           ///< grid() or launch() was called: there is no default grid
   bool block_set = false;          ///< block() or launch() was called: there is no default block
@@ -185,6 +188,7 @@ class KernelOp::Factory {
     KernelOp op;
     op.function = kernel.function;
     op.kernel_name = kernel.name;
+    op.info = &kernel;
     for (const KernelParam& p : kernel.params) {
       const unsigned char zero[16] = {};
       op.args.append(zero, p.type.size(), p.type.align(), /*bound=*/false);

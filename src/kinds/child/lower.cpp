@@ -29,4 +29,7 @@ UpdateStatus update_native(const ChildOp&, cudaGraphExec_t, cudaGraphNode_t) { r
 
 void launch_eager(const ChildOp&, EagerNode& node) { node.run_body(0); }
 
+// Nothing of its own: its bodies' nodes have theirs.
+void derived_accesses(const ChildOp&, std::vector<Access>&) {}
+
 }  // namespace flowdsl::lowering

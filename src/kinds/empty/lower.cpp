@@ -19,4 +19,7 @@ UpdateStatus update_native(const EmptyOp&, cudaGraphExec_t, cudaGraphNode_t) { r
 
 void launch_eager(const EmptyOp&, EagerNode&) {}  // stream order already joins
 
+// Nothing to access.
+void derived_accesses(const EmptyOp&, std::vector<Access>&) {}
+
 }  // namespace flowdsl::lowering

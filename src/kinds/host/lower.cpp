@@ -30,4 +30,7 @@ void launch_eager(const HostOp& op, EagerNode& node) {
   check(cudaLaunchHostFunc(node.stream, op.fn, op.user_data), "cudaLaunchHostFunc", node.path.c_str());
 }
 
+// Nothing known: a host function declares what it touches with reads() and writes().
+void derived_accesses(const HostOp&, std::vector<Access>&) {}
+
 }  // namespace flowdsl::lowering

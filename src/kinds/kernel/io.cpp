@@ -98,7 +98,7 @@ bool bind_argument(const json& value, const KernelParam& param, const std::strin
 }
 
 const KernelInfo* find_kernel(const std::string& name, NodeBinder& binder) {
-  const KernelInfo* info = binder.registry().find(name);
+  const KernelInfo* info = binder.find_kernel(name);
   if (info != nullptr) return info;
   const auto& files = binder.spec().kernel_files;
   const bool declared =

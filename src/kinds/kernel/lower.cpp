@@ -1,7 +1,10 @@
 // Kernel nodes, lowering side: launch-shape and argument checks, hash of function and shape,
 // device limits, native node, in-place update, eager launch.
+#include <cstdint>
+#include <cstring>
 #include <string>
 
+#include "flowdsl/registry.hpp"
 #include "lowering_facets.hpp"
 
 namespace flowdsl::lowering {
@@ -25,6 +28,29 @@ cudaKernelNodeParams native_params(const KernelOp& op, std::vector<void*>& point
   p.kernelParams = pointers.empty() ? nullptr : pointers.data();
   p.extra = nullptr;
   return p;
+}
+
+// The registered kernel of a node: the one it was declared from, else the one registered
+// globally with its function; null when none matches its arguments.
+const KernelInfo* info_of(const KernelOp& op) {
+  const KernelInfo* info = op.info != nullptr ? op.info : KernelRegistry::global().find_function(op.function);
+  return info != nullptr && info->params.size() == op.args.size() && info->extents.size() == op.args.size() ? info
+                                                                                                             : nullptr;
+}
+
+// Calls visit(param, pointer, value) for each non-null pointer argument with a declared extent.
+template <class Visit>
+void for_each_extent(const KernelOp& op, Visit&& visit) {
+  const KernelInfo* info = info_of(op);
+  if (info == nullptr) return;
+  for (std::size_t i = 0; i < info->params.size(); ++i) {
+    const KernelParam& p = info->params[i];
+    if (!p.type.pointer || info->extents[i].empty() || !op.args.bound(i) || op.args.slot_size(i) != sizeof(void*)) continue;
+    const void* ptr = nullptr;
+    std::memcpy(&ptr, op.args.data(i), sizeof ptr);
+    if (ptr == nullptr) continue;
+    visit(p, info->extents[i], ptr, info->extents[i].evaluate(op.args, op.launch));
+  }
 }
 
 // Dynamic shared memory over 48 KiB needs the kernel's consent.
@@ -62,7 +88,39 @@ void check_structure(const KernelOp& op, NodeCheck& diag) {
   }
 }
 
-void check_parameters(const KernelOp&, NodeCheck&) {}
+void check_parameters(const KernelOp& op, NodeCheck& diag) {
+  for_each_extent(op, [&](const KernelParam& p, const Extent& extent, const void* ptr, const Extent::Value& v) {
+    const std::string member = "args/" + p.name;
+    const std::string verb = p.type.is_const ? "reads " : "writes ";
+    if (v.kind == Extent::Value::Kind::overflow) {
+      diag.report("argument '" + p.name + "': its extent '" + extent.text() + "' exceeds 2^63 elements", member);
+      return;
+    }
+    const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+    const NamedBuffer* b = diag.buffers().find(address);
+    if (b == nullptr || v.kind != Extent::Value::Kind::known) return;  // not checkable here
+    const std::size_t element = size_of(p.type.scalar);
+    const std::uint64_t offset = address - reinterpret_cast<std::uintptr_t>(b->ptr);
+    const std::uint64_t available = (b->bytes - offset) / element;
+    if (v.elements <= available) return;
+    diag.report("argument '" + p.name + "' " + verb + std::to_string(v.elements) + " elements (" + extent.text() +
+                    ") of buffer '" + b->name + "' (" + std::to_string(available) +
+                    (offset == 0 ? ")" : " after offset " + std::to_string(offset) + ")"),
+                member);
+  });
+}
+
+void derived_accesses(const KernelOp& op, std::vector<Access>& out) {
+  for_each_extent(op, [&](const KernelParam& p, const Extent&, const void* ptr, const Extent::Value& v) {
+    if (v.kind == Extent::Value::Kind::unbound) return;
+    const std::uint64_t element = size_of(p.type.scalar);
+    // Unknown (data-dependent) or overflowing extents: bytes 0, the conservative rule.
+    const std::size_t bytes =
+        v.kind == Extent::Value::Kind::known && v.elements <= SIZE_MAX / element ? v.elements * element : 0;
+    if (v.kind == Extent::Value::Kind::known && bytes == 0) return;  // touches nothing
+    out.push_back(Access{ptr, bytes, p.type.is_const ? AccessMode::read : AccessMode::write});
+  });
+}
 
 void hash_structure(const KernelOp& op, Hasher& h) {
   h.add(reinterpret_cast<std::uintptr_t>(op.function));

@@ -10,6 +10,8 @@ void check_parameters(const MemcpyOp& op, NodeCheck& diag) {
   if (op.dst == nullptr) diag.report("destination pointer is null");
   if (op.src == nullptr) diag.report("source pointer is null");
   if (op.bytes == 0) diag.report("copies zero bytes");
+  check_range(diag, op.src, op.bytes, "reads", "src");
+  check_range(diag, op.dst, op.bytes, "writes", "dst");
 }
 
 void hash_structure(const MemcpyOp&, Hasher&) {}
@@ -53,6 +55,12 @@ UpdateStatus update_native(const MemcpyOp& op, cudaGraphExec_t exec, cudaGraphNo
 
 void launch_eager(const MemcpyOp& op, EagerNode& node) {
   check(cudaMemcpyAsync(op.dst, op.src, op.bytes, cudaMemcpyDefault, node.stream), "cudaMemcpyAsync", node.path.c_str());
+}
+
+void derived_accesses(const MemcpyOp& op, std::vector<Access>& out) {
+  if (op.bytes == 0) return;
+  if (op.src != nullptr) out.push_back(Access{op.src, op.bytes, AccessMode::read});
+  if (op.dst != nullptr) out.push_back(Access{op.dst, op.bytes, AccessMode::write});
 }
 
 }  // namespace flowdsl::lowering

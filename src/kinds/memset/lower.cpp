@@ -28,6 +28,7 @@ void check_structure(const MemsetOp& op, NodeCheck& diag) {
 void check_parameters(const MemsetOp& op, NodeCheck& diag) {
   if (op.dst == nullptr) diag.report("destination pointer is null");
   if (op.count == 0) diag.report("sets zero elements");
+  check_range(diag, op.dst, op.count * op.element_size, "writes", "dst");
 }
 
 void hash_structure(const MemsetOp& op, Hasher& h) { h.add(op.element_size); }
@@ -76,6 +77,10 @@ void launch_eager(const MemsetOp& op, EagerNode& node) {
   check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate", node.path.c_str());
   const NativeExecutable executable(exec);
   check(cudaGraphLaunch(exec, node.stream), "cudaGraphLaunch", node.path.c_str());
+}
+
+void derived_accesses(const MemsetOp& op, std::vector<Access>& out) {
+  if (op.dst != nullptr && op.count != 0) out.push_back(Access{op.dst, op.count * op.element_size, AccessMode::write});
 }
 
 }  // namespace flowdsl::lowering
