@@ -3,6 +3,8 @@
 /// \brief The graph's work launched node by node on a stream: the baseline that graph replay is
 /// compared with (samples, benchmarks) and checked against (the differential test).
 
+#include <functional>
+
 #include <cuda_runtime_api.h>
 
 #include "flowdsl/graph.hpp"
@@ -16,5 +18,10 @@ namespace flowdsl {
 /// \throws ValidationError when the graph is invalid
 /// \throws CudaError naming the node whose call failed
 void launch_eagerly(const Graph& graph, cudaStream_t stream);
+
+/// \brief As launch_eagerly(graph, stream), calling `after_node(id)` once each node's call is
+/// enqueued (for a node holding bodies: after its bodies' nodes). Debug mode checks each node
+/// there.
+void launch_eagerly(const Graph& graph, cudaStream_t stream, const std::function<void(NodeId)>& after_node);
 
 }  // namespace flowdsl

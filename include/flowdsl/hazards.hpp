@@ -15,10 +15,16 @@
 /// (registered kernels' extents, copies, fills); see docs/architecture.md, "Hazards".
 
 #include <cstddef>
+#include <vector>
 
 #include "flowdsl/graph.hpp"
 
 namespace flowdsl {
+
+/// \brief Every access of node `id`: those declared (reads(), writes(), a file's "reads" and
+/// "writes") and those its parameters imply (a registered kernel's extents, a copy's source
+/// and destination, a fill's destination). Bytes 0: extent unknown.
+std::vector<Access> accesses_of(const Description& description, NodeId id);
 
 /// \brief What infer_edges did.
 struct EdgeInference {

@@ -13,9 +13,10 @@ enum class LaunchKind : std::uint8_t {
   updated,         ///< cached, some nodes updated in place
   instantiated,    ///< not cached: emitted and instantiated
   reinstantiated,  ///< cached, but an update was refused: instantiated again
+  debug,           ///< debug mode: run node by node with a check after each, the cache unused
 };
 
-/// \brief "hit", "updated", "instantiated" or "reinstantiated".
+/// \brief "hit", "updated", "instantiated", "reinstantiated" or "debug".
 const char* to_string(LaunchKind kind) noexcept;
 
 struct LaunchReport {

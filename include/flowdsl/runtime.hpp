@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
@@ -15,6 +16,7 @@
 #include "flowdsl/graph.hpp"
 #include "flowdsl/launch_report.hpp"
 #include "flowdsl/plan.hpp"
+#include "flowdsl/registry.hpp"
 
 namespace flowdsl {
 
@@ -56,6 +58,55 @@ std::unique_ptr<Backend> make_cuda_backend();
 /// \brief Runtime settings.
 struct RuntimeOptions {
   std::size_t capacity = 32;  ///< executables kept; the least recently launched goes first
+  /// \brief Debug mode: every launch runs the graph node by node in plan order (as
+  /// launch_eagerly), synchronises the stream after each node and checks it, so that a failed
+  /// launch, an illegal address or a NaN written to a declared output throws DebugError naming
+  /// the node. Slow; the cache is not used. Also turned on by the environment variable
+  /// FLOWDSL_DEBUG=1 when the runtime is made.
+  bool debug = false;
+  /// \brief Where debug mode looks up kernels' parameter types (for the NaN check) and names;
+  /// null: KernelRegistry::global(). Must outlive the runtime.
+  const KernelRegistry* registry = nullptr;
+};
+
+/// \brief A debug-mode launch (RuntimeOptions::debug) found a node at fault: its launch failed,
+/// CUDA reported an error once it ran (e.g. an illegal address: the CUDA context is then
+/// unusable, as after any such error), or it wrote a NaN into a floating-point buffer it
+/// declares it writes. what() names the node, its kind, and for a kernel its name, launch
+/// shape and arguments.
+class DebugError : public Error {
+ public:
+  /// \param message the whole sentence
+  /// \param node the node's path
+  /// \param kernel the kernel's name, or empty
+  /// \param code the CUDA error, or cudaSuccess for a NaN
+  DebugError(std::string message, std::string node, std::string kernel, cudaError_t code);
+
+  const std::string& node() const noexcept { return node_; }
+  const std::string& kernel() const noexcept { return kernel_; }
+  cudaError_t code() const noexcept { return code_; }
+
+ private:
+  std::string node_;
+  std::string kernel_;
+  cudaError_t code_;
+};
+
+/// \brief What a launch of a graph would do now (Runtime::explain).
+struct LaunchExplanation {
+  /// hit, updated, instantiated (a miss), or debug. An update the backend refuses is only
+  /// known when tried: it is explained as updated.
+  LaunchKind kind = LaunchKind::instantiated;
+  std::vector<std::string> updated_nodes;  ///< updated: the paths of the nodes to update
+  /// instantiated: how the closest cached executable differs (the first few differences, e.g.
+  /// "node 'gemm': grid 64x1x1 -> 128x1x1"); empty when nothing is cached.
+  std::vector<std::string> differences;
+  std::size_t difference_count = 0;  ///< instantiated: every difference, including those not listed
+  std::size_t closest_equal_nodes = 0;  ///< instantiated: nodes of equal structure in the closest executable
+
+  /// \brief One line, e.g. "miss: closest cached executable has 2 of 3 nodes equal; node 'k1':
+  /// grid 1x1x1 -> 2x1x1".
+  std::string text() const;
 };
 
 /// \brief Counters since the runtime was made.
@@ -66,6 +117,7 @@ struct RuntimeStatistics {
   std::uint64_t node_updates = 0;      ///< nodes updated in place
   std::uint64_t reinstantiations = 0;  ///< updates refused by CUDA, solved by re-instantiating
   std::uint64_t evictions = 0;         ///< executables dropped to stay within capacity
+  std::uint64_t debug_launches = 0;    ///< launches run node by node in debug mode (also in `launches`)
 };
 
 /// \brief Launches graphs, keeping their executables in an LRU cache keyed by topology hash.
@@ -75,6 +127,9 @@ struct RuntimeStatistics {
 /// it costs O(1) besides cudaGraphLaunch. A graph whose topology is not cached is emitted,
 /// instantiated and uploaded. Two Graph objects of equal topology share one executable; when
 /// they alternate, every node of the newcomer is updated.
+///
+/// In debug mode (RuntimeOptions::debug) launches run node by node instead, checked after each
+/// node; see RuntimeOptions::debug.
 ///
 /// Thread-safety: all members may be called from several threads at once; launches are
 /// serialised by one mutex held from the lookup to cudaGraphLaunch, so the parameters a launch
@@ -101,6 +156,14 @@ class Runtime {
   LaunchReport launch(const Graph& graph, cudaStream_t stream = nullptr);
   /// \brief Launches `graph` on the stream `stream` owns (see make_stream); as above.
   LaunchReport launch(const Graph& graph, const StreamHandle& stream) { return launch(graph, stream.get()); }
+
+  /// \brief Says what launch(graph) would do now: hit, update (which nodes) or miss (how the
+  /// closest cached executable differs), or run in debug mode. Changes nothing: no executable
+  /// counts as used, no statistics change.
+  /// \throws ValidationError when the graph is invalid.
+  LaunchExplanation explain(const Graph& graph) const;
+  /// \brief Whether launches run in debug mode (RuntimeOptions::debug or FLOWDSL_DEBUG=1).
+  bool debug() const noexcept;
 
   RuntimeStatistics statistics() const;
   /// \brief Executables cached now.

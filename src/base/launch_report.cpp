@@ -9,6 +9,7 @@ const char* to_string(LaunchKind kind) noexcept {
     case LaunchKind::updated: return "updated";
     case LaunchKind::instantiated: return "instantiated";
     case LaunchKind::reinstantiated: return "reinstantiated";
+    case LaunchKind::debug: return "debug";
   }
   return "?";
 }

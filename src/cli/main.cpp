@@ -1,7 +1,9 @@
 // The `flowdsl` command-line tool: validate, dot, run, info and schema for JSON graph files.
 //
-// Exit codes: 0 ok, 1 invalid input (file, arguments), 2 environment (no CUDA device, driver
-// too old, out of device memory), 3 internal error.
+// Exit codes: 0 ok, 1 invalid input (file, arguments, a node at fault in a --debug run),
+// 2 environment (no CUDA device, driver too old, out of device memory, buffers larger than the
+// device's free memory), 3 internal error.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -134,7 +136,16 @@ void require_device() {
 
 using DeviceMemory = flowdsl::UniqueHandle<void*, &cudaFree>;
 
-int run(const std::string& file, int iterations, const std::string& out_dir) {
+struct RunOptions {
+  int iterations = 1;
+  std::string out_dir;
+  bool debug = false;    // run node by node, checking each node
+  bool explain = false;  // say what the first launch and the next one would do
+};
+
+int run(const std::string& file, const RunOptions& run_options) {
+  const int iterations = run_options.iterations;
+  const std::string& out_dir = run_options.out_dir;
   require_device();
   const flowdsl::GraphSpec spec = checked_spec(file);
   const std::string base = folder_of(file);
@@ -144,20 +155,39 @@ int run(const std::string& file, int iterations, const std::string& out_dir) {
   for (const flowdsl::KernelInfo* info : flowdsl::KernelRegistry::global().list()) registry.add(*info);
   const std::vector<flowdsl::KernelLibrary> libraries = flowdsl::load_kernel_files(spec, base, registry);
 
+  // Refuse before allocating or reading anything: the buffers must fit in the device's free
+  // memory, and .npy headers must match their buffers.
+  int device = 0;
+  std::size_t free_bytes = 0, total_bytes = 0;
+  flowdsl::check(cudaGetDevice(&device), "cudaGetDevice");
+  flowdsl::check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+  if (auto refusal = flowdsl::cli::memory_refusal(spec, free_bytes, device)) throw EnvironmentError(*refusal);
+  for (const flowdsl::BufferSpec& b : spec.buffers) {
+    try {
+      flowdsl::cli::check_initial_contents(b, base);
+    } catch (const std::runtime_error& e) {
+      throw InputError("buffer '" + b.name + "': " + e.what());
+    }
+  }
+
   std::vector<DeviceMemory> memory;
   flowdsl::BufferAddresses addresses;
   std::uint64_t total = 0;
   for (const flowdsl::BufferSpec& b : spec.buffers) {
-    std::vector<unsigned char> contents;
-    try {
-      contents = flowdsl::cli::initial_contents(b, base);
-    } catch (const std::runtime_error& e) {
-      throw InputError("buffer '" + b.name + "': " + e.what());
-    }
     void* ptr = nullptr;
     flowdsl::check(cudaMalloc(&ptr, b.bytes()), ("cudaMalloc for buffer '" + b.name + "'").c_str());
     memory.emplace_back(ptr);
-    flowdsl::check(cudaMemcpy(ptr, contents.data(), b.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy");
+    auto* device_bytes = static_cast<unsigned char*>(ptr);
+    try {
+      flowdsl::cli::produce_initial_contents(
+          b, base, flowdsl::cli::staging_bytes, [&](const unsigned char* data, std::size_t bytes, std::uint64_t offset) {
+            flowdsl::check(cudaMemcpy(device_bytes + offset, data, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+          });
+    } catch (const flowdsl::CudaError&) {
+      throw;
+    } catch (const std::runtime_error& e) {
+      throw InputError("buffer '" + b.name + "': " + e.what());
+    }
     addresses.emplace(b.name, ptr);
     total += b.bytes();
   }
@@ -165,7 +195,11 @@ int run(const std::string& file, int iterations, const std::string& out_dir) {
               static_cast<double>(total) / (1 << 20));
 
   const flowdsl::Graph graph = flowdsl::bind_graph(spec, addresses, registry, host_functions(), file);
-  flowdsl::Runtime runtime;
+  flowdsl::RuntimeOptions options;
+  options.debug = run_options.debug;
+  options.registry = &registry;
+  flowdsl::Runtime runtime(options);
+  if (run_options.explain) std::printf("explain: %s\n", runtime.explain(graph).text().c_str());
   const flowdsl::StreamHandle stream = flowdsl::make_stream();
   const flowdsl::EventHandle start = flowdsl::make_event();
   const flowdsl::EventHandle stop = flowdsl::make_event();
@@ -182,11 +216,15 @@ int run(const std::string& file, int iterations, const std::string& out_dir) {
     std::printf("launch %d: %s, %.1f us host, %.1f us on the stream\n", i + 1, flowdsl::to_string(report.kind), host_us,
                 1000.0 * device_ms);
   }
+  if (run_options.explain) std::printf("explain (next launch): %s\n", runtime.explain(graph).text().c_str());
   const flowdsl::RuntimeStatistics s = runtime.statistics();
-  std::printf("cache: launches=%llu hits=%llu misses=%llu node_updates=%llu reinstantiations=%llu evictions=%llu\n",
-              static_cast<unsigned long long>(s.launches), static_cast<unsigned long long>(s.hits),
-              static_cast<unsigned long long>(s.misses), static_cast<unsigned long long>(s.node_updates),
-              static_cast<unsigned long long>(s.reinstantiations), static_cast<unsigned long long>(s.evictions));
+  std::printf(
+      "cache: launches=%llu hits=%llu misses=%llu node_updates=%llu reinstantiations=%llu evictions=%llu "
+      "debug_launches=%llu\n",
+      static_cast<unsigned long long>(s.launches), static_cast<unsigned long long>(s.hits),
+      static_cast<unsigned long long>(s.misses), static_cast<unsigned long long>(s.node_updates),
+      static_cast<unsigned long long>(s.reinstantiations), static_cast<unsigned long long>(s.evictions),
+      static_cast<unsigned long long>(s.debug_launches));
 
   if (out_dir.empty()) return exit_ok;
   std::error_code error;
@@ -194,11 +232,18 @@ int run(const std::string& file, int iterations, const std::string& out_dir) {
   if (error) throw InputError("cannot create the output folder '" + out_dir + "': " + error.message());
   for (const flowdsl::BufferSpec& b : spec.buffers) {
     if (!b.output) continue;
-    std::vector<unsigned char> host(b.bytes());
-    flowdsl::check(cudaMemcpy(host.data(), addresses.at(b.name), b.bytes(), cudaMemcpyDeviceToHost), "cudaMemcpy");
     const std::string path = out_dir + "/" + b.name + ".npy";
     try {
-      flowdsl::cli::write_npy(path, b.type, b.count, host.data());
+      flowdsl::cli::NpyWriter writer(path, b.type, b.count);
+      std::vector<unsigned char> host(std::min<std::uint64_t>(b.bytes(), flowdsl::cli::staging_bytes));
+      const auto* device_bytes = static_cast<const unsigned char*>(addresses.at(b.name));
+      for (std::uint64_t offset = 0; offset < b.bytes(); offset += host.size()) {
+        const std::size_t n = std::min<std::uint64_t>(host.size(), b.bytes() - offset);
+        flowdsl::check(cudaMemcpy(host.data(), device_bytes + offset, n, cudaMemcpyDeviceToHost), "cudaMemcpy");
+        writer.write(host.data(), n);
+      }
+    } catch (const flowdsl::CudaError&) {
+      throw;
     } catch (const std::runtime_error& e) {
       throw InputError(e.what());
     }
@@ -269,7 +314,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
 
   std::string file, out;
-  int iterations = 1;
+  RunOptions run_options;
   bool arguments = false;
   CLI::App* validate_cmd = app.add_subcommand("validate", "Check a graph file completely; no GPU needed");
   validate_cmd->add_option("FILE", file, "graph file (.json)")->required();
@@ -279,8 +324,13 @@ int main(int argc, char** argv) {
   dot_cmd->add_flag("--args", arguments, "show kernel arguments and copy operands");
   CLI::App* run_cmd = app.add_subcommand("run", "Allocate and initialise the buffers, run the graph N times");
   run_cmd->add_option("FILE", file, "graph file (.json)")->required();
-  run_cmd->add_option("-n,--iterations", iterations, "number of launches")->check(CLI::Range(1, 1000000));
-  run_cmd->add_option("--out", out, "folder to write the output buffers to, as <buffer>.npy (created if missing)");
+  run_cmd->add_option("-n,--iterations", run_options.iterations, "number of launches")->check(CLI::Range(1, 1000000));
+  run_cmd->add_option("--out", run_options.out_dir,
+                      "folder to write the output buffers to, as <buffer>.npy (created if missing)");
+  run_cmd->add_flag("--debug", run_options.debug,
+                    "run node by node, checking each node for CUDA errors and NaN outputs (also FLOWDSL_DEBUG=1)");
+  run_cmd->add_flag("--explain", run_options.explain,
+                    "say whether the first launch, and the one after the last, hits, updates or misses the cache");
   CLI::App* info_cmd = app.add_subcommand("info", "Devices, CUDA versions, registered kernels");
   bool markdown = false;
   info_cmd->add_flag("--markdown", markdown, "only the registered kernels, as the Markdown table of docs/kernels.md");
@@ -297,7 +347,7 @@ int main(int argc, char** argv) {
     flowdsl::kernels::register_builtins(flowdsl::KernelRegistry::global());
     if (validate_cmd->parsed()) return validate(file);
     if (dot_cmd->parsed()) return dot(file, out, arguments);
-    if (run_cmd->parsed()) return run(file, iterations, out);
+    if (run_cmd->parsed()) return run(file, run_options);
     if (info_cmd->parsed()) return info(markdown);
     if (schema_cmd->parsed()) return schema();
   } catch (const EnvironmentError& e) {
@@ -311,6 +361,9 @@ int main(int argc, char** argv) {
     return exit_invalid;
   } catch (const InputError& e) {
     std::fprintf(stderr, "flowdsl: %s\n", e.what());
+    return exit_invalid;
+  } catch (const flowdsl::DebugError& e) {  // a node of the file at fault
+    std::fprintf(stderr, "%s\n", e.what());
     return exit_invalid;
   } catch (const flowdsl::CudaError& e) {
     std::fprintf(stderr, "%s\n", e.what());

@@ -44,26 +44,35 @@ std::string npy_descr(ScalarType type) {
   });
 }
 
-void write_npy(const std::string& path, ScalarType type, std::uint64_t count, const void* data) {
+NpyWriter::NpyWriter(const std::string& path, ScalarType type, std::uint64_t count)
+    : path_(path), out_(path, std::ios::binary) {
   std::string header = "{'descr': '" + npy_descr(type) + "', 'fortran_order': False, 'shape': (" +
                        std::to_string(count) + ",), }";
   // Magic (6) + version (2) + length (2) + header, padded with spaces to a multiple of 64, ending in '\n'.
   const std::size_t total = (10 + header.size() + 1 + 63) / 64 * 64;
   header.append(total - 10 - header.size() - 1, ' ');
   header += '\n';
-  std::ofstream out(path, std::ios::binary);
-  if (!out) fail(path, "cannot open for writing");
+  if (!out_) fail(path, "cannot open for writing");
   const auto length = static_cast<std::uint16_t>(header.size());
-  out.write(magic, 6);
-  out.put(1).put(0);
-  out.put(static_cast<char>(length & 0xff)).put(static_cast<char>(length >> 8));
-  out << header;
-  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(count * size_of(type)));
-  if (!out) fail(path, "write failed");
+  out_.write(magic, 6);
+  out_.put(1).put(0);
+  out_.put(static_cast<char>(length & 0xff)).put(static_cast<char>(length >> 8));
+  out_ << header;
+  if (!out_) fail(path, "write failed");
 }
 
-std::vector<unsigned char> read_npy(const std::string& path, ScalarType type, std::uint64_t count) {
-  std::ifstream in(path, std::ios::binary);
+void NpyWriter::write(const void* data, std::size_t bytes) {
+  out_.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
+  if (!out_) fail(path_, "write failed");
+}
+
+void write_npy(const std::string& path, ScalarType type, std::uint64_t count, const void* data) {
+  NpyWriter(path, type, count).write(data, count * size_of(type));
+}
+
+NpyReader::NpyReader(const std::string& path, ScalarType type, std::uint64_t count)
+    : path_(path), in_(path, std::ios::binary) {
+  std::ifstream& in = in_;
   if (!in) fail(path, "cannot open the file");
   char prefix[8] = {};
   in.read(prefix, 8);
@@ -106,9 +115,25 @@ std::vector<unsigned char> read_npy(const std::string& path, ScalarType type, st
   if (elements != count) {
     fail(path, "holds " + std::to_string(elements) + " elements, the buffer " + std::to_string(count));
   }
+  // A file shorter than its header says fails now, before any data is read.
+  const std::streampos data_start = in.tellg();
+  in.seekg(0, std::ios::end);
+  const auto data_bytes = static_cast<std::uint64_t>(in.tellg() - data_start);
+  in.seekg(data_start);
+  if (!in || data_bytes < count * size_of(type)) {
+    fail(path, "truncated data: " + std::to_string(data_bytes) + " bytes for " + std::to_string(count * size_of(type)));
+  }
+}
+
+void NpyReader::read(void* out, std::size_t bytes) {
+  in_.read(static_cast<char*>(out), static_cast<std::streamsize>(bytes));
+  if (!in_) fail(path_, "truncated data");
+}
+
+std::vector<unsigned char> read_npy(const std::string& path, ScalarType type, std::uint64_t count) {
+  NpyReader reader(path, type, count);
   std::vector<unsigned char> data(count * size_of(type));
-  in.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(data.size()));
-  if (!in) fail(path, "truncated data");
+  reader.read(data.data(), data.size());
   return data;
 }
 

@@ -44,9 +44,7 @@ std::vector<Entry> collect(const Description& d, BufferIndex& buffers) {
   std::vector<Entry> out;
   std::vector<Access> accesses;
   for (NodeId id = 0; id < d.nodes.size(); ++id) {
-    const Node& n = d.nodes[id];
-    accesses.assign(n.accesses.begin(), n.accesses.end());
-    std::visit([&](const auto& op) { derived_accesses(op, accesses); }, n.op);
+    accesses = accesses_of(d, id);
     for (const Access& a : accesses) {
       if (a.ptr == nullptr) continue;
       const auto lo = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(a.ptr));
@@ -292,6 +290,13 @@ struct Segment {
 };
 
 }  // namespace
+
+std::vector<Access> accesses_of(const Description& d, NodeId id) {
+  const Node& n = d.nodes[id];
+  std::vector<Access> out(n.accesses.begin(), n.accesses.end());
+  std::visit([&](const auto& op) { lowering::derived_accesses(op, out); }, n.op);
+  return out;
+}
 
 EdgeInference infer_edges(Graph& graph) {
   using namespace lowering;

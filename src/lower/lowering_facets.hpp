@@ -15,6 +15,7 @@
 #include "flowdsl/description.hpp"
 #include "flowdsl/error.hpp"
 #include "hasher.hpp"
+#include "structure.hpp"
 
 namespace flowdsl::lowering {
 
@@ -118,6 +119,8 @@ cudaMemoryType memory_type(const void* ptr);
   void check_parameters(const Op&, NodeCheck&);                                       \
   /* The structure that goes into the topology hash. */                               \
   void hash_structure(const Op&, Hasher&);                                            \
+  /* The same structure as named text fields, for explaining cache misses. */        \
+  void describe_structure(const Op&, std::vector<StructureField>&);                   \
   /* Checks against the device, made when emitting. */                               \
   void check_device(const Op&, NodeCheck&, DeviceContext&);                           \
   /* Adds the native node. Throws CudaError naming the node. */                      \

@@ -10,7 +10,7 @@
 
 namespace flowdsl::detail {
 
-/// find() and insert() are O(1); find() makes the entry the most recently used.
+/// find() and insert() are O(1); find() makes the entry the most recently used, peek() does not.
 template <class Value>
 class LruCache {
  public:
@@ -22,6 +22,18 @@ class LruCache {
     if (it == index_.end()) return nullptr;
     order_.splice(order_.begin(), order_, it->second);
     return &it->second->second;
+  }
+
+  /// The value under `key`, leaving the order as it is; null when absent.
+  const Value* peek(std::uint64_t key) const {
+    const auto it = index_.find(key);
+    return it == index_.end() ? nullptr : &it->second->second;
+  }
+
+  /// Calls `visit(value)` for every value, most recently used first, leaving the order as it is.
+  template <class Visit>
+  void for_each(Visit visit) const {
+    for (const Entry& entry : order_) visit(entry.second);
   }
 
   /// Stores `value` under `key` (which must be absent) as the most recently used. When that

@@ -10,6 +10,7 @@ void check_parameters(const HostOp& op, NodeCheck& diag) {
 }
 
 void hash_structure(const HostOp&, Hasher&) {}
+void describe_structure(const HostOp&, std::vector<StructureField>&) {}
 
 void check_device(const HostOp&, NodeCheck&, DeviceContext&) {}
 

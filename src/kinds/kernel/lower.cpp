@@ -1,6 +1,7 @@
 // Kernel nodes, lowering side: launch-shape and argument checks, hash of function and shape,
 // device limits, native node, in-place update, eager launch.
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -131,6 +132,20 @@ void hash_structure(const KernelOp& op, Hasher& h) {
   }
   h.add(op.launch.shared_bytes);
   h.add(op.args.size());
+}
+
+void describe_structure(const KernelOp& op, std::vector<StructureField>& out) {
+  std::string name = kernel_name_of(op);
+  if (name.empty()) {
+    char address[32];
+    std::snprintf(address, sizeof address, "%p", op.function);
+    name = address;
+  }
+  out.push_back({"function", std::move(name)});
+  out.push_back({"grid", dims(op.launch.grid)});
+  out.push_back({"block", dims(op.launch.block)});
+  out.push_back({"shared memory", std::to_string(op.launch.shared_bytes)});
+  out.push_back({"argument count", std::to_string(op.args.size())});
 }
 
 void check_device(const KernelOp& op, NodeCheck& diag, DeviceContext& device) {

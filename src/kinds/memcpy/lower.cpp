@@ -15,6 +15,7 @@ void check_parameters(const MemcpyOp& op, NodeCheck& diag) {
 }
 
 void hash_structure(const MemcpyOp&, Hasher&) {}
+void describe_structure(const MemcpyOp&, std::vector<StructureField>&) {}
 
 cudaMemoryType memory_type(const void* ptr) {
   cudaPointerAttributes attributes{};

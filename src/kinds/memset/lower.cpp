@@ -32,6 +32,9 @@ void check_parameters(const MemsetOp& op, NodeCheck& diag) {
 }
 
 void hash_structure(const MemsetOp& op, Hasher& h) { h.add(op.element_size); }
+void describe_structure(const MemsetOp& op, std::vector<StructureField>& out) {
+  out.push_back({"element size", std::to_string(op.element_size)});
+}
 
 void check_device(const MemsetOp&, NodeCheck&, DeviceContext&) {}
 
