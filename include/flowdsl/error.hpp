@@ -3,6 +3,7 @@
 /// \brief The exception types flowdsl throws (CudaError, which carries a CUDA status, is in
 /// cuda_handles.hpp with the other CUDA-facing types).
 
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -55,9 +56,12 @@ struct JsonProblem {
 
 /// \brief A JSON graph file is malformed or describes an invalid graph. what() gives one line
 /// per problem, "<pointer>: <message>", prefixed by the file's name when known; problems()
-/// gives them as data. Core validation errors are mapped to the pointer of their node.
+/// gives them as data. Core validation errors are mapped to the pointer of their node. At most
+/// max_problems are kept: beyond, the last problem (pointer "") says how many more there were.
 class JsonError : public Error {
  public:
+  static constexpr std::size_t max_problems = 100;
+
   /// \param problems at least one problem
   /// \param source the file name, or empty
   explicit JsonError(std::vector<JsonProblem> problems, std::string source = {});
@@ -68,6 +72,8 @@ class JsonError : public Error {
   const std::string& source() const noexcept { return source_; }
 
  private:
+  JsonError(std::vector<JsonProblem>&& problems, std::string&& source, int capped);
+
   std::vector<JsonProblem> problems_;
   std::string source_;
 };

@@ -21,9 +21,21 @@ std::string join(const std::vector<JsonProblem>& problems, const std::string& so
   return text;
 }
 
+// A file of a million bad nodes must not make a million lines: the first problems, then a count.
+std::vector<JsonProblem> capped(std::vector<JsonProblem> problems) {
+  if (problems.size() <= JsonError::max_problems + 1) return problems;  // + 1: a count already made
+  const std::size_t more = problems.size() - JsonError::max_problems;
+  problems.resize(JsonError::max_problems);
+  problems.push_back({"", "... and " + std::to_string(more) + " more problems"});
+  return problems;
+}
+
 }  // namespace
 
 JsonError::JsonError(std::vector<JsonProblem> problems, std::string source)
+    : JsonError(capped(std::move(problems)), std::move(source), 0) {}
+
+JsonError::JsonError(std::vector<JsonProblem>&& problems, std::string&& source, int /*capped*/)
     : Error(join(problems, source)), problems_(std::move(problems)), source_(std::move(source)) {}
 
 ValidationError::ValidationError(std::vector<Diagnostic> diagnostics)

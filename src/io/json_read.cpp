@@ -1,9 +1,7 @@
-// Graph files: parsing with bounds, and the ADL serialisers of the spec types (schema only: no
-// registry, no buffers; binding checks the rest). Each kind reads its own members
+// Graph files: the ADL serialisers of the spec types (schema only: no registry, no buffers;
+// binding checks the rest); json_parse.cpp parses. Each kind reads its own members
 // (src/kinds/<kind>/io.cpp).
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include "flowdsl/json.hpp"
 #include "io_facets.hpp"
@@ -56,6 +54,20 @@ std::vector<std::string> read_names(const json& j, const char* key) {
     within(token(key) + token(i), [&] { out.push_back(as_string((*array)[i])); });
   }
   return out;
+}
+
+// The members a node of the kind may have: everyone's, its schema's and its bodies'. Built once
+// per kind: reading a node must not build its kind's schema.
+template <class Op>
+const std::vector<std::string_view>& allowed_members(io::Tag<Op> tag) {
+  static const json schema = io::json_schema(tag);
+  static const std::vector<std::string_view> allowed = [&] {
+    std::vector<std::string_view> out = {"name", "kind", "after", "reads", "writes"};
+    for (const auto& item : schema.at("properties").items()) out.push_back(item.key());
+    for (const char* body : io::json_bodies(tag)) out.push_back(body);
+    return out;
+  }();
+  return allowed;
 }
 
 }  // namespace
@@ -205,15 +217,9 @@ void from_json(const json& j, NodeSpec& v) {
   v.name = get_string(j, "name");
   v.kind = get_string(j, "kind");
   const bool known = io::with_kind(v.kind, [&](auto tag) {
-    // The members a node of this kind may have: everyone's, its schema's and its bodies'.
-    const json schema = io::json_schema(tag);
-    std::vector<std::string_view> allowed = {"name", "kind", "after", "reads", "writes"};
-    for (const auto& item : schema.at("properties").items()) allowed.push_back(item.key());
-    const std::vector<const char*> bodies = io::json_bodies(tag);
-    allowed.insert(allowed.end(), bodies.begin(), bodies.end());
-    expect_object(j, allowed);
+    expect_object(j, allowed_members(tag));
     v.fields = io::read_json(tag, j);
-    for (const char* member : bodies) v.bodies.push_back(read_array<NodeSpec>(j, member));
+    for (const char* member : io::json_bodies(tag)) v.bodies.push_back(read_array<NodeSpec>(j, member));
   });
   if (!known) fail("/kind", "unknown node kind '" + v.kind + "' (expected " + io::kind_names() + ")");
   v.after = read_names(j, "after");
@@ -277,106 +283,6 @@ void from_json(const json& j, GraphSpec& v) {
   v.nodes = read_array<NodeSpec>(j, "nodes");
   v.check_hazards = optional_member(j, "check_hazards") == nullptr || get_bool(j, "check_hazards");
   v.infer_edges = optional_member(j, "infer_edges") != nullptr && get_bool(j, "infer_edges");
-}
-
-namespace {
-
-// Thrown from the parser callback when the text exceeds a limit; turned into a JsonError.
-struct LimitExceeded {
-  std::string message;
-};
-
-json parse_bounded(std::string_view text, const std::string& source, const JsonLimits& limits) {
-  if (text.size() > limits.max_bytes) {
-    throw JsonError({{"", "the text is " + std::to_string(text.size()) + " bytes, over the limit of " +
-                              std::to_string(limits.max_bytes)}},
-                    source);
-  }
-  std::size_t values = 0;
-  const json::parser_callback_t bound = [&](int depth, json::parse_event_t event, json& parsed) {
-    if (static_cast<std::size_t>(depth) > limits.max_depth) {
-      throw LimitExceeded{"nesting deeper than " + std::to_string(limits.max_depth) + " levels"};
-    }
-    if (event == json::parse_event_t::key || event == json::parse_event_t::value) {
-      if (++values > limits.max_values) {
-        throw LimitExceeded{"more than " + std::to_string(limits.max_values) + " values"};
-      }
-      if (parsed.is_string() && parsed.get_ref<const std::string&>().size() > limits.max_string) {
-        throw LimitExceeded{"a string of " + std::to_string(parsed.get_ref<const std::string&>().size()) +
-                            " bytes, over the limit of " + std::to_string(limits.max_string)};
-      }
-    }
-    return true;
-  };
-  try {
-    return json::parse(text.begin(), text.end(), bound);
-  } catch (const LimitExceeded& e) {
-    throw JsonError({{"", "input exceeds the reader's limits: " + e.message}}, source);
-  } catch (const json::parse_error& e) {
-    // nlohmann gives the byte position; lines and columns are what a person looks for.
-    const std::size_t end = std::min<std::size_t>(e.byte, text.size());
-    std::size_t line = 1, line_start = 0;
-    for (std::size_t i = 0; i + 1 < end; ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        line_start = i + 1;
-      }
-    }
-    std::string what = e.what();
-    const std::size_t detail = what.find(": ");
-    if (detail != std::string::npos) what = what.substr(detail + 2);
-    throw JsonError({{"", "malformed JSON at line " + std::to_string(line) + ", column " +
-                              std::to_string(end > line_start ? end - line_start : 1) + ": " + what}},
-                    source);
-  } catch (const json::exception& e) {
-    // A number beyond double's range: nlohmann reports it without a position.
-    std::string what = e.what();
-    const std::size_t detail = what.find("] ");
-    if (detail != std::string::npos) what = what.substr(detail + 2);
-    throw JsonError({{"", "malformed JSON: " + what}}, source);
-  }
-}
-
-}  // namespace
-
-GraphSpec parse_graph(std::string_view text, std::string source, const JsonLimits& limits) {
-  const json j = parse_bounded(text, source, limits);
-  try {
-    if (j.is_object()) {
-      const auto nodes = j.find("nodes");
-      if (nodes != j.end() && nodes->is_array() && nodes->size() > limits.max_nodes) {
-        fail("/nodes", std::to_string(nodes->size()) + " nodes exceed the limit of " + std::to_string(limits.max_nodes));
-      }
-      const auto buffers = j.find("buffers");
-      if (buffers != j.end() && buffers->is_array() && buffers->size() > limits.max_buffers) {
-        fail("/buffers",
-             std::to_string(buffers->size()) + " buffers exceed the limit of " + std::to_string(limits.max_buffers));
-      }
-    }
-    GraphSpec spec;
-    from_json(j, spec);
-    return spec;
-  } catch (const JsonError& e) {
-    throw JsonError(e.problems(), source);
-  }
-}
-
-GraphSpec read_graph_file(const std::string& path, const JsonLimits& limits) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw JsonError({{"", "cannot open the file"}}, path);
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size < 0) throw JsonError({{"", "cannot read the file"}}, path);
-  if (static_cast<std::uint64_t>(size) > limits.max_bytes) {
-    throw JsonError({{"", "the file is " + std::to_string(size) + " bytes, over the limit of " +
-                              std::to_string(limits.max_bytes)}},
-                    path);
-  }
-  std::string text(static_cast<std::size_t>(size), '\0');
-  in.seekg(0);
-  in.read(text.data(), size);
-  if (!in) throw JsonError({{"", "cannot read the file"}}, path);
-  return parse_graph(text, path, limits);
 }
 
 std::string to_json_text(const GraphSpec& spec) {

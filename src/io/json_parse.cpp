@@ -1,0 +1,230 @@
+// Graph files: parsing within JsonLimits in one pass over the text (a SAX handler), in time and
+// memory linear in its size. The top-level "nodes" are read one at a time: each node's DOM is
+// built, read into a NodeSpec (from_json, at "/nodes/i") and dropped, so that the DOM of the
+// whole file never exists.
+#include <fstream>
+#include <optional>
+#include <utility>
+
+#include "flowdsl/json.hpp"
+#include "json_support.hpp"
+
+namespace flowdsl {
+
+using namespace json_detail;
+
+namespace {
+
+// Builds the DOM of the file but for the top-level nodes, which it reads one by one; stops at
+// the first limit exceeded. Problems are kept in the order the old whole-file reader found
+// them: malformed text or limits, then the node count, then the schema (top-level members
+// before nodes).
+class GraphFileReader {
+ public:
+  explicit GraphFileReader(const JsonLimits& limits) : limits_(limits) {}
+
+  // nlohmann's SAX interface (json::sax_parse); false stops the parse.
+  bool null() { return scalar(nullptr); }
+  bool boolean(bool v) { return scalar(v); }
+  bool number_integer(json::number_integer_t v) { return scalar(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return scalar(v); }
+  bool number_float(json::number_float_t v, const json::string_t& /*text*/) { return scalar(v); }
+  bool string(json::string_t& v) { return admit(v.size()) && (place(std::move(v)), true); }
+  bool binary(json::binary_t& v) { return scalar(std::move(v)); }  // never in JSON text
+  bool key(json::string_t& k) {
+    if (!admit(k.size())) return false;
+    // A repeated "nodes" replaces the earlier one, as in a DOM.
+    if (open_.size() == 1 && open_.back() == &root_ && k == "nodes") restart_nodes();
+    key_ = std::move(k);
+    return true;
+  }
+  bool start_object(std::size_t /*elements*/) { return open(json::object()); }
+  bool start_array(std::size_t /*elements*/) { return open(json::array()); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  template <class Exception>
+  bool parse_error(std::size_t position, const std::string& /*token*/, const Exception& e) {
+    syntax_ = Syntax{position, e.what(), std::is_same_v<Exception, json::parse_error>};
+    return false;
+  }
+
+  /// The spec read, or the first problem found (as a JsonError naming `source`).
+  GraphSpec finish(std::string_view text, const std::string& source) {
+    if (!limit_.empty()) throw JsonError({{"", "input exceeds the reader's limits: " + limit_}}, source);
+    if (syntax_) throw JsonError({{"", syntax_message(text)}}, source);
+    try {
+      if (nodes_seen_ > limits_.max_nodes) {
+        fail("/nodes", std::to_string(nodes_seen_) + " nodes exceed the limit of " + std::to_string(limits_.max_nodes));
+      }
+      if (root_.is_object()) {
+        const auto buffers = root_.find("buffers");
+        if (buffers != root_.end() && buffers->is_array() && buffers->size() > limits_.max_buffers) {
+          fail("/buffers",
+               std::to_string(buffers->size()) + " buffers exceed the limit of " + std::to_string(limits_.max_buffers));
+        }
+      }
+      GraphSpec spec;
+      from_json(root_, spec);  // "nodes", if an array, holds none here
+      if (node_error_) throw *node_error_;
+      spec.nodes = std::move(nodes_);
+      return spec;
+    } catch (const JsonError& e) {
+      throw JsonError(e.problems(), source);
+    }
+  }
+
+ private:
+  struct Syntax {
+    std::size_t byte;   ///< nlohmann's position: one past the character at fault
+    std::string what;
+    bool positioned;    ///< a parse error (with a place); else a number beyond double's range
+  };
+
+  // Counts a key or scalar value and checks its depth and (for strings) its length.
+  bool admit(std::size_t string_bytes = 0) {
+    if (open_.size() > limits_.max_depth) return exceed("nesting deeper than " + std::to_string(limits_.max_depth) + " levels");
+    if (++values_ > limits_.max_values) return exceed("more than " + std::to_string(limits_.max_values) + " values");
+    if (string_bytes > limits_.max_string) {
+      return exceed("a string of " + std::to_string(string_bytes) + " bytes, over the limit of " +
+                    std::to_string(limits_.max_string));
+    }
+    return true;
+  }
+  bool exceed(std::string what) {
+    limit_ = std::move(what);
+    return false;
+  }
+
+  bool scalar(json&& v) {
+    if (!admit()) return false;
+    place(std::move(v));
+    return true;
+  }
+
+  // Stores a value where the parse stands; a node of the top-level array is read at once.
+  json* place(json&& v) {
+    json* at = nullptr;
+    if (open_.empty()) {
+      at = &root_;
+    } else if (open_.back() == nullptr) {
+      at = &node_;
+    } else if (open_.back()->is_array()) {
+      open_.back()->push_back(std::move(v));
+      return &open_.back()->back();
+    } else {
+      at = &(*open_.back())[key_];
+    }
+    *at = std::move(v);
+    if (at == &node_ && !node_.is_structured()) read_node();
+    return at;
+  }
+
+  bool open(json&& container) {
+    if (open_.size() > limits_.max_depth) return exceed("nesting deeper than " + std::to_string(limits_.max_depth) + " levels");
+    if (open_.size() == 1 && open_.back() == &root_ && key_ == "nodes" && container.is_array()) {
+      root_["nodes"] = json::array();  // read by from_json(GraphSpec) as no nodes; ours are in nodes_
+      open_.push_back(nullptr);
+      return true;
+    }
+    open_.push_back(place(std::move(container)));
+    return true;
+  }
+
+  bool close() {
+    const json* closed = open_.back();
+    open_.pop_back();
+    if (closed == &node_) read_node();
+    return true;
+  }
+
+  void restart_nodes() {
+    nodes_.clear();
+    nodes_seen_ = 0;
+    node_error_.reset();
+  }
+
+  // Reads node_ into nodes_ unless over the limit or after a problem (the count goes on).
+  void read_node() {
+    const std::size_t i = nodes_seen_++;
+    if (i < limits_.max_nodes && !node_error_) {
+      NodeSpec spec;
+      try {
+        from_json(node_, spec);
+        nodes_.push_back(std::move(spec));
+      } catch (const JsonError& e) {
+        std::vector<JsonProblem> problems = e.problems();
+        for (JsonProblem& p : problems) p.pointer = "/nodes" + token(i) + p.pointer;
+        node_error_.emplace(std::move(problems));
+      }
+    }
+    node_ = json();
+  }
+
+  // nlohmann gives the byte position; lines and columns are what a person looks for.
+  std::string syntax_message(std::string_view text) const {
+    std::string what = syntax_->what;
+    if (!syntax_->positioned) {
+      // A number beyond double's range: nlohmann reports it without a position.
+      const std::size_t detail = what.find("] ");
+      if (detail != std::string::npos) what = what.substr(detail + 2);
+      return "malformed JSON: " + what;
+    }
+    const std::size_t end = std::min<std::size_t>(syntax_->byte, text.size());
+    std::size_t line = 1, line_start = 0;
+    for (std::size_t i = 0; i + 1 < end; ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        line_start = i + 1;
+      }
+    }
+    const std::size_t detail = what.find(": ");
+    if (detail != std::string::npos) what = what.substr(detail + 2);
+    return "malformed JSON at line " + std::to_string(line) + ", column " +
+           std::to_string(end > line_start ? end - line_start : 1) + ": " + what;
+  }
+
+  const JsonLimits& limits_;
+  std::size_t values_ = 0;
+  std::string limit_;             ///< the limit exceeded, if any
+  std::optional<Syntax> syntax_;  ///< malformed text, if so
+  json root_;                     ///< the file, its top-level nodes left out
+  std::vector<json*> open_;       ///< containers being read, innermost last; null: the top-level nodes
+  std::string key_;               ///< the member being read
+  json node_;                     ///< the top-level node being read
+  std::vector<NodeSpec> nodes_;
+  std::size_t nodes_seen_ = 0;
+  std::optional<JsonError> node_error_;  ///< the first node that failed to read (pointer from the top)
+};
+
+}  // namespace
+
+GraphSpec parse_graph(std::string_view text, std::string source, const JsonLimits& limits) {
+  if (text.size() > limits.max_bytes) {
+    throw JsonError({{"", "the text is " + std::to_string(text.size()) + " bytes, over the limit of " +
+                              std::to_string(limits.max_bytes)}},
+                    source);
+  }
+  GraphFileReader reader(limits);
+  (void)json::sax_parse(text.begin(), text.end(), &reader);
+  return reader.finish(text, source);
+}
+
+GraphSpec read_graph_file(const std::string& path, const JsonLimits& limits) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw JsonError({{"", "cannot open the file"}}, path);
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size < 0) throw JsonError({{"", "cannot read the file"}}, path);
+  if (static_cast<std::uint64_t>(size) > limits.max_bytes) {
+    throw JsonError({{"", "the file is " + std::to_string(size) + " bytes, over the limit of " +
+                              std::to_string(limits.max_bytes)}},
+                    path);
+  }
+  std::string text(static_cast<std::size_t>(size), '\0');
+  in.seekg(0);
+  in.read(text.data(), size);
+  if (!in) throw JsonError({{"", "cannot read the file"}}, path);
+  return parse_graph(text, path, limits);
+}
+
+}  // namespace flowdsl

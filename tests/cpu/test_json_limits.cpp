@@ -1,0 +1,118 @@
+// Reading graph files within bounds: hostile files are refused in one linear pass, problems
+// found while streaming nodes keep the order and pointers of a whole-file reader, and a file of
+// many bad nodes gives a bounded list of problems. (No time is asserted: a slow reader shows as
+// this test's ctest TIMEOUT.)
+#include <string>
+
+#include "catch.hpp"
+#include "flowdsl/json.hpp"
+
+using flowdsl_test::contains;
+
+namespace {
+
+flowdsl::JsonError error_of(const std::string& text, const flowdsl::JsonLimits& limits = {}) {
+  try {
+    (void)flowdsl::parse_graph(text, "t.json", limits);
+  } catch (const flowdsl::JsonError& e) {
+    return e;
+  }
+  FAIL("no JsonError");
+  throw;  // not reached: FAIL throws
+}
+
+std::string graph_of(const std::string& nodes, const std::string& before = R"("version": 1, "name": "t")") {
+  return "{" + before + R"(, "nodes": [)" + nodes + "]}";
+}
+
+std::string empty_nodes(std::size_t n) {
+  std::string nodes;
+  nodes.reserve(4 * n);
+  for (std::size_t i = 0; i < n; ++i) nodes += i == 0 ? "{}" : ", {}";
+  return nodes;
+}
+
+void void_fn(void*) {}
+
+}  // namespace
+
+TEST_CASE("A million empty nodes are refused at the first node", "[json][limits]") {
+  const flowdsl::JsonError e = error_of(graph_of(empty_nodes(1'000'000)));
+  REQUIRE(e.problems().size() == 1);
+  CHECK(e.pointer() == "/nodes/0/name");
+  CHECK_THAT(e.what(), contains("t.json: /nodes/0/name: missing required member 'name'"));
+}
+
+TEST_CASE("Too many nodes are counted to the end, not read", "[json][limits]") {
+  flowdsl::JsonLimits limits;
+  limits.max_nodes = 1000;
+  const flowdsl::JsonError e = error_of(graph_of(empty_nodes(200'000)), limits);
+  CHECK(e.pointer() == "/nodes");
+  CHECK_THAT(e.what(), contains("200000 nodes exceed the limit of 1000"));
+}
+
+TEST_CASE("Deep nesting and huge strings inside a node hit the limits", "[json][limits]") {
+  const std::string deep = std::string(40, '[') + std::string(40, ']');
+  CHECK_THAT(error_of(graph_of(R"({"name": "a", "kind": "empty", "x": )" + deep + "}")).what(),
+             contains("input exceeds the reader's limits: nesting deeper than 32 levels"));
+  const std::string huge(1 << 20, 'n');
+  CHECK_THAT(error_of(graph_of(R"({"name": ")" + huge + R"(", "kind": "empty"})")).what(),
+             contains("a string of 1048576 bytes, over the limit of 4096"));
+  CHECK_THAT(error_of(graph_of(R"({")" + huge + R"(": 1})")).what(), contains("a string of 1048576 bytes"));
+  flowdsl::JsonLimits limits;
+  limits.max_values = 100;
+  std::string numbers = "0";
+  for (int i = 0; i < 1000; ++i) numbers += ", 0";
+  CHECK_THAT(error_of(graph_of(numbers), limits).what(), contains("more than 100 values"));
+}
+
+TEST_CASE("Malformed text after a bad node is reported as malformed, with its place", "[json][limits]") {
+  const flowdsl::JsonError e = error_of("{\"version\": 1, \"name\": \"t\", \"nodes\": [{}, {},\n  {]}");
+  CHECK_THAT(e.what(), contains("t.json: /: malformed JSON at line 2, column 4"));
+}
+
+TEST_CASE("Members around the nodes are checked before the nodes", "[json][limits]") {
+  // "nodes" first in the file: the version, the unknown member and the buffers still come first.
+  CHECK_THAT(error_of(R"({"nodes": [{}], "version": 2, "name": "t"})").what(), contains("/version: unsupported version 2"));
+  CHECK_THAT(error_of(R"({"nodes": [{}], "version": 1, "name": "t", "extra": 1})").what(),
+             contains("/extra: unknown member 'extra'"));
+  CHECK_THAT(error_of(R"({"nodes": [{}], "version": 1, "name": "t", "buffers": 3})").what(),
+             contains("/buffers: expected an array, found an integer"));
+  CHECK(error_of(R"({"nodes": [{"name": "a", "kind": "empty"}, {"name": "b"}], "version": 1, "name": "t"})").pointer() ==
+        "/nodes/1/kind");
+  CHECK_THAT(error_of(R"({"version": 1, "name": "t", "nodes": 5})").what(),
+             contains("/nodes: expected an array, found an integer"));
+}
+
+TEST_CASE("Nodes read one at a time are the nodes of the file", "[json][limits]") {
+  const flowdsl::GraphSpec spec = flowdsl::parse_graph(
+      R"({"version": 1, "name": "t", "nodes": [{"name": "old", "kind": "empty"}],
+          "nodes": [{"name": "a", "kind": "empty"},
+                    {"name": "c", "kind": "child", "nodes": [{"name": "in", "kind": "empty"}]},
+                    {"name": "b", "kind": "empty", "after": ["a", "c"]}]})");
+  REQUIRE(spec.nodes.size() == 3);  // a repeated member replaces the earlier one, as in a DOM
+  CHECK(spec.nodes[0].name == "a");
+  REQUIRE(spec.nodes[1].bodies.size() == 1);
+  CHECK(spec.nodes[1].bodies[0].at(0).name == "in");
+  CHECK(spec.nodes[2].after == std::vector<std::string>{"a", "c"});
+  CHECK(flowdsl::parse_graph(flowdsl::to_json_text(spec)).nodes.size() == 3);
+}
+
+TEST_CASE("A file of many bad nodes gives the first problems and a count", "[json][limits]") {
+  std::string nodes;
+  for (int i = 0; i < 1000; ++i) {
+    nodes += std::string(i ? ", " : "") + R"({"name": "h)" + std::to_string(i) + R"(", "kind": "host", "function": "nope"})";
+  }
+  const flowdsl::GraphSpec spec = flowdsl::parse_graph(graph_of(nodes));
+  const flowdsl::HostFunctions hosts{{"known", {void_fn, nullptr}}};
+  try {
+    flowdsl::check_graph(spec, flowdsl::KernelRegistry(), hosts, "bad.json");
+    FAIL("no JsonError");
+  } catch (const flowdsl::JsonError& e) {
+    REQUIRE(e.problems().size() == flowdsl::JsonError::max_problems + 1);
+    CHECK(e.problems().front().pointer == "/nodes/0/function");
+    CHECK(e.problems().back().message == "... and 900 more problems");
+    CHECK_THAT(e.what(), contains("bad.json: 101 problems:"));
+    CHECK_THAT(e.what(), contains("\n  /: ... and 900 more problems"));
+  }
+}
