@@ -33,8 +33,17 @@ class DeviceBuffer {
   std::size_t size() const { return n_; }
   std::size_t bytes() const { return n_ * sizeof(T); }
   /// Fills with NaN (all bits set) so an element the GPU never wrote fails the comparison.
-  void poison() { CUDA_REQUIRE(cudaMemset(ptr_, 0xff, bytes())); }
-  void upload(const std::vector<T>& host) { CUDA_REQUIRE(cudaMemcpy(ptr_, host.data(), bytes(), cudaMemcpyHostToDevice)); }
+  /// Waits for the fill: cudaMemset is asynchronous, and graphs run on non-blocking streams,
+  /// which do not wait for the legacy default stream (memcheck's timing exposed the race).
+  void poison() {
+    CUDA_REQUIRE(cudaMemset(ptr_, 0xff, bytes()));
+    CUDA_REQUIRE(cudaDeviceSynchronize());
+  }
+  /// Copies in and waits: from pageable memory cudaMemcpy may return before the data lands.
+  void upload(const std::vector<T>& host) {
+    CUDA_REQUIRE(cudaMemcpy(ptr_, host.data(), bytes(), cudaMemcpyHostToDevice));
+    CUDA_REQUIRE(cudaDeviceSynchronize());
+  }
   std::vector<T> download() const {
     std::vector<T> host(n_);
     CUDA_REQUIRE(cudaMemcpy(host.data(), ptr_, bytes(), cudaMemcpyDeviceToHost));

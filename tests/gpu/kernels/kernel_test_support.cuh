@@ -74,6 +74,7 @@ void upload(DeviceBuffer<T>& buffer, const std::vector<float>& values) {
   if (values.empty()) return;
   const std::vector<T> converted = convert<T>(values);
   CUDA_REQUIRE(cudaMemcpy(buffer.get(), converted.data(), converted.size() * sizeof(T), cudaMemcpyHostToDevice));
+  CUDA_REQUIRE(cudaDeviceSynchronize());  // pageable copies may return early; graphs run on non-blocking streams
 }
 template <class T>
 std::vector<float> download(const DeviceBuffer<T>& buffer) {
