@@ -255,7 +255,10 @@ int run(const std::string& file, const RunOptions& run_options) {
 
 std::string signature(const flowdsl::KernelInfo& kernel) {
   std::string params;
-  for (const flowdsl::KernelParam& p : kernel.params) params += (params.empty() ? "" : ", ") + flowdsl::to_string(p.type) + " " + p.name;
+  for (const flowdsl::KernelParam& p : kernel.params) {
+    params += (params.empty() ? "" : ", ") + flowdsl::to_string(p.type) + " " + p.name;
+    if (!p.extent.empty()) params += "[" + p.extent + "]";  // the elements it touches
+  }
   return params;
 }
 

@@ -44,7 +44,9 @@ std::vector<Entry> collect(const Description& d, BufferIndex& buffers) {
   std::vector<Entry> out;
   std::vector<Access> accesses;
   for (NodeId id = 0; id < d.nodes.size(); ++id) {
-    accesses = accesses_of(d, id);
+    const Node& n = d.nodes[id];
+    accesses.assign(n.accesses.begin(), n.accesses.end());  // reused: no allocation per node
+    std::visit([&](const auto& op) { derived_accesses(op, accesses); }, n.op);
     for (const Access& a : accesses) {
       if (a.ptr == nullptr) continue;
       const auto lo = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(a.ptr));
