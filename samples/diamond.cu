@@ -22,20 +22,19 @@ int main() {
   const std::vector<float> input = sample::random_floats(n, 42);
   std::vector<float> output(n, NAN);  // poisoned: an unwritten element fails the check
 
-  float *x, *left, *right, *z;
-  SAMPLE_CHECK(cudaMalloc(&x, bytes));
-  SAMPLE_CHECK(cudaMalloc(&left, bytes));
-  SAMPLE_CHECK(cudaMalloc(&right, bytes));
-  SAMPLE_CHECK(cudaMalloc(&z, bytes));
+  const sample::DeviceArray<float> x(n), left(n), right(n), z(n);
 
   const std::uint32_t blocks = (n + 255) / 256;
   flowdsl::Graph g;
-  auto up = g.memcpy("upload", x, input.data(), bytes);
-  auto l = g.kernel("left", scale, "scale").launch(blocks, 256).args(n, 2.0f, x, left).after(up);
-  auto r = g.kernel("right", scale, "scale").launch(blocks, 256).args(n, 0.5f, x, right).after(up);
+  auto up = g.memcpy("upload", x.get(), input.data(), bytes);
+  auto l = g.kernel("left", scale, "scale").launch(blocks, 256).args(n, 2.0f, x.get(), left.get()).after(up);
+  auto r = g.kernel("right", scale, "scale").launch(blocks, 256).args(n, 0.5f, x.get(), right.get()).after(up);
   auto join = g.empty("join").after(l, r);
-  auto combine = g.kernel("combine", multiply_add, "multiply_add").launch(blocks, 256).args(n, left, right, z).after(join);
-  g.memcpy("download", output.data(), z, bytes).after(combine);
+  auto combine = g.kernel("combine", multiply_add, "multiply_add")
+                     .launch(blocks, 256)
+                     .args(n, left.get(), right.get(), z.get())
+                     .after(join);
+  g.memcpy("download", output.data(), z.get(), bytes).after(combine);
 
   try {
     auto stream = flowdsl::make_stream();
@@ -53,10 +52,6 @@ int main() {
     const float want = a * (0.5f * input[i]) + a;
     if (!(std::fabs(output[i] - want) <= 1e-5f * std::fmax(1.0f, std::fabs(want)))) ++wrong;
   }
-  SAMPLE_CHECK(cudaFree(x));
-  SAMPLE_CHECK(cudaFree(left));
-  SAMPLE_CHECK(cudaFree(right));
-  SAMPLE_CHECK(cudaFree(z));
   if (wrong != 0) {
     std::printf("diamond: %zu of %d elements differ from the reference\n", wrong, n);
     return 1;

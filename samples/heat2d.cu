@@ -27,21 +27,17 @@ int main() {
   for (int i = ny / 4; i < 3 * ny / 4; ++i)
     for (int j = nx / 3; j < 2 * nx / 3; ++j) initial[std::size_t(i) * nx + j] = 1.0f;
 
-  float *u, *v, *residuals;
-  double* partials;
-  SAMPLE_CHECK(cudaMalloc(&u, n * sizeof(float)));
-  SAMPLE_CHECK(cudaMalloc(&v, n * sizeof(float)));
-  SAMPLE_CHECK(cudaMalloc(&residuals, steps_per_graph * sizeof(float)));
-  SAMPLE_CHECK(cudaMalloc(&partials, steps_per_graph * fk::sum_max_partials * sizeof(double)));
+  const sample::DeviceArray<float> u(n), v(n), residuals(steps_per_graph);
+  const sample::DeviceArray<double> partials(std::size_t(steps_per_graph) * fk::sum_max_partials);
 
   flowdsl::Graph g;
   flowdsl::NodeHandle last = g.empty("start");
   for (int s = 0; s < steps_per_graph; ++s) {
-    const float* from = s % 2 ? v : u;
-    float* to = s % 2 ? u : v;
+    const float* from = (s % 2 ? v : u).get();
+    float* to = (s % 2 ? u : v).get();
     // Each step has its own partials, so that its residual can finish while the next step runs.
     fk::Heat2dNodes nodes = fk::heat2d_step(g, "heat" + std::to_string(s), nx, ny, alpha, from, to,
-                                            partials + std::size_t(s) * fk::sum_max_partials, residuals + s);
+                                            partials.get() + std::size_t(s) * fk::sum_max_partials, residuals.get() + s);
     nodes.step.after(last);
     last = nodes.step;
   }
@@ -59,7 +55,7 @@ int main() {
     std::vector<float> got_residual(steps_per_graph * replays);
     // Runs all the steps with `launch`, timing them with events; residuals copied per replay.
     auto run = [&](auto&& launch) {
-      SAMPLE_CHECK(cudaMemcpy(u, initial.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+      sample::upload(u, initial);
       float total_ms = 0;
       for (int r = 0; r < replays; ++r) {
         SAMPLE_CHECK(cudaEventRecord(start.get(), stream.get()));
@@ -69,7 +65,7 @@ int main() {
         float ms = 0;
         SAMPLE_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
         total_ms += ms;
-        SAMPLE_CHECK(cudaMemcpy(got_residual.data() + r * steps_per_graph, residuals, steps_per_graph * sizeof(float),
+        SAMPLE_CHECK(cudaMemcpy(got_residual.data() + r * steps_per_graph, residuals.get(), residuals.bytes(),
                                 cudaMemcpyDeviceToHost));
       }
       return total_ms;
@@ -81,7 +77,7 @@ int main() {
     const float graph_ms = run(graph);
 
     std::vector<float> got(n);
-    SAMPLE_CHECK(cudaMemcpy(got.data(), u, n * sizeof(float), cudaMemcpyDeviceToHost));  // even step count: ends in u
+    SAMPLE_CHECK(cudaMemcpy(got.data(), u.get(), u.bytes(), cudaMemcpyDeviceToHost));  // even step count: ends in u
     double worst = 0;
     for (std::size_t i = 0; i < n; ++i) worst = std::max(worst, double(std::fabs(got[i] - want[i])));
     std::size_t bad_residuals = 0;

@@ -18,6 +18,7 @@ namespace ref = flowdsl::kernels::reference;
 namespace {
 
 using sample::device_copy;
+using sample::DeviceArray;
 constexpr int batch = 1024, width = 256, hidden = 1024, classes = 16;
 constexpr int input_sets = 8, batches = 200;
 
@@ -69,58 +70,56 @@ int main() {
   const std::vector<float> w1 = rounded_bf16(scaled(sample::random_floats(std::size_t(width) * hidden, 1), 1.0f / 16));
   const std::vector<float> w2 = rounded_bf16(scaled(sample::random_floats(std::size_t(hidden) * classes, 2), 1.0f / 8));
   const std::vector<float> b1 = sample::random_floats(hidden, 3), b2 = sample::random_floats(classes, 4);
-  __nv_bfloat16* d_w1 = device_copy(to_bf16(w1));
-  __nv_bfloat16* d_w2 = device_copy(to_bf16(w2));
-  float* d_b1 = device_copy(b1);
-  float* d_b2 = device_copy(b2);
+  const DeviceArray<__nv_bfloat16> d_w1 = device_copy(to_bf16(w1)), d_w2 = device_copy(to_bf16(w2));
+  const DeviceArray<float> d_b1 = device_copy(b1), d_b2 = device_copy(b2);
 
   // Input sets uploaded once; batch i reads set i % input_sets.
   std::vector<Requests> requests;
-  std::vector<float*> d_values;
-  std::vector<std::int32_t*> d_offsets;
+  std::vector<DeviceArray<float>> d_values;
+  std::vector<DeviceArray<std::int32_t>> d_offsets;
   for (int s = 0; s < input_sets; ++s) {
     requests.push_back(make_requests(100 + s));
     d_values.push_back(device_copy(requests.back().values));
     d_offsets.push_back(device_copy(requests.back().offsets));
   }
-  float *padded, *h, *logits, *probs;
-  __nv_bfloat16 *x16, *h16;
-  std::int32_t *cls, *host_cls;
-  std::uint8_t* mask;
-  SAMPLE_CHECK(cudaMalloc(&padded, sizeof(float) * batch * width));
-  SAMPLE_CHECK(cudaMalloc(&mask, batch * width));
-  SAMPLE_CHECK(cudaMalloc(&x16, sizeof(__nv_bfloat16) * batch * width));
-  SAMPLE_CHECK(cudaMalloc(&h, sizeof(float) * batch * hidden));
-  SAMPLE_CHECK(cudaMalloc(&h16, sizeof(__nv_bfloat16) * batch * hidden));
-  SAMPLE_CHECK(cudaMalloc(&logits, sizeof(float) * batch * classes));
-  SAMPLE_CHECK(cudaMalloc(&probs, sizeof(float) * batch * classes));
-  SAMPLE_CHECK(cudaMalloc(&cls, sizeof(std::int32_t) * batch));
-  SAMPLE_CHECK(cudaMallocHost(&host_cls, sizeof(std::int32_t) * batch));
+  const DeviceArray<float> padded(std::size_t(batch) * width), h(std::size_t(batch) * hidden),
+      logits(std::size_t(batch) * classes), probs(std::size_t(batch) * classes);
+  const DeviceArray<__nv_bfloat16> x16(std::size_t(batch) * width), h16(std::size_t(batch) * hidden);
+  const DeviceArray<std::int32_t> cls(batch);
+  const DeviceArray<std::uint8_t> mask(std::size_t(batch) * width);
+  const sample::PinnedArray<std::int32_t> host_cls(batch);
 
   flowdsl::Graph g;
-  auto pad = fk::pad(g, "pad", batch, width, 0.0f, static_cast<const float*>(d_values[0]), d_offsets[0], padded, mask);
-  auto cast_in = fk::cast(g, "cast_in", std::int64_t{batch} * width, static_cast<const float*>(padded), x16).after(pad);
-  auto linear1 = fk::matmul(g, "linear1", batch, hidden, width, static_cast<const __nv_bfloat16*>(x16), d_w1, d_b1,
-                            fk::Activation::gelu, h).after(cast_in);
-  auto cast_h = fk::cast(g, "cast_h", std::int64_t{batch} * hidden, static_cast<const float*>(h), h16).after(linear1);
-  auto linear2 = fk::matmul(g, "linear2", batch, classes, hidden, static_cast<const __nv_bfloat16*>(h16), d_w2, d_b2,
-                            fk::Activation::none, logits).after(cast_h);
-  auto softmax = fk::softmax(g, "softmax", batch, classes, static_cast<const float*>(logits), probs).after(linear2);
-  auto argmax = fk::row_argmax(g, "argmax", batch, classes, static_cast<const float*>(probs), cls).after(softmax);
-  g.memcpy("download", host_cls, cls, sizeof(std::int32_t) * batch).after(argmax);
+  auto pad = fk::pad(g, "pad", batch, width, 0.0f, static_cast<const float*>(d_values[0].get()), d_offsets[0].get(),
+                     padded.get(), mask.get());
+  auto cast_in =
+      fk::cast(g, "cast_in", std::int64_t{batch} * width, static_cast<const float*>(padded.get()), x16.get()).after(pad);
+  auto linear1 = fk::matmul(g, "linear1", batch, hidden, width, static_cast<const __nv_bfloat16*>(x16.get()), d_w1.get(),
+                            d_b1.get(), fk::Activation::gelu, h.get()).after(cast_in);
+  auto cast_h =
+      fk::cast(g, "cast_h", std::int64_t{batch} * hidden, static_cast<const float*>(h.get()), h16.get()).after(linear1);
+  auto linear2 = fk::matmul(g, "linear2", batch, classes, hidden, static_cast<const __nv_bfloat16*>(h16.get()), d_w2.get(),
+                            d_b2.get(), fk::Activation::none, logits.get()).after(cast_h);
+  auto softmax =
+      fk::softmax(g, "softmax", batch, classes, static_cast<const float*>(logits.get()), probs.get()).after(linear2);
+  auto argmax =
+      fk::row_argmax(g, "argmax", batch, classes, static_cast<const float*>(probs.get()), cls.get()).after(softmax);
+  g.memcpy("download", host_cls.get(), cls.get(), cls.bytes()).after(argmax);
 
   bool ok = true;
   try {
     auto stream = flowdsl::make_stream();
     flowdsl::Runtime runtime;
-    auto bind = [&](int i) { pad.arg<3>(static_cast<const float*>(d_values[i % input_sets])).arg<4>(d_offsets[i % input_sets]); };
+    auto bind = [&](int i) {
+      pad.arg<3>(static_cast<const float*>(d_values[i % input_sets].get())).arg<4>(d_offsets[i % input_sets].get());
+    };
     // Checks batch i's probabilities and classes (classes only where the top two differ).
     auto check = [&](int i) {
       std::vector<double> want_probs;
       std::vector<std::int32_t> want_cls;
       reference(requests[i % input_sets], w1, b1, w2, b2, want_probs, want_cls);
       std::vector<float> got(batch * classes);
-      SAMPLE_CHECK(cudaMemcpy(got.data(), probs, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+      SAMPLE_CHECK(cudaMemcpy(got.data(), probs.get(), got.size() * sizeof(float), cudaMemcpyDeviceToHost));
       std::size_t bad = 0, ambiguous = 0;
       for (int b = 0; b < batch; ++b) {
         std::vector<double> row(want_probs.begin() + b * classes, want_probs.begin() + (b + 1) * classes);
@@ -129,7 +128,7 @@ int main() {
         if (row[classes - 1] - row[classes - 2] < 1e-2) {
           ++ambiguous;
         } else {
-          bad += host_cls[b] != want_cls[b];
+          bad += host_cls.get()[b] != want_cls[b];
         }
       }
       std::printf("batch %d: %zu mismatches against the host reference (%zu near-ties not compared)\n", i, bad, ambiguous);

@@ -26,19 +26,14 @@ int main() {
   // Two input batches, alternated: the x pointer is rebound every iteration.
   const std::vector<float> batch0 = sample::random_floats(n, 1);
   const std::vector<float> batch1 = sample::random_floats(n, 2);
-  float *x0, *x1, *y, *host_y;
-  SAMPLE_CHECK(cudaMalloc(&x0, bytes));
-  SAMPLE_CHECK(cudaMalloc(&x1, bytes));
-  SAMPLE_CHECK(cudaMalloc(&y, bytes));
-  SAMPLE_CHECK(cudaMallocHost(&host_y, bytes));
-  SAMPLE_CHECK(cudaMemcpy(x0, batch0.data(), bytes, cudaMemcpyHostToDevice));
-  SAMPLE_CHECK(cudaMemcpy(x1, batch1.data(), bytes, cudaMemcpyHostToDevice));
+  const sample::DeviceArray<float> x0 = sample::device_copy(batch0), x1 = sample::device_copy(batch1), y(n);
+  const sample::PinnedArray<float> host_y(n);
 
   flowdsl::Graph g;
-  auto zero = g.memset("zero", y, 0, bytes);
-  auto scale = g.kernel("axpy", axpy, "axpy").launch(blocks, 256).args(n, 1.0f, x0, y).after(zero);
-  auto limit = g.kernel("clamp", clamp, "clamp").launch(blocks, 256).args(n, -0.5f, 0.5f, y).after(scale);
-  g.memcpy("download", host_y, y, bytes).after(limit);
+  auto zero = g.memset("zero", y.get(), 0, bytes);
+  auto scale = g.kernel("axpy", axpy, "axpy").launch(blocks, 256).args(n, 1.0f, x0.get(), y.get()).after(zero);
+  auto limit = g.kernel("clamp", clamp, "clamp").launch(blocks, 256).args(n, -0.5f, 0.5f, y.get()).after(scale);
+  g.memcpy("download", host_y.get(), y.get(), bytes).after(limit);
 
   std::size_t wrong = 0;
   double seconds = 0;
@@ -48,7 +43,7 @@ int main() {
     for (int it = 0; it < iterations; ++it) {
       const float a = 0.5f + 0.001f * static_cast<float>(it);
       const float bound = 0.25f + 0.0005f * static_cast<float>(it);
-      scale.arg<1>(a).arg<2>(it % 2 ? x1 : x0);
+      scale.arg<1>(a).arg<2>((it % 2 ? x1 : x0).get());
       limit.arg<1>(-bound).arg<2>(bound);
       const auto start = std::chrono::steady_clock::now();
       runtime.launch(g, stream.get());
@@ -58,7 +53,7 @@ int main() {
         const std::vector<float>& x = it % 2 ? batch1 : batch0;
         for (int i = 0; i < n; ++i) {
           const float want = std::fmin(std::fmax(a * x[i], -bound), bound);
-          if (!(std::fabs(host_y[i] - want) <= 1e-6f)) ++wrong;
+          if (!(std::fabs(host_y.get()[i] - want) <= 1e-6f)) ++wrong;
         }
       }
     }
@@ -73,10 +68,6 @@ int main() {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;
   }
-  SAMPLE_CHECK(cudaFree(x0));
-  SAMPLE_CHECK(cudaFree(x1));
-  SAMPLE_CHECK(cudaFree(y));
-  SAMPLE_CHECK(cudaFreeHost(host_y));
   if (wrong != 0) {
     std::printf("pipeline: %zu checked elements differ from the reference\n", wrong);
     return 1;

@@ -18,6 +18,7 @@ namespace ref = flowdsl::kernels::reference;
 namespace {
 
 using sample::device_copy;
+using sample::DeviceArray;
 constexpr int batch = 256, width = 3 * 64 * 64, input_sets = 4, batches = 100;
 constexpr float mean = 0.45f, stddev = 0.25f;
 
@@ -42,45 +43,47 @@ int main() {
   const float a = 1.0f / (255.0f * stddev);
   const std::vector<float> bias(width, -mean / stddev);
   std::vector<Images> images;
-  std::vector<float*> d_pixels;
-  std::vector<std::int32_t*> d_offsets;
+  std::vector<DeviceArray<float>> d_pixels;
+  std::vector<DeviceArray<std::int32_t>> d_offsets;
   for (int s = 0; s < input_sets; ++s) {
     images.push_back(make_images(300 + s));
     d_pixels.push_back(device_copy(images.back().pixels));
     d_offsets.push_back(device_copy(images.back().offsets));
   }
-  float* d_bias = device_copy(bias);
-  float *padded, *scaled, *normalised;
-  __nv_bfloat16* out;
-  std::uint8_t* mask;
+  const DeviceArray<float> d_bias = device_copy(bias);
   const std::size_t n = std::size_t(batch) * width;
-  SAMPLE_CHECK(cudaMalloc(&padded, n * sizeof(float)));
-  SAMPLE_CHECK(cudaMalloc(&scaled, n * sizeof(float)));
-  SAMPLE_CHECK(cudaMalloc(&normalised, n * sizeof(float)));
-  SAMPLE_CHECK(cudaMalloc(&out, n * sizeof(__nv_bfloat16)));
-  SAMPLE_CHECK(cudaMalloc(&mask, n));
+  const DeviceArray<float> padded(n), scaled(n), normalised(n);
+  const DeviceArray<__nv_bfloat16> out(n);
+  const DeviceArray<std::uint8_t> mask(n);
 
   // The pad value is the mean pixel, so that padding normalises to zero.
   flowdsl::Graph g;
-  auto pad = fk::pad(g, "pad", batch, width, 255.0f * mean, static_cast<const float*>(d_pixels[0]), d_offsets[0], padded, mask);
-  auto scale = fk::scale(g, "scale", static_cast<std::int64_t>(n), a, static_cast<const float*>(padded), scaled).after(pad);
-  auto shift = fk::bias_activation(g, "normalise", batch, width, fk::Activation::none, static_cast<const float*>(scaled),
-                                   static_cast<const float*>(d_bias), normalised)
+  auto pad = fk::pad(g, "pad", batch, width, 255.0f * mean, static_cast<const float*>(d_pixels[0].get()),
+                     d_offsets[0].get(), padded.get(), mask.get());
+  auto scale =
+      fk::scale(g, "scale", static_cast<std::int64_t>(n), a, static_cast<const float*>(padded.get()), scaled.get())
+          .after(pad);
+  auto shift = fk::bias_activation(g, "normalise", batch, width, fk::Activation::none,
+                                   static_cast<const float*>(scaled.get()), static_cast<const float*>(d_bias.get()),
+                                   normalised.get())
                    .after(scale);
-  fk::cast(g, "to_bf16", static_cast<std::int64_t>(n), static_cast<const float*>(normalised), out).after(shift);
+  fk::cast(g, "to_bf16", static_cast<std::int64_t>(n), static_cast<const float*>(normalised.get()), out.get())
+      .after(shift);
 
   bool ok = true;
   try {
     auto stream = flowdsl::make_stream();
     flowdsl::Runtime runtime;
-    auto bind = [&](int i) { pad.arg<3>(static_cast<const float*>(d_pixels[i % input_sets])).arg<4>(d_offsets[i % input_sets]); };
+    auto bind = [&](int i) {
+      pad.arg<3>(static_cast<const float*>(d_pixels[i % input_sets].get())).arg<4>(d_offsets[i % input_sets].get());
+    };
     auto check = [&](int i) {
       const Images& im = images[i % input_sets];
       const ref::Padded p = ref::pad(batch, width, 255.0f * mean, im.pixels, im.offsets);
       std::vector<__nv_bfloat16> got(n);
       std::vector<std::uint8_t> got_mask(n);
-      SAMPLE_CHECK(cudaMemcpy(got.data(), out, n * sizeof(__nv_bfloat16), cudaMemcpyDeviceToHost));
-      SAMPLE_CHECK(cudaMemcpy(got_mask.data(), mask, n, cudaMemcpyDeviceToHost));
+      SAMPLE_CHECK(cudaMemcpy(got.data(), out.get(), out.bytes(), cudaMemcpyDeviceToHost));
+      SAMPLE_CHECK(cudaMemcpy(got_mask.data(), mask.get(), mask.bytes(), cudaMemcpyDeviceToHost));
       std::size_t bad = 0;
       for (std::size_t k = 0; k < n; ++k) {
         const double want = double(a * p.values[k]) + bias[k % width];

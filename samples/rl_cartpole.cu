@@ -24,10 +24,11 @@ __global__ void policy_kernel(int n, const float* state, int* action) {
   if (e < n) action[e] = state[2 * n + e] + 0.5f * state[3 * n + e] + 0.01f * state[n + e] > 0.0f ? 1 : 0;
 }
 
+/// The environments' device buffers (state: x, x_dot, theta, theta_dot, each `envs` long).
 struct Buffers {
-  float *state, *reward;
-  std::int32_t *action, *steps, *episodes;
-  std::uint8_t* done;
+  sample::DeviceArray<float> state{4 * std::size_t(envs)}, reward{envs};
+  sample::DeviceArray<std::int32_t> action{envs}, steps{envs}, episodes{envs};
+  sample::DeviceArray<std::uint8_t> done{envs};
 };
 
 /// A chain of `pairs` (policy, step) pairs.
@@ -36,34 +37,29 @@ void build(flowdsl::Graph& g, const Buffers& b, int pairs) {
   for (int s = 0; s < pairs; ++s) {
     auto p = g.kernel("policy" + std::to_string(s), policy_kernel, "policy")
                  .launch((envs + 255) / 256, 256)
-                 .args(envs, static_cast<const float*>(b.state), b.action)
+                 .args(envs, static_cast<const float*>(b.state.get()), b.action.get())
                  .after(last);
-    last = fk::cartpole_step(g, "step" + std::to_string(s), envs, seed, max_steps, b.action, b.state, b.reward, b.steps,
-                             b.episodes, b.done)
+    last = fk::cartpole_step(g, "step" + std::to_string(s), envs, seed, max_steps, b.action.get(), b.state.get(),
+                             b.reward.get(), b.steps.get(), b.episodes.get(), b.done.get())
                .after(p);
   }
 }
 
 template <class T>
-std::vector<T> download(const T* p, std::size_t n) {
-  std::vector<T> out(n);
-  SAMPLE_CHECK(cudaMemcpy(out.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+std::vector<T> download(const sample::DeviceArray<T>& device) {
+  std::vector<T> out(device.size());
+  SAMPLE_CHECK(cudaMemcpy(out.data(), device.get(), device.bytes(), cudaMemcpyDeviceToHost));
   return out;
 }
 }  // namespace
 
 int main() {
   if (!sample::have_device()) return sample::skipped;
-  Buffers b;
-  SAMPLE_CHECK(cudaMalloc(&b.state, sizeof(float) * 4 * envs));
-  SAMPLE_CHECK(cudaMalloc(&b.reward, sizeof(float) * envs));
-  SAMPLE_CHECK(cudaMalloc(&b.action, sizeof(std::int32_t) * envs));
-  SAMPLE_CHECK(cudaMalloc(&b.steps, sizeof(std::int32_t) * envs));
-  SAMPLE_CHECK(cudaMalloc(&b.episodes, sizeof(std::int32_t) * envs));
-  SAMPLE_CHECK(cudaMalloc(&b.done, envs));
+  const Buffers b;
 
   flowdsl::Graph reset, steps, one_step;
-  fk::cartpole_reset(reset, "reset", envs, seed, b.state, b.reward, b.steps, b.episodes, b.done);
+  fk::cartpole_reset(reset, "reset", envs, seed, b.state.get(), b.reward.get(), b.steps.get(), b.episodes.get(),
+                     b.done.get());
   build(steps, b, steps_per_graph);
   build(one_step, b, 1);
 
@@ -94,12 +90,12 @@ int main() {
     SAMPLE_CHECK(cudaStreamSynchronize(stream.get()));
 
     const float stream_ms = timed(stream_run);
-    const std::vector<float> stream_state = download(b.state, 4 * std::size_t(envs));
-    const std::vector<std::int32_t> stream_episodes = download(b.episodes, envs);
+    const std::vector<float> stream_state = download(b.state);
+    const std::vector<std::int32_t> stream_episodes = download(b.episodes);
     const float graph_ms = timed(graph_run);
-    const std::vector<float> state = download(b.state, 4 * std::size_t(envs));
-    const std::vector<float> reward = download(b.reward, envs);
-    const std::vector<std::int32_t> episodes = download(b.episodes, envs), episode_steps = download(b.steps, envs);
+    const std::vector<float> state = download(b.state);
+    const std::vector<float> reward = download(b.reward);
+    const std::vector<std::int32_t> episodes = download(b.episodes), episode_steps = download(b.steps);
 
     // 1. Same kernels, same order: graph replay and stream launches agree bit for bit.
     const bool same = state == stream_state && episodes == stream_episodes;
@@ -118,8 +114,8 @@ int main() {
     // 3. One more step on the GPU against the host reference, for every environment.
     runtime.launch(one_step, stream.get());
     SAMPLE_CHECK(cudaStreamSynchronize(stream.get()));
-    const std::vector<float> next = download(b.state, 4 * std::size_t(envs));
-    const std::vector<std::int32_t> next_episodes = download(b.episodes, envs);
+    const std::vector<float> next = download(b.state);
+    const std::vector<std::int32_t> next_episodes = download(b.episodes);
     std::size_t bad = 0, borderline = 0;
     for (int e = 0; e < envs; ++e) {
       ref::CartPoleEnv env;
