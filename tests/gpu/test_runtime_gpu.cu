@@ -1,6 +1,7 @@
 // The runtime on a real GPU: results against host references on random data, in-place
 // updates, re-instantiation, refused updates, concurrency and device-dependent validation.
 #include <atomic>
+#include <string>
 #include <thread>
 
 #include "flowdsl/flowdsl.hpp"
@@ -246,35 +247,58 @@ TEST_CASE("Updating and relaunching while an earlier launch still runs keeps bot
 TEST_CASE("Two host threads launch through one runtime", "[gpu][threads]") {
   flowdsl::Runtime rt;
   constexpr int iterations = 200;
-  auto worker = [&rt](int n, unsigned seed, std::vector<std::size_t>& failures) {
-    DeviceBuffer<float> x(static_cast<std::size_t>(n)), y(static_cast<std::size_t>(n));
-    PinnedBuffer<float> h_x(static_cast<std::size_t>(n)), h_y(static_cast<std::size_t>(n));
-    const auto input = random_floats(static_cast<std::size_t>(n), seed);
-    h_x.assign(input);
-    flowdsl::Graph g;
-    auto up = g.memcpy("upload", x.get(), h_x.get(), x.bytes());
-    auto fill = g.memset("zero", y.get(), 0, y.bytes());
-    auto k = g.kernel("axpy", axpy_kernel).grid(blocks_for(n)).block(block).args(n, 1.0f, x.get(), y.get()).after(up, fill);
-    g.memcpy("download", h_y.get(), y.get(), y.bytes()).after(k);
-    auto stream = flowdsl::make_stream();
-    for (int i = 0; i < iterations; ++i) {
-      const float a = static_cast<float>(i) * 0.5f - 7.0f;
-      k.arg<1>(a);
-      h_y.poison();
-      rt.launch(g, stream.get());
-      CUDA_REQUIRE(cudaStreamSynchronize(stream.get()));
-      std::vector<float> want(input.size());
-      for (std::size_t j = 0; j < input.size(); ++j) want[j] = a * input[j];
-      failures.push_back(mismatches(h_y.to_vector(), want));
+  // Catch2's assertions are not thread-safe: buffers are made here, and the workers only
+  // record what they saw, checked after the join.
+  struct Lane {
+    Lane(int n, unsigned seed)
+        : n(n), input(random_floats(static_cast<std::size_t>(n), seed)), x(input.size()), y(input.size()),
+          h_x(input.size()), h_y(input.size()) {
+      h_x.assign(input);
+    }
+    int n;
+    std::vector<float> input;
+    DeviceBuffer<float> x, y;
+    PinnedBuffer<float> h_x, h_y;
+    std::vector<std::size_t> failures;
+    cudaError_t status = cudaSuccess;
+    std::string error;
+  };
+  auto worker = [&rt](Lane& lane) {
+    try {
+      flowdsl::Graph g;
+      auto up = g.memcpy("upload", lane.x.get(), lane.h_x.get(), lane.x.bytes());
+      auto fill = g.memset("zero", lane.y.get(), 0, lane.y.bytes());
+      auto k = g.kernel("axpy", axpy_kernel)
+                   .grid(blocks_for(lane.n))
+                   .block(block)
+                   .args(lane.n, 1.0f, lane.x.get(), lane.y.get())
+                   .after(up, fill);
+      g.memcpy("download", lane.h_y.get(), lane.y.get(), lane.y.bytes()).after(k);
+      auto stream = flowdsl::make_stream();
+      for (int i = 0; i < iterations && lane.status == cudaSuccess; ++i) {
+        const float a = static_cast<float>(i) * 0.5f - 7.0f;
+        k.arg<1>(a);
+        lane.h_y.poison();
+        rt.launch(g, stream.get());
+        lane.status = cudaStreamSynchronize(stream.get());
+        std::vector<float> want(lane.input.size());
+        for (std::size_t j = 0; j < lane.input.size(); ++j) want[j] = a * lane.input[j];
+        lane.failures.push_back(mismatches(lane.h_y.to_vector(), want));
+      }
+    } catch (const std::exception& e) {
+      lane.error = e.what();
     }
   };
-  std::vector<std::size_t> fail_a, fail_b;
-  std::thread t1(worker, 3000, 11u, std::ref(fail_a));
-  std::thread t2(worker, 5001, 12u, std::ref(fail_b));
+  Lane a(3000, 11u), b(5001, 12u);
+  std::thread t1(worker, std::ref(a));
+  std::thread t2(worker, std::ref(b));
   t1.join();
   t2.join();
-  CHECK(fail_a == std::vector<std::size_t>(iterations, 0));
-  CHECK(fail_b == std::vector<std::size_t>(iterations, 0));
+  for (const Lane* lane : {&a, &b}) {
+    CHECK(lane->error.empty());
+    CHECK(lane->status == cudaSuccess);
+    CHECK(lane->failures == std::vector<std::size_t>(iterations, 0));
+  }
   const auto s = rt.statistics();
   CHECK(s.launches == 2 * iterations);
   CHECK(s.misses == 2);
