@@ -149,7 +149,7 @@ class GraphFileReader {
     if (i < limits_.max_nodes && !node_error_) {
       NodeSpec spec;
       try {
-        from_json(node_, spec);
+        json_detail::read_node(std::move(node_), spec);
         nodes_.push_back(std::move(spec));
       } catch (const JsonError& e) {
         std::vector<JsonProblem> problems = e.problems();
