@@ -169,7 +169,7 @@ json read_json(Tag<KernelOp>, json&& node) {
 }
 
 std::optional<NodeHandle> bind_json(Tag<KernelOp>, const std::string& name, const json& fields, NodeBinder& binder) {
-  const KernelInfo* info = find_kernel(fields.at("kernel").get<std::string>(), binder);
+  const KernelInfo* info = find_kernel(fields.at("kernel").get_ref<const std::string&>(), binder);
   if (info == nullptr) return std::nullopt;
   bool ok = true;
   // Every parameter is a scalar or a pointer: 8 bytes at most.
@@ -196,7 +196,9 @@ std::optional<NodeHandle> bind_json(Tag<KernelOp>, const std::string& name, cons
       ok = false;
     }
   }
+  // Each argument named a distinct parameter: as many as there are parameters means none is missing.
   for (const KernelParam& p : info->params) {
+    if (values.size() == info->params.size()) break;
     if (!args.contains(p.name)) {
       binder.problem("/args" + token(p.name), "missing argument for parameter '" + p.name + "' (" + to_string(p.type) +
                                                   ") of kernel '" + info->name + "'");
