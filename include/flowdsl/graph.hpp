@@ -45,6 +45,8 @@ namespace detail {
 NodeId add_node(GraphState& state, std::string&& name, Operation&& op, NodeId parent, std::uint32_t body);
 /// The node named `name` in body `body` of `parent`, or no_node.
 NodeId find_node(const GraphState& state, std::string_view name, NodeId parent, std::uint32_t body);
+/// Makes room for `nodes` more nodes and `edges` more edges (a reader that knows its counts).
+void reserve(GraphState& state, std::size_t nodes, std::size_t edges);
 /// Replaces every edge (edge inference, flowdsl/hazards.hpp).
 void set_edges(GraphState& state, std::vector<Edge>&& edges);
 /// The plan derived from the current topology, or null when there is none yet (the lowering

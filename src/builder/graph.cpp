@@ -42,6 +42,12 @@ void GraphState::add_edge(NodeRef&& from, NodeRef&& to) {
   plan_.reset();
 }
 
+void GraphState::reserve(std::size_t nodes, std::size_t edges) {
+  description_.nodes.reserve(description_.nodes.size() + nodes);
+  node_version_.reserve(node_version_.size() + nodes);
+  description_.edges.reserve(description_.edges.size() + edges);
+}
+
 void GraphState::set_edges(std::vector<Edge>&& edges) {
   description_.edges = std::move(edges);
   plan_.reset();
@@ -149,6 +155,8 @@ NodeId find_node(const GraphState& state, std::string_view name, NodeId parent, 
 }
 
 std::shared_ptr<const Plan>& plan_slot(const GraphState& state) { return state.plan(); }
+
+void reserve(GraphState& state, std::size_t nodes, std::size_t edges) { state.reserve(nodes, edges); }
 
 void set_edges(GraphState& state, std::vector<Edge>&& edges) { state.set_edges(std::move(edges)); }
 

@@ -21,6 +21,7 @@ class GraphState {
 
   NodeId add_node(std::string&& name, Operation&& op, NodeId parent, std::uint32_t body);
   void add_edge(NodeRef&& from, NodeRef&& to);
+  void reserve(std::size_t nodes, std::size_t edges);
   /// Replaces every edge (edge inference); a topology change.
   void set_edges(std::vector<Edge>&& edges);
   /// Names a memory range; validation reads it, so the plan is dropped.

@@ -63,11 +63,15 @@ flowdsl::GraphSpec checked_spec(const std::string& file) {
 // declare an extent, so that nodes of them are not checked against their buffers.
 void unchecked_kernels(const flowdsl::GraphSpec& spec, const std::vector<flowdsl::NodeSpec>& nodes,
                        std::set<std::string>& out) {
+  const std::string* previous = nullptr;  // the kernel of the previous kernel node: decided already
   for (const flowdsl::NodeSpec& node : nodes) {
     for (const auto& body : node.bodies) unchecked_kernels(spec, body, out);
+    if (node.kind != "kernel") continue;
     const auto kernel = node.fields.find("kernel");
-    if (node.kind != "kernel" || kernel == node.fields.end() || !kernel->is_string()) continue;
-    const std::string name = kernel->get<std::string>();
+    if (kernel == node.fields.end() || !kernel->is_string()) continue;
+    const std::string& name = kernel->get_ref<const std::string&>();
+    if (previous != nullptr && *previous == name) continue;
+    previous = &name;
     bool checked = true;
     if (const flowdsl::KernelInfo* info = flowdsl::KernelRegistry::global().find(name)) {
       checked = info->checked();

@@ -66,8 +66,9 @@ struct DotLabel {
   std::vector<const char*> json_bodies(Tag<Op>);                                              \
   /* The JSON Schema of the kind's own members: {"required": [...], "properties": {...}}. */  \
   json json_schema(Tag<Op>);                                                                  \
-  /* Checks the kind's members of `node` and returns them; JsonError relative to the node. */ \
-  json read_json(Tag<Op>, const json& node);                                                  \
+  /* Checks the kind's members (`node` holds them alone) and returns them, taken from `node` \
+     or made anew; JsonError relative to the node. */                                          \
+  json read_json(Tag<Op>, json&& node);                                                       \
   /* Declares the node from its members; null after reporting problems to `binder`. */       \
   std::optional<NodeHandle> bind_json(Tag<Op>, const std::string& name, const json& fields, NodeBinder& binder); \
   /* The kind's members for an operation of a C++-built graph. */                            \

@@ -13,6 +13,8 @@
 namespace flowdsl {
 namespace {
 
+using json_detail::token;
+
 // Builds a Graph from a spec, collecting problems instead of stopping at the first.
 class Binder final : public io::NodeBinder {
  public:
@@ -24,8 +26,9 @@ class Binder final : public io::NodeBinder {
   Graph run(const std::string& source) {
     index_buffers();
     graph_.check_hazards(spec_.check_hazards);
+    reserve();
     Body top(&graph_.state(), no_node, 0);
-    add_nodes(spec_.nodes, top, "/nodes", "");
+    add_nodes(spec_.nodes, top, "/nodes");
     if (problems_.empty() && spec_.infer_edges) {
       const EdgeInference made = infer_edges(graph_);
       detail::log().info("{}: inferred {} edges from the accesses, removed {} redundant ones{}", source,
@@ -93,15 +96,27 @@ class Binder final : public io::NodeBinder {
     }
   }
 
+  // Room for every node and edge of the spec, so that the graph's arrays never grow by copying.
+  void reserve() {
+    std::size_t nodes = 0, edges = 0;
+    count(spec_.nodes, nodes, edges);
+    detail::reserve(graph_.state(), nodes, edges);
+  }
+  static void count(const std::vector<NodeSpec>& specs, std::size_t& nodes, std::size_t& edges) {
+    nodes += specs.size();
+    for (const NodeSpec& node : specs) {
+      edges += node.after.size();
+      for (const auto& body : node.bodies) count(body, nodes, edges);
+    }
+  }
+
   // Declares `nodes` (the array at `array`) in `body`, then their bodies, then their edges.
-  void add_nodes(const std::vector<NodeSpec>& nodes, Body& body, const std::string& array, const std::string& path) {
+  void add_nodes(const std::vector<NodeSpec>& nodes, Body& body, const std::string& array) {
     std::vector<std::optional<NodeHandle>> handles(nodes.size());
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       const NodeSpec& node = nodes[i];
       body_ = &body;
-      pointer_ = array + "/" + std::to_string(i);
-      const std::string node_path = path.empty() ? node.name : path + "/" + node.name;
-      pointers_.emplace(node_path, pointer_);
+      pointer_ = array + token(i);
       std::vector<const char*> members;
       const bool known = io::with_kind(node.kind, [&](auto tag) {
         handles[i] = io::bind_json(tag, node.name, node.fields, *this);
@@ -113,7 +128,7 @@ class Binder final : public io::NodeBinder {
       const std::string at = pointer_;
       for (std::uint32_t b = 0; b < node.bodies.size() && b < members.size(); ++b) {
         Body inner = handles[i]->body(b);
-        add_nodes(node.bodies[b], inner, at + "/" + members[b], node_path);
+        add_nodes(node.bodies[b], inner, at + "/" + members[b]);
       }
     }
     add_edges(nodes, handles, array);
@@ -133,16 +148,25 @@ class Binder final : public io::NodeBinder {
   void add_edges(const std::vector<NodeSpec>& nodes, std::vector<std::optional<NodeHandle>>& handles,
                  const std::string& array) {
     std::unordered_map<std::string_view, std::size_t> by_name;  // first node with each name
+    by_name.reserve(nodes.size());
     for (std::size_t i = 0; i < nodes.size(); ++i) by_name.emplace(nodes[i].name, i);
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       const NodeSpec& node = nodes[i];
       for (std::size_t j = 0; j < node.after.size(); ++j) {
-        if (by_name.find(node.after[j]) == by_name.end()) {
-          problems_.push_back({array + "/" + std::to_string(i) + "/after/" + std::to_string(j),
+        const auto found = by_name.find(node.after[j]);
+        if (found == by_name.end()) {
+          problems_.push_back({array + token(i) + "/after" + token(j),
                                "dependency on unknown node '" + node.after[j] + "'"});
           continue;
         }
-        if (handles[i]) handles[i]->after(node.after[j]);
+        if (!handles[i]) continue;
+        // By handle when the first node of that name was declared: the node a name resolves
+        // to, without a lookup in the builder's index of names.
+        if (const auto& before = handles[found->second]) {
+          handles[i]->after(*before);
+        } else {
+          handles[i]->after(node.after[j]);
+        }
       }
     }
   }
@@ -152,13 +176,36 @@ class Binder final : public io::NodeBinder {
     try {
       (void)graph_.plan();
     } catch (const ValidationError& e) {
+      const std::unordered_map<std::string, std::string> pointers = node_pointers();
       for (const Diagnostic& d : e.diagnostics()) {
-        const auto it = d.nodes.empty() ? pointers_.end() : pointers_.find(d.nodes.front());
-        std::string pointer = it == pointers_.end() ? std::string() : it->second;
+        const auto it = d.nodes.empty() ? pointers.end() : pointers.find(d.nodes.front());
+        std::string pointer = it == pointers.end() ? std::string() : it->second;
         if (!pointer.empty() && !d.member.empty()) pointer += "/" + d.member;
         problems_.push_back({std::move(pointer), d.message});
       }
     }
+  }
+
+  // Node path -> JSON pointer of the first node with that path. Built only when validation
+  // fails: then every node was bound, in the order add_nodes visits the spec.
+  std::unordered_map<std::string, std::string> node_pointers() const {
+    std::unordered_map<std::string, std::string> out;
+    const auto visit = [&](const auto& self, const std::vector<NodeSpec>& nodes, const std::string& array,
+                           const std::string& path) -> void {
+      for (std::size_t i = 0; i < nodes.size(); ++i) {
+        const NodeSpec& node = nodes[i];
+        const std::string pointer = array + token(i);
+        const std::string node_path = path.empty() ? node.name : path + "/" + node.name;
+        out.emplace(node_path, pointer);
+        std::vector<const char*> members;
+        io::with_kind(node.kind, [&](auto tag) { members = io::json_bodies(tag); });
+        for (std::uint32_t b = 0; b < node.bodies.size() && b < members.size(); ++b) {
+          self(self, node.bodies[b], pointer + "/" + members[b], node_path);
+        }
+      }
+    };
+    visit(visit, spec_.nodes, "/nodes", "");
+    return out;
   }
 
   const GraphSpec& spec_;
@@ -168,7 +215,6 @@ class Binder final : public io::NodeBinder {
   const HostFunctions& hosts_;
   std::vector<JsonProblem> problems_;
   std::unordered_map<std::string_view, const BufferSpec*> buffers_;
-  std::unordered_map<std::string, std::string> pointers_;  ///< node path -> JSON pointer (first node)
   Body* body_ = nullptr;  ///< where the node being bound is declared
   std::string pointer_;   ///< the node being bound
   Graph graph_;

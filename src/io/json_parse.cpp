@@ -67,6 +67,8 @@ class GraphFileReader {
       from_json(root_, spec);  // "nodes", if an array, holds none here
       if (node_error_) throw *node_error_;
       spec.nodes = std::move(nodes_);
+      // The vector grew by doubling: up to half of it unused while the whole graph is checked.
+      if (spec.nodes.capacity() - spec.nodes.size() > spec.nodes.size() / 8) spec.nodes.shrink_to_fit();
       return spec;
     } catch (const JsonError& e) {
       throw JsonError(e.problems(), source);
@@ -149,7 +151,7 @@ class GraphFileReader {
     if (i < limits_.max_nodes && !node_error_) {
       NodeSpec spec;
       try {
-        from_json(node_, spec);
+        json_detail::read_node(std::move(node_), spec);
         nodes_.push_back(std::move(spec));
       } catch (const JsonError& e) {
         std::vector<JsonProblem> problems = e.problems();

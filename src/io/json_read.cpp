@@ -56,6 +56,19 @@ std::vector<std::string> read_names(const json& j, const char* key) {
   return out;
 }
 
+// Reads the nodes of `array` (a body), taking their members.
+std::vector<NodeSpec> read_nodes(json& j, const char* key) {
+  std::vector<NodeSpec> out;
+  const auto array = j.find(key);
+  if (array == j.end()) return out;
+  if (!array->is_array()) fail(token(key), "expected an array, found " + type_of(*array));
+  out.resize(array->size());
+  for (std::size_t i = 0; i < array->size(); ++i) {
+    within(token(key) + token(i), [&] { read_node(std::move((*array)[i]), out[i]); });
+  }
+  return out;
+}
+
 // The members a node of the kind may have: everyone's, its schema's and its bodies'. Built once
 // per kind: reading a node must not build its kind's schema.
 template <class Op>
@@ -70,7 +83,38 @@ const std::vector<std::string_view>& allowed_members(io::Tag<Op> tag) {
   return allowed;
 }
 
+// Moves member `key` of object `from` (if any) into `to`.
+void take(json& from, const char* key, json& to) {
+  const auto it = from.find(key);
+  if (it == from.end()) return;
+  to[key] = std::move(*it);
+  from.erase(it);
+}
+
 }  // namespace
+
+void json_detail::read_node(nlohmann::json&& j, NodeSpec& v) {
+  v = NodeSpec{};
+  v.name = get_string(j, "name");
+  v.kind = get_string(j, "kind");
+  // What every node has and the bodies are taken out first: the kind is given its own members
+  // to keep (no copy). They are read after the kind's, so that the first problem stays the same.
+  json common = json::object();
+  const bool known = io::with_kind(v.kind, [&](auto tag) {
+    expect_object(j, allowed_members(tag));
+    const std::vector<const char*> bodies = io::json_bodies(tag);
+    j.erase("name");
+    j.erase("kind");
+    for (const char* key : {"after", "reads", "writes"}) take(j, key, common);
+    for (const char* body : bodies) take(j, body, common);
+    v.fields = io::read_json(tag, std::move(j));
+    for (const char* body : bodies) v.bodies.push_back(read_nodes(common, body));
+  });
+  if (!known) fail("/kind", "unknown node kind '" + v.kind + "' (expected " + io::kind_names() + ")");
+  v.after = read_names(common, "after");
+  v.reads = read_array<AccessSpec>(common, "reads");
+  v.writes = read_array<AccessSpec>(common, "writes");
+}
 
 bool parse_param_type(std::string_view text, ParamType& out) {
   ParamType type;
@@ -212,20 +256,7 @@ void to_json(json& j, const NodeSpec& v) {
   write_array(j, "writes", v.writes);
 }
 
-void from_json(const json& j, NodeSpec& v) {
-  v = NodeSpec{};
-  v.name = get_string(j, "name");
-  v.kind = get_string(j, "kind");
-  const bool known = io::with_kind(v.kind, [&](auto tag) {
-    expect_object(j, allowed_members(tag));
-    v.fields = io::read_json(tag, j);
-    for (const char* member : io::json_bodies(tag)) v.bodies.push_back(read_array<NodeSpec>(j, member));
-  });
-  if (!known) fail("/kind", "unknown node kind '" + v.kind + "' (expected " + io::kind_names() + ")");
-  v.after = read_names(j, "after");
-  v.reads = read_array<AccessSpec>(j, "reads");
-  v.writes = read_array<AccessSpec>(j, "writes");
-}
+void from_json(const json& j, NodeSpec& v) { read_node(json(j), v); }
 
 void to_json(json& j, const KernelFileSpec& v) {
   json params = json::array();

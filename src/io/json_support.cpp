@@ -7,7 +7,8 @@ namespace flowdsl {
 namespace json_detail {
 
 std::string token(std::string_view key) {
-  std::string out;
+  std::string out = "/";
+  out.reserve(key.size() + 1);
   for (char c : key) {
     if (c == '~') {
       out += "~0";
@@ -17,7 +18,7 @@ std::string token(std::string_view key) {
       out += c;
     }
   }
-  return "/" + out;
+  return out;
 }
 
 void fail(std::string pointer, std::string message) {

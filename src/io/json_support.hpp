@@ -13,9 +13,17 @@
 #include "flowdsl/error.hpp"
 #include "flowdsl/node_parts.hpp"
 
+namespace flowdsl {
+struct NodeSpec;
+}
+
 namespace flowdsl::json_detail {
 
 using nlohmann::json;
+
+/// Reads a node as from_json(const json&, NodeSpec&) does, taking members from `node` rather
+/// than copying them (the parser's nodes, which it drops after reading).
+void read_node(json&& node, NodeSpec& out);
 
 /// A JSON pointer token: "~" becomes "~0" and "/" becomes "~1" (RFC 6901).
 std::string token(std::string_view key);

@@ -42,6 +42,7 @@ std::vector<Entry> collect(const Description& d, BufferIndex& buffers) {
     return groups.emplace(key, static_cast<std::uint32_t>(groups.size())).first->second;
   };
   std::vector<Entry> out;
+  out.reserve(2 * d.nodes.size());  // typically a read and a write a node: no growth by copying
   std::vector<Access> accesses;
   for (NodeId id = 0; id < d.nodes.size(); ++id) {
     const Node& n = d.nodes[id];

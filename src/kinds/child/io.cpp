@@ -5,7 +5,7 @@ namespace flowdsl::io {
 
 std::vector<const char*> json_bodies(Tag<ChildOp>) { return {"nodes"}; }
 json json_schema(Tag<ChildOp>) { return {{"required", json::array()}, {"properties", json::object()}}; }
-json read_json(Tag<ChildOp>, const json&) { return json::object(); }
+json read_json(Tag<ChildOp>, json&&) { return json::object(); }
 
 std::optional<NodeHandle> bind_json(Tag<ChildOp>, const std::string& name, const json&, NodeBinder& binder) {
   return binder.builder().child(name);

@@ -13,7 +13,7 @@ json json_schema(Tag<HostOp>) {
   return {{"required", json::array({"function"})}, {"properties", {{"function", {{"type", "string"}}}}}};
 }
 
-json read_json(Tag<HostOp>, const json& node) { return {{"function", get_string(node, "function")}}; }
+json read_json(Tag<HostOp>, json&& node) { return {{"function", get_string(node, "function")}}; }
 
 std::optional<NodeHandle> bind_json(Tag<HostOp>, const std::string& name, const json& fields, NodeBinder& binder) {
   const auto function = fields.at("function").get<std::string>();

@@ -137,17 +137,22 @@ json json_schema(Tag<KernelOp>) {
   return {{"required", json::array({"kernel"})}, {"properties", std::move(properties)}};
 }
 
-json read_json(Tag<KernelOp>, const json& node) {
-  json fields = {{"kernel", get_string(node, "kernel")}};
+json read_json(Tag<KernelOp>, json&& node) {
+  // The members are kept where the parser put them; only the launch shape is rewritten (a
+  // dimension in its shortest form, shared_bytes as an unsigned number).
+  json fields = std::move(node);
+  (void)get_string(fields, "kernel");
   for (const char* dim : {"grid", "block"}) {
-    if (optional_member(node, dim) != nullptr) fields[dim] = write_dim(get_dim(node, dim));
+    if (optional_member(fields, dim) != nullptr) fields[dim] = write_dim(get_dim(fields, dim));
   }
-  if (optional_member(node, "shared_bytes") != nullptr) {
-    fields["shared_bytes"] = get_unsigned(node, "shared_bytes", std::numeric_limits<std::uint32_t>::max());
+  if (optional_member(fields, "shared_bytes") != nullptr) {
+    fields["shared_bytes"] = get_unsigned(fields, "shared_bytes", std::numeric_limits<std::uint32_t>::max());
   }
-  fields["args"] = json::object();
-  const json* args = optional_member(node, "args");
-  if (args == nullptr) return fields;
+  const auto args = fields.find("args");
+  if (args == fields.end()) {
+    fields["args"] = json::object();
+    return fields;
+  }
   if (!args->is_object()) fail("/args", "expected an object of arguments by parameter name, found " + type_of(*args));
   for (const auto& item : args->items()) {
     const json& v = item.value();
@@ -159,17 +164,22 @@ json read_json(Tag<KernelOp>, const json& node) {
         fail("", "expected a number (scalar parameter) or a buffer name (pointer parameter), found " + type_of(v));
       }
     });
-    fields["args"][item.key()] = v;
   }
   return fields;
 }
 
 std::optional<NodeHandle> bind_json(Tag<KernelOp>, const std::string& name, const json& fields, NodeBinder& binder) {
-  const KernelInfo* info = find_kernel(fields.at("kernel").get<std::string>(), binder);
+  const KernelInfo* info = find_kernel(fields.at("kernel").get_ref<const std::string&>(), binder);
   if (info == nullptr) return std::nullopt;
   bool ok = true;
-  std::vector<std::pair<std::size_t, std::vector<unsigned char>>> values;
+  // Every parameter is a scalar or a pointer: 8 bytes at most.
+  struct Value {
+    std::size_t index;
+    unsigned char bytes[8];
+  };
+  std::vector<Value> values;
   const json& args = fields.at("args");
+  values.reserve(args.size());
   for (const auto& item : args.items()) {
     const std::string where = "/args" + token(item.key());
     const std::size_t index = info->index_of(item.key());
@@ -179,14 +189,16 @@ std::optional<NodeHandle> bind_json(Tag<KernelOp>, const std::string& name, cons
       ok = false;
       continue;
     }
-    std::vector<unsigned char> bytes(info->params[index].type.size());
-    if (bind_argument(item.value(), info->params[index], where, binder, bytes.data())) {
-      values.emplace_back(index, std::move(bytes));
+    Value value{index, {}};
+    if (bind_argument(item.value(), info->params[index], where, binder, value.bytes)) {
+      values.push_back(value);
     } else {
       ok = false;
     }
   }
+  // Each argument named a distinct parameter: as many as there are parameters means none is missing.
   for (const KernelParam& p : info->params) {
+    if (values.size() == info->params.size()) break;
     if (!args.contains(p.name)) {
       binder.problem("/args" + token(p.name), "missing argument for parameter '" + p.name + "' (" + to_string(p.type) +
                                                   ") of kernel '" + info->name + "'");
@@ -199,7 +211,7 @@ std::optional<NodeHandle> bind_json(Tag<KernelOp>, const std::string& name, cons
   if (fields.contains("grid")) node.grid(get_dim(fields, "grid"));
   if (fields.contains("block")) node.block(get_dim(fields, "block"));
   if (fields.contains("shared_bytes")) node.shared_memory(fields.at("shared_bytes").get<std::uint32_t>());
-  for (const auto& [index, bytes] : values) node.set_bytes(info->params[index].name, bytes.data(), bytes.size());
+  for (const Value& v : values) node.set_bytes(info->params[v.index].name, v.bytes, info->params[v.index].type.size());
   return NodeHandle(node);
 }
 

@@ -16,7 +16,7 @@ json json_schema(Tag<MemcpyOp>) {
             {"bytes", {{"$ref", "#/$defs/count"}}}}}};
 }
 
-json read_json(Tag<MemcpyOp>, const json& node) {
+json read_json(Tag<MemcpyOp>, json&& node) {
   BufferRef dst, src;
   within("/dst", [&] { from_json(member(node, "dst"), dst); });
   within("/src", [&] { from_json(member(node, "src"), src); });

@@ -19,7 +19,7 @@ json json_schema(Tag<MemsetOp>) {
             {"count", {{"$ref", "#/$defs/count"}}}}}};
 }
 
-json read_json(Tag<MemsetOp>, const json& node) {
+json read_json(Tag<MemsetOp>, json&& node) {
   BufferRef dst;
   within("/dst", [&] { from_json(member(node, "dst"), dst); });
   json fields = {{"dst", dst},
