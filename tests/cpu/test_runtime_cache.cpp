@@ -7,56 +7,15 @@
 
 #include "catch.hpp"
 #include "flowdsl/flowdsl.hpp"
+#include "recording_backend.hpp"
 
 using flowdsl_test::contains;
+using flowdsl_test::make_runtime;
+using flowdsl_test::Record;
 
 namespace {
 
 void scale(float*, float, int) {}
-
-/// What the recording backend saw.
-struct Record {
-  std::atomic<int> instantiations{0};
-  std::atomic<int> updates{0};
-  std::atomic<int> launches{0};
-  std::atomic<int> live{0};          // executables alive now
-  std::set<flowdsl::NodeId> refuse;  // nodes whose update is refused (read under the runtime lock)
-  std::vector<std::pair<std::string, std::uint32_t>> updated;  // (node name, plan position)
-};
-
-class RecordingExecutable final : public flowdsl::Executable {
- public:
-  explicit RecordingExecutable(Record& r) : r_(r) { ++r_.live; }
-  ~RecordingExecutable() override { --r_.live; }
-  std::optional<std::string> update(const flowdsl::Description& d, flowdsl::NodeId id,
-                                    std::uint32_t position) override {
-    if (r_.refuse.count(id)) return std::string("refused by the test");
-    ++r_.updates;
-    r_.updated.emplace_back(d.nodes[id].name, position);
-    return std::nullopt;
-  }
-  void launch(cudaStream_t) override { ++r_.launches; }
-
- private:
-  Record& r_;
-};
-
-class RecordingBackend final : public flowdsl::Backend {
- public:
-  explicit RecordingBackend(Record& r) : r_(r) {}
-  std::unique_ptr<flowdsl::Executable> instantiate(const flowdsl::Description&, const flowdsl::Plan&,
-                                                   cudaStream_t) override {
-    ++r_.instantiations;
-    return std::make_unique<RecordingExecutable>(r_);
-  }
-
- private:
-  Record& r_;
-};
-
-flowdsl::Runtime make_runtime(Record& r, std::size_t capacity = 8) {
-  return flowdsl::Runtime(flowdsl::RuntimeOptions{capacity}, std::make_unique<RecordingBackend>(r));
-}
 
 float x[16];
 

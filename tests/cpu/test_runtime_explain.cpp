@@ -1,53 +1,20 @@
-// Runtime::explain through a counting backend, without a GPU: hit, update (which nodes), miss
+// Runtime::explain through the recording backend, without a GPU: hit, update (which nodes), miss
 // (how the closest cached executable differs), debug mode; and that explaining changes nothing.
 #include <cstdlib>
 #include <memory>
 
 #include "catch.hpp"
 #include "flowdsl/flowdsl.hpp"
+#include "recording_backend.hpp"
 
 using flowdsl_test::contains;
+using flowdsl_test::make_runtime;
+using flowdsl_test::Record;
 
 namespace {
 
 void scale(float*, float, int) {}
 void shift(float*, float, int) {}
-
-struct Counts {
-  int instantiations = 0;
-  int updates = 0;
-  int launches = 0;
-};
-
-class CountingExecutable final : public flowdsl::Executable {
- public:
-  explicit CountingExecutable(Counts& c) : c_(c) {}
-  std::optional<std::string> update(const flowdsl::Description&, flowdsl::NodeId, std::uint32_t) override {
-    ++c_.updates;
-    return std::nullopt;
-  }
-  void launch(cudaStream_t) override { ++c_.launches; }
-
- private:
-  Counts& c_;
-};
-
-class CountingBackend final : public flowdsl::Backend {
- public:
-  explicit CountingBackend(Counts& c) : c_(c) {}
-  std::unique_ptr<flowdsl::Executable> instantiate(const flowdsl::Description&, const flowdsl::Plan&,
-                                                   cudaStream_t) override {
-    ++c_.instantiations;
-    return std::make_unique<CountingExecutable>(c_);
-  }
-
- private:
-  Counts& c_;
-};
-
-flowdsl::Runtime make_runtime(Counts& c, std::size_t capacity = 8) {
-  return flowdsl::Runtime(flowdsl::RuntimeOptions{capacity}, std::make_unique<CountingBackend>(c));
-}
 
 float x[16];
 
@@ -67,7 +34,7 @@ bool same(const flowdsl::RuntimeStatistics& s, const flowdsl::RuntimeStatistics&
 }  // namespace
 
 TEST_CASE("Explaining a launch with nothing cached says it will miss", "[runtime][explain]") {
-  Counts counts;
+  Record counts;
   auto rt = make_runtime(counts);
   Chain chain;
   const auto e = rt.explain(chain.g);
@@ -77,7 +44,7 @@ TEST_CASE("Explaining a launch with nothing cached says it will miss", "[runtime
 }
 
 TEST_CASE("Explaining a launch of an unchanged cached graph says it will hit", "[runtime][explain]") {
-  Counts counts;
+  Record counts;
   auto rt = make_runtime(counts);
   Chain chain;
   rt.launch(chain.g);
@@ -88,7 +55,7 @@ TEST_CASE("Explaining a launch of an unchanged cached graph says it will hit", "
 }
 
 TEST_CASE("Explaining a launch after parameter changes names the nodes to update", "[runtime][explain]") {
-  Counts counts;
+  Record counts;
   auto rt = make_runtime(counts);
   Chain chain;
   rt.launch(chain.g);
@@ -105,7 +72,7 @@ TEST_CASE("Explaining a launch after parameter changes names the nodes to update
 
 TEST_CASE("Explaining a miss names the node and field that differ from the closest executable",
           "[runtime][explain]") {
-  Counts counts;
+  Record counts;
   auto rt = make_runtime(counts);
   Chain chain;
   rt.launch(chain.g);
@@ -121,7 +88,7 @@ TEST_CASE("Explaining a miss names the node and field that differ from the close
 }
 
 TEST_CASE("Explaining a miss names added and removed nodes, changed edges and kernels", "[runtime][explain]") {
-  Counts counts;
+  Record counts;
   auto rt = make_runtime(counts);
   Chain chain;
   rt.launch(chain.g);
@@ -167,7 +134,7 @@ TEST_CASE("Explaining a miss names added and removed nodes, changed edges and ke
 }
 
 TEST_CASE("Explaining changes neither the cache's order nor its statistics", "[runtime][explain]") {
-  Counts counts;
+  Record counts;
   auto rt = make_runtime(counts, /*capacity=*/2);
   Chain first, second, third;
   second.b.grid(2);
@@ -189,7 +156,7 @@ TEST_CASE("Explaining changes neither the cache's order nor its statistics", "[r
 }
 
 TEST_CASE("Explaining an invalid graph throws the validation error", "[runtime][explain][errors]") {
-  Counts counts;
+  Record counts;
   auto rt = make_runtime(counts);
   flowdsl::Graph g;
   g.kernel("k", scale).args(x, 1.0f, 1);  // no launch shape
@@ -197,19 +164,19 @@ TEST_CASE("Explaining an invalid graph throws the validation error", "[runtime][
 }
 
 TEST_CASE("Debug mode is set by the options or by FLOWDSL_DEBUG=1, and explained as such", "[runtime][debug]") {
-  Counts counts;
+  Record counts;
   Chain chain;
   flowdsl::RuntimeOptions options;
   options.debug = true;
-  flowdsl::Runtime by_option(options, std::make_unique<CountingBackend>(counts));
+  flowdsl::Runtime by_option(options, std::make_unique<flowdsl_test::RecordingBackend>(counts));
   CHECK(by_option.debug());
   CHECK(by_option.explain(chain.g).kind == flowdsl::LaunchKind::debug);
   CHECK_THAT(by_option.explain(chain.g).text(), contains("node by node"));
 
   ::setenv("FLOWDSL_DEBUG", "1", 1);
-  flowdsl::Runtime by_environment({}, std::make_unique<CountingBackend>(counts));
+  flowdsl::Runtime by_environment({}, std::make_unique<flowdsl_test::RecordingBackend>(counts));
   ::setenv("FLOWDSL_DEBUG", "0", 1);
-  flowdsl::Runtime off({}, std::make_unique<CountingBackend>(counts));
+  flowdsl::Runtime off({}, std::make_unique<flowdsl_test::RecordingBackend>(counts));
   ::unsetenv("FLOWDSL_DEBUG");
   CHECK(by_environment.debug());
   CHECK_FALSE(off.debug());
