@@ -16,6 +16,7 @@
 
 #include "catch.hpp"
 #include "flowdsl/flowdsl.hpp"
+#include "recording_backend.hpp"
 
 using flowdsl_test::contains;
 
@@ -282,42 +283,6 @@ bool change_structure(Instance& inst, Rng& rng) {
 // The recording backend: counts instantiations and live executables, records the plan
 // positions it is asked to update and refuses the update of one chosen position.
 
-struct Record {
-  int instantiations = 0;
-  int live = 0;
-  int launches = 0;
-  std::optional<std::uint32_t> refuse;  // plan position whose update is refused
-  std::vector<std::uint32_t> asked;     // positions asked to update since the last clear
-};
-
-class RecordingExecutable final : public flowdsl::Executable {
- public:
-  explicit RecordingExecutable(Record& r) : r_(r) { ++r_.live; }
-  ~RecordingExecutable() override { --r_.live; }
-  std::optional<std::string> update(const flowdsl::Description&, flowdsl::NodeId, std::uint32_t position) override {
-    r_.asked.push_back(position);
-    if (r_.refuse == position) return std::string("refused by the test");
-    return std::nullopt;
-  }
-  void launch(cudaStream_t) override { ++r_.launches; }
-
- private:
-  Record& r_;
-};
-
-class RecordingBackend final : public flowdsl::Backend {
- public:
-  explicit RecordingBackend(Record& r) : r_(r) {}
-  std::unique_ptr<flowdsl::Executable> instantiate(const flowdsl::Description&, const flowdsl::Plan&,
-                                                   cudaStream_t) override {
-    ++r_.instantiations;
-    return std::make_unique<RecordingExecutable>(r_);
-  }
-
- private:
-  Record& r_;
-};
-
 // ---------------------------------------------------------------------------------------------
 // The model of the runtime's cache policy, written from its documentation and src/runtime:
 // an LRU list of topologies, each remembering the graph (uid) and parameter version its
@@ -414,7 +379,7 @@ class Scenario {
   explicit Scenario(std::uint64_t seed)
       : rng_(seed),
         capacity_(uniform(rng_, 1, 6)),
-        runtime_(flowdsl::RuntimeOptions{capacity_}, std::make_unique<RecordingBackend>(record_)),
+        runtime_(flowdsl::RuntimeOptions{capacity_}, std::make_unique<flowdsl_test::RecordingBackend>(record_)),
         model_(capacity_) {
     const Topology first = random_topology(rng_);
     const Topology second = random_topology(rng_);
@@ -452,7 +417,7 @@ class Scenario {
     check_topology_hash(inst, graph);
     std::optional<std::uint32_t> refuse;
     if (chance(rng_, 10)) refuse = random_node_of(inst);
-    record_.refuse = refuse;
+    record_.refuse_position = refuse;
     record_.asked.clear();
     const int instantiations = record_.instantiations;
 
@@ -478,7 +443,7 @@ class Scenario {
       REQUIRE(asked == want.to_update);
       return;
     }
-    REQUIRE(record_.asked.back() == *record_.refuse);
+    REQUIRE(record_.asked.back() == *record_.refuse_position);
     REQUIRE(std::includes(want.to_update.begin(), want.to_update.end(), asked.begin(), asked.end()));
   }
 
@@ -533,7 +498,7 @@ class Scenario {
 
   Rng rng_;
   std::uint32_t capacity_;
-  Record record_;
+  flowdsl_test::Record record_;
   flowdsl::Runtime runtime_;
   CacheModel model_;
   std::vector<Instance> instances_;

@@ -15,14 +15,16 @@
 
 namespace flowdsl_test {
 
-/// What the recording backend saw.
+/// What the recording backend saw, and which updates it refuses.
 struct Record {
   std::atomic<int> instantiations{0};
   std::atomic<int> updates{0};
   std::atomic<int> launches{0};
   std::atomic<int> live{0};          // executables alive now
   std::set<flowdsl::NodeId> refuse;  // nodes whose update is refused (read under the runtime lock)
+  std::optional<std::uint32_t> refuse_position;  // a plan position whose update is refused
   std::vector<std::pair<std::string, std::uint32_t>> updated;  // (node name, plan position)
+  std::vector<std::uint32_t> asked;  // every plan position asked to update, refused ones too
 };
 
 class RecordingExecutable final : public flowdsl::Executable {
@@ -31,7 +33,8 @@ class RecordingExecutable final : public flowdsl::Executable {
   ~RecordingExecutable() override { --r_.live; }
   std::optional<std::string> update(const flowdsl::Description& d, flowdsl::NodeId id,
                                     std::uint32_t position) override {
-    if (r_.refuse.count(id)) return std::string("refused by the test");
+    r_.asked.push_back(position);
+    if (r_.refuse.count(id) != 0 || r_.refuse_position == position) return std::string("refused by the test");
     ++r_.updates;
     r_.updated.emplace_back(d.nodes[id].name, position);
     return std::nullopt;
