@@ -39,6 +39,8 @@ class BufferIndex {
   explicit BufferIndex(const Description& d) : d_(d) {}
   /// The named buffer holding `address`, or null.
   const NamedBuffer* find(std::uintptr_t address);
+  /// Whether the description names no buffer (then nothing can be checked against one).
+  bool empty() const noexcept { return d_.buffers.empty(); }
 
  private:
   const Description& d_;

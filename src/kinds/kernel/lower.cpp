@@ -90,6 +90,9 @@ void check_structure(const KernelOp& op, NodeCheck& diag) {
 }
 
 void check_parameters(const KernelOp& op, NodeCheck& diag) {
+  // Before every update of this node: without named buffers there is nothing to check, so
+  // the registry lookup (a lock) is skipped.
+  if (diag.buffers().empty()) return;
   for_each_extent(op, [&](const KernelParam& p, const Extent& extent, const void* ptr, const Extent::Value& v) {
     const std::string member = "args/" + p.name;
     const std::string verb = p.type.is_const ? "reads " : "writes ";
