@@ -46,6 +46,10 @@ struct Description {
   std::vector<Node> nodes;
   std::vector<Edge> edges;
   std::vector<NamedBuffer> buffers;
+  /// The nodes whose native values symbols stand for (symbol::index_of indexes this):
+  /// conditional nodes whose condition() was taken, graph memory handed out. Not part of the
+  /// topology: emission and updates resolve symbols through their node's plan position.
+  std::vector<NodeId> symbols;
   /// Whether validation looks for nodes that touch the same bytes, one of them writing, with
   /// no path between them (docs/errors.md, "Hazards"). Not part of the topology.
   bool check_hazards = true;

@@ -10,9 +10,12 @@
 /// kind that lacks one fails the build (at link time, naming the facet and the kind).
 
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <variant>
 
 #include "flowdsl/kinds/child.hpp"
+#include "flowdsl/kinds/conditional.hpp"
 #include "flowdsl/kinds/empty.hpp"
 #include "flowdsl/kinds/host.hpp"
 #include "flowdsl/kinds/kernel.hpp"
@@ -29,7 +32,10 @@ namespace flowdsl {
   X(MemsetOp)                 \
   X(EmptyOp)                  \
   X(HostOp)                   \
-  X(ChildOp)
+  X(ChildOp)                  \
+  X(IfOp)                     \
+  X(WhileOp)                  \
+  X(SwitchOp)
 
 namespace detail {
 template <class Ignored, class... Ops>
@@ -48,9 +54,44 @@ inline std::string_view kind_name(const Operation& op) noexcept {
   return std::visit([](const auto& o) { return std::decay_t<decltype(o)>::kind; }, op);
 }
 
+namespace detail {
+template <class Op, class = void>
+struct has_variable_bodies : std::false_type {};
+template <class Op>
+struct has_variable_bodies<Op, std::void_t<decltype(std::declval<const Op&>().bodies())>> : std::true_type {};
+template <class Op, class = void>
+struct conditional_body_rule : std::true_type {};
+template <class Op>
+struct conditional_body_rule<Op, std::void_t<decltype(Op::allowed_in_conditional_body)>>
+    : std::bool_constant<Op::allowed_in_conditional_body> {};
+}  // namespace detail
+
+/// \brief How many bodies a node of this operation holds: a kind's `body_count`, or for kinds
+/// whose count is set per node (IF with ELSE, SWITCH), its `bodies()`.
+template <class Op>
+std::uint32_t bodies_of(const Op& op) noexcept {
+  if constexpr (detail::has_variable_bodies<Op>::value) {
+    return op.bodies();
+  } else {
+    return Op::body_count;
+  }
+}
+
 /// \brief How many bodies a node of this operation's kind holds (child graphs: one).
 inline std::uint32_t body_count(const Operation& op) noexcept {
-  return std::visit([](const auto& o) { return std::decay_t<decltype(o)>::body_count; }, op);
+  return std::visit([](const auto& o) { return bodies_of(o); }, op);
+}
+
+/// \brief Whether nodes of kind `Op` may sit in a conditional node's body (CUDA allows kernel,
+/// memcpy, memset, empty, child and conditional nodes there). A kind says no with
+/// `static constexpr bool allowed_in_conditional_body = false;`.
+template <class Op>
+inline constexpr bool allowed_in_conditional_body = detail::conditional_body_rule<Op>::value;
+
+/// \brief Whether an operation is a conditional node (IF, WHILE, SWITCH).
+inline bool is_conditional(const Operation& op) noexcept {
+  return std::holds_alternative<IfOp>(op) || std::holds_alternative<WhileOp>(op) ||
+         std::holds_alternative<SwitchOp>(op);
 }
 
 namespace detail {

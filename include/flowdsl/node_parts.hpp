@@ -32,6 +32,33 @@ struct LaunchShape {
   std::uint32_t shared_bytes = 0;  ///< dynamic shared memory per block
 };
 
+/// \brief Symbolic values: stand-ins, in a description, for values CUDA hands out only when the
+/// native graph is built (the handle of a conditional node, the address of graph-owned memory).
+///
+/// A symbol is a 64-bit value whose top byte is `tag`, which no device address or conditional
+/// handle has: the next 16 bits index Description::symbols (the node that owns the value) and the
+/// low 40 bits are a byte offset, so that `alloc.ptr<float>() + 64` stays a symbol. Kernel
+/// arguments of pointer or Condition type, and the pointers of copies and fills, may hold
+/// symbols; emission and updates replace them by the native values of the executable at hand.
+namespace symbol {
+inline constexpr std::uint64_t tag = 0xF1ull << 56;
+inline constexpr unsigned index_shift = 40;
+inline constexpr std::uint64_t max_offset = (std::uint64_t{1} << index_shift) - 1;
+inline constexpr std::uint32_t max_symbols = 1u << 16;
+constexpr bool is_symbol(std::uint64_t value) noexcept { return (value & (0xFFull << 56)) == tag; }
+constexpr std::uint64_t make(std::uint32_t index, std::uint64_t offset = 0) noexcept {
+  return tag | (std::uint64_t{index} << index_shift) | offset;
+}
+constexpr std::uint32_t index_of(std::uint64_t value) noexcept {
+  return static_cast<std::uint32_t>((value >> index_shift) & 0xFFFF);
+}
+constexpr std::uint64_t offset_of(std::uint64_t value) noexcept { return value & max_offset; }
+}  // namespace symbol
+
+/// \brief What a kernel argument slot holds: a plain value, a pointer, or a Condition. Pointer and
+/// condition slots may hold symbols (see `symbol`); plain values never are taken for one.
+enum class SlotKind : std::uint8_t { value, pointer, condition };
+
 /// \brief A kernel's arguments, by value, one slot per parameter of the kernel.
 ///
 /// Slots are laid out once (append) and then overwritten in place (set), so that changing an
@@ -47,7 +74,8 @@ class ArgumentPack {
   /// holding a copy of `value`. `bound` says whether that value is the argument (true) or a
   /// placeholder that must be set before the graph is valid (false).
   /// \throws UsageError for a bad alignment or when the arguments would exceed max_bytes.
-  void append(const void* value, std::size_t size, std::size_t align, bool bound = true);
+  void append(const void* value, std::size_t size, std::size_t align, bool bound = true,
+              SlotKind kind = SlotKind::value);
 
   /// \brief Overwrites slot `index` with `size` bytes from `value`.
   /// \throws UsageError if the index is out of range or the size differs from the slot's.
@@ -59,6 +87,12 @@ class ArgumentPack {
   std::size_t slot_size(std::size_t index) const { return slot(index).size; }
   /// \brief Whether slot `index` has been set since it was appended as a placeholder.
   bool bound(std::size_t index) const { return slot(index).bound; }
+  /// \brief What slot `index` holds (pointer and condition slots may hold symbols).
+  SlotKind kind(std::size_t index) const { return slot(index).kind; }
+  /// \brief The 8 bytes of a pointer or condition slot as a number (0 for other slots).
+  std::uint64_t word(std::size_t index) const;
+  /// \brief Whether some pointer or condition slot holds a symbol.
+  bool has_symbols() const noexcept;
 
   /// \brief One pointer per slot, in the form cudaKernelNodeParams::kernelParams wants.
   /// Written into `out` (resized), valid until the next append.
@@ -71,6 +105,7 @@ class ArgumentPack {
     std::uint16_t offset;
     std::uint16_t size;
     bool bound;
+    SlotKind kind;
   };
   struct alignas(16) Chunk {
     unsigned char bytes[16];

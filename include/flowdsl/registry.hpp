@@ -15,6 +15,7 @@
 
 #include <unordered_map>
 
+#include "flowdsl/condition.hpp"
 #include "flowdsl/error.hpp"
 #include "flowdsl/extent.hpp"
 #include "flowdsl/scalar_type.hpp"
@@ -26,16 +27,23 @@ struct __nv_bfloat16;
 
 namespace flowdsl {
 
-/// \brief Type of one kernel parameter: a scalar by value or a pointer to a buffer of scalars.
+/// \brief Type of one kernel parameter: a scalar by value, a pointer to a buffer of scalars, or
+/// a flowdsl::Condition.
 struct ParamType {
   ScalarType scalar = ScalarType::f32;
   bool pointer = false;
   bool is_const = false;  ///< for pointers: the kernel only reads the buffer
+  /// A flowdsl::Condition (8 bytes, bound to a conditional node; scalar and pointer unused).
+  bool condition = false;
 
-  std::size_t size() const noexcept { return pointer ? sizeof(void*) : size_of(scalar); }
+  std::size_t size() const noexcept { return pointer || condition ? sizeof(void*) : size_of(scalar); }
   std::size_t align() const noexcept { return size(); }
+  /// What an argument slot of this type holds.
+  SlotKind slot_kind() const noexcept {
+    return condition ? SlotKind::condition : pointer ? SlotKind::pointer : SlotKind::value;
+  }
   friend bool operator==(const ParamType& a, const ParamType& b) {
-    return a.scalar == b.scalar && a.pointer == b.pointer && a.is_const == b.is_const;
+    return a.scalar == b.scalar && a.pointer == b.pointer && a.is_const == b.is_const && a.condition == b.condition;
   }
 };
 
@@ -80,7 +88,9 @@ using canonical_t = std::conditional_t<
 /// \brief The ParamType of a C++ kernel parameter type (scalars and pointers to scalars).
 template <class T>
 constexpr ParamType param_type_of() {
-  if constexpr (std::is_pointer_v<T>) {
+  if constexpr (std::is_same_v<std::remove_cv_t<T>, Condition>) {
+    return ParamType{ScalarType::u64, false, false, true};
+  } else if constexpr (std::is_pointer_v<T>) {
     using Pointee = std::remove_cv_t<std::remove_pointer_t<T>>;
     static_assert(detail::has_scalar<detail::canonical_t<Pointee>>::value,
                   "flowdsl: registered kernels take pointers to i8..u64, f16, bf16, f32 or f64 only");

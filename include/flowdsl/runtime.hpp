@@ -26,15 +26,14 @@ namespace flowdsl {
 class Executable {
  public:
   virtual ~Executable() = default;
-  /// \brief Applies the current parameters of node `id` of `description`.
-  /// \param position the node's position in the plan (Plan::position). Executables must find
-  ///        their native node by position, not by id: graphs of equal topology share an
-  ///        executable and agree on plan positions, but may have declared their nodes in
-  ///        another order.
+  /// \brief Applies the current parameters of node `id` of `description`, lowered as `plan`.
+  /// Executables must find their native node by its position (`plan.position[id]`), not by id:
+  /// graphs of equal topology share an executable and agree on plan positions, but may have
+  /// declared their nodes in another order.
   /// \return nothing when applied; the reason when the backend refuses the update (the
   ///         runtime then re-instantiates).
   /// \throws CudaError for failures that are not refusals
-  virtual std::optional<std::string> update(const Description& description, NodeId id, std::uint32_t position) = 0;
+  virtual std::optional<std::string> update(const Description& description, const Plan& plan, NodeId id) = 0;
   /// \brief Enqueues one launch on `stream`.
   /// \throws CudaError
   virtual void launch(cudaStream_t stream) = 0;

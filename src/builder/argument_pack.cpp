@@ -8,7 +8,10 @@
 
 namespace flowdsl {
 
-void ArgumentPack::append(const void* value, std::size_t size, std::size_t align, bool bound) {
+void ArgumentPack::append(const void* value, std::size_t size, std::size_t align, bool bound, SlotKind kind) {
+  if (kind != SlotKind::value && size != sizeof(std::uint64_t)) {
+    throw UsageError("flowdsl: a pointer or condition argument takes 8 bytes, not " + std::to_string(size));
+  }
   if (align == 0 || align > alignof(Chunk) || (align & (align - 1)) != 0) {
     throw UsageError("flowdsl: kernel argument alignment " + std::to_string(align) +
                      " is not a power of two of at most 16");
@@ -29,7 +32,7 @@ void ArgumentPack::append(const void* value, std::size_t size, std::size_t align
     }
   }
   std::memcpy(bytes() + offset, value, size);
-  const Slot s{static_cast<std::uint16_t>(offset), static_cast<std::uint16_t>(size), bound};
+  const Slot s{static_cast<std::uint16_t>(offset), static_cast<std::uint16_t>(size), bound, kind};
   if (count_ < inline_slots) {
     slots_[count_] = s;
   } else {
@@ -57,6 +60,21 @@ void ArgumentPack::pointers(std::vector<void*>& out) const {
   out.resize(count_);
   auto* base = const_cast<unsigned char*>(bytes());
   for (std::size_t i = 0; i < count_; ++i) out[i] = base + slot(i).offset;
+}
+
+std::uint64_t ArgumentPack::word(std::size_t index) const {
+  const Slot& s = slot(index);
+  if (s.kind == SlotKind::value) return 0;
+  std::uint64_t w = 0;
+  std::memcpy(&w, bytes() + s.offset, sizeof w);
+  return w;
+}
+
+bool ArgumentPack::has_symbols() const noexcept {
+  for (std::size_t i = 0; i < count_; ++i) {
+    if (slot(i).kind != SlotKind::value && symbol::is_symbol(word(i))) return true;
+  }
+  return false;
 }
 
 bool operator==(const ArgumentPack& a, const ArgumentPack& b) {

@@ -14,6 +14,19 @@ std::uint64_t next_uid() {
   return ++counter;
 }
 
+// Kinds whose fields may hold symbols say so with a member `remap_symbols(f)` that passes each
+// such field through f; the others hold none.
+template <class Op, class = void>
+struct holds_symbols : std::false_type {};
+template <class Op>
+struct holds_symbols<Op, std::void_t<decltype(std::declval<Op&>().remap_symbols(std::declval<std::uint64_t (*)(std::uint64_t)>()))>>
+    : std::true_type {};
+
+template <class Op, class F>
+void remap_symbols(Op& op, const F& f) {
+  if constexpr (holds_symbols<Op>::value) op.remap_symbols(f);
+}
+
 }  // namespace
 
 GraphState::GraphState() : uid_(next_uid()) {}
@@ -23,6 +36,7 @@ GraphState::GraphState(const GraphState& other)
       top_names_(other.top_names_),
       body_names_(other.body_names_),
       names_indexed_(other.names_indexed_),
+      symbol_index_(other.symbol_index_),
       uid_(next_uid()),
       version_(other.version_),
       node_version_(other.node_version_),
@@ -62,6 +76,19 @@ void GraphState::set_check_hazards(bool on) {
   if (description_.check_hazards == on) return;
   description_.check_hazards = on;
   plan_.reset();
+}
+
+std::uint64_t GraphState::symbol(NodeId id) {
+  const auto [it, added] = symbol_index_.emplace(id, static_cast<std::uint32_t>(description_.symbols.size()));
+  if (added) {
+    if (description_.symbols.size() >= symbol::max_symbols) {
+      symbol_index_.erase(it);
+      throw UsageError("flowdsl: node '" + node_path(description_, id) + "': a graph holds at most " +
+                       std::to_string(symbol::max_symbols) + " conditions and graph allocations");
+    }
+    description_.symbols.push_back(id);
+  }
+  return symbol::make(it->second);
 }
 
 void GraphState::index_names() const {
@@ -143,6 +170,8 @@ Body body_of(GraphState& state, NodeId id, std::uint32_t index) {
   return Body(&state, id, index);
 }
 
+Condition condition_of(GraphState& state, NodeId id) { return Condition{state.symbol(id)}; }
+
 Operation& structure_of(GraphState& state, NodeId id) { return state.structure(id); }
 Operation& parameters_of(GraphState& state, NodeId id) { return state.parameters(id); }
 
@@ -163,9 +192,18 @@ void set_edges(GraphState& state, std::vector<Edge>&& edges) { state.set_edges(s
 void append_graph(GraphState& into, NodeId parent, std::uint32_t body, const Graph& from) {
   const Description& d = from.description();
   const auto base = static_cast<NodeId>(into.description().nodes.size());
+  // Symbols of `from` become symbols of `into` for the copies of their nodes.
+  const auto remap_symbol = [&](std::uint64_t value) {
+    if (!symbol::is_symbol(value) || symbol::index_of(value) >= d.symbols.size()) return value;
+    return into.symbol(base + d.symbols[symbol::index_of(value)]) + symbol::offset_of(value);
+  };
   for (const Node& n : d.nodes) {
     const bool top = n.parent == no_node;
-    const NodeId id = into.add_node(std::string(n.name), Operation(n.op), top ? parent : base + n.parent, top ? body : n.body);
+    Operation op(n.op);
+    if (!d.symbols.empty()) {
+      std::visit([&](auto& o) { remap_symbols(o, remap_symbol); }, op);
+    }
+    const NodeId id = into.add_node(std::string(n.name), std::move(op), top ? parent : base + n.parent, top ? body : n.body);
     into.node(id).accesses = n.accesses;
   }
   const auto remap = [base](const NodeRef& ref) { return ref.id == no_node ? ref : NodeRef{base + ref.id, {}}; };

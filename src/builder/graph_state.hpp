@@ -27,6 +27,9 @@ class GraphState {
   /// Names a memory range; validation reads it, so the plan is dropped.
   void add_buffer(NamedBuffer&& buffer);
   void set_check_hazards(bool on);
+  /// The symbol standing for node `id`'s native value (symbol::make), made on first request.
+  /// \throws UsageError past symbol::max_symbols
+  std::uint64_t symbol(NodeId id);
   /// Node `id`, for changes of its accesses (not part of the topology or the parameters, but
   /// validated with it: the caller drops the plan).
   Node& node(NodeId id) { return description_.nodes[id]; }
@@ -57,6 +60,7 @@ class GraphState {
   mutable std::unordered_map<std::string, NodeId> top_names_;
   mutable std::map<std::tuple<NodeId, std::uint32_t, std::string>, NodeId, std::less<>> body_names_;
   mutable NodeId names_indexed_ = 0;
+  std::unordered_map<NodeId, std::uint32_t> symbol_index_;  ///< node -> index in description_.symbols
   std::uint64_t uid_;
   std::uint64_t version_ = 0;                ///< bumped on every parameter change
   std::vector<std::uint64_t> node_version_;  ///< per node: version of its last change

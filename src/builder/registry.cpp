@@ -6,6 +6,7 @@
 
 namespace flowdsl {
 std::string to_string(const ParamType& type) {
+  if (type.condition) return "condition";
   std::string text = std::string(type.is_const ? "const " : "") + std::string(to_string(type.scalar));
   return type.pointer ? text + "*" : text;
 }

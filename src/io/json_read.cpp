@@ -118,6 +118,12 @@ void json_detail::read_node(nlohmann::json&& j, NodeSpec& v) {
 
 bool parse_param_type(std::string_view text, ParamType& out) {
   ParamType type;
+  if (text == "condition") {
+    type.scalar = ScalarType::u64;
+    type.condition = true;
+    out = type;
+    return true;
+  }
   if (text.substr(0, 6) == "const ") {
     type.is_const = true;
     text.remove_prefix(6);

@@ -9,17 +9,25 @@ namespace {
 
 using AfterNode = std::function<void(NodeId)>;
 
-void run_steps(const Description& d, const Plan& plan, const std::vector<PlanStep>& steps, cudaStream_t stream,
-               const AfterNode& after_node) {
+struct EagerRun {
+  const Description& d;
+  const Plan& plan;
+  cudaStream_t stream;
+  const AfterNode& after_node;
+  std::vector<std::uint64_t> values;  // what symbols stand for, by plan position
+  lowering::Symbols symbols{d, plan, values};
+};
+
+void run_steps(EagerRun& run, const std::vector<PlanStep>& steps) {
+  const Description& d = run.d;
   for (const PlanStep& step : steps) {
     const Node& n = d.nodes[step.node];
     const std::string nested = n.parent == no_node ? std::string() : node_path(d, step.node);
-    lowering::EagerNode node{stream, n.parent == no_node ? n.name : nested,
-                             [&](std::uint32_t index) {
-                               run_steps(d, plan, plan.bodies[step.bodies[index]], stream, after_node);
-                             }};
+    lowering::EagerNode node{run.stream, n.parent == no_node ? n.name : nested,
+                             [&](std::uint32_t index) { run_steps(run, run.plan.bodies[step.bodies[index]]); },
+                             run.symbols, run.values[run.plan.position[step.node]]};
     std::visit([&](const auto& op) { lowering::launch_eager(op, node); }, d.nodes[step.node].op);
-    if (after_node) after_node(step.node);
+    if (run.after_node) run.after_node(step.node);
   }
 }
 
@@ -29,7 +37,8 @@ void launch_eagerly(const Graph& graph, cudaStream_t stream) { launch_eagerly(gr
 
 void launch_eagerly(const Graph& graph, cudaStream_t stream, const AfterNode& after_node) {
   const Plan& plan = graph.plan();
-  run_steps(graph.description(), plan, plan.steps, stream, after_node);
+  EagerRun run{graph.description(), plan, stream, after_node, std::vector<std::uint64_t>(plan.position.size(), 0)};
+  run_steps(run, plan.steps);
 }
 
 }  // namespace flowdsl

@@ -6,9 +6,17 @@ namespace {
 
 class Emitter {
  public:
-  Emitter(const Description& d, const Plan& plan, Emitted& out) : d_(d), plan_(plan), out_(out) {}
+  Emitter(const Description& d, const Plan& plan, Emitted& out)
+      : d_(d), plan_(plan), out_(out), symbols_(d, plan, out.values) {}
 
   void steps(const std::vector<PlanStep>& steps, cudaGraph_t graph) {
+    // Native values made before the body's nodes: kernels may take them (a conditional's
+    // handle, set by a kernel ahead of the node).
+    for (const PlanStep& step : steps) {
+      const std::string path = node_path(d_, step.node);
+      out_.values[plan_.position[step.node]] =
+          std::visit([&](const auto& op) { return prepare_native(op, graph, path); }, d_.nodes[step.node].op);
+    }
     std::vector<cudaGraphNode_t> natives;  // by step index within this body
     natives.reserve(steps.size());
     std::vector<cudaGraphNode_t> deps;
@@ -23,7 +31,9 @@ class Emitter {
                           NativeGraph owned(body);
                           this->steps(plan_.bodies[step.bodies[index]], body);
                           return owned;
-                        }};
+                        },
+                        [&](std::uint32_t index, cudaGraph_t body) { this->steps(plan_.bodies[step.bodies[index]], body); },
+                        symbols_, out_.values[plan_.position[step.node]]};
       natives.push_back(std::visit([&](const auto& op) { return add_native(op, native); }, node.op));
       out_.nodes[plan_.position[step.node]] = natives.back();
     }
@@ -35,9 +45,32 @@ class Emitter {
   const Description& d_;
   const Plan& plan_;
   Emitted& out_;
+  Symbols symbols_;
 };
 
 }  // namespace
+
+std::uint64_t Symbols::resolve(std::uint64_t value) const {
+  if (!symbol::is_symbol(value)) return value;
+  const std::uint32_t index = symbol::index_of(value);
+  const NodeId owner = index < d_.symbols.size() ? d_.symbols[index] : no_node;
+  const std::uint64_t native = owner < plan_.position.size() ? values_[plan_.position[owner]] : 0;
+  if (native == 0) {  // validation rules these out
+    throw UsageError("flowdsl: a symbol (#" + std::to_string(index) + ") has no native value" +
+                     (owner == no_node ? std::string() : " yet: node '" + node_path(d_, owner) + "'"));
+  }
+  return native + symbol::offset_of(value);
+}
+
+ArgumentPack Symbols::resolve(const ArgumentPack& args) const {
+  ArgumentPack out = args;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args.kind(i) == SlotKind::value || !symbol::is_symbol(args.word(i))) continue;
+    const std::uint64_t value = resolve(args.word(i));
+    out.set(i, &value, sizeof value);
+  }
+  return out;
+}
 
 DeviceLimits query_device_limits(int device) {
   DeviceLimits limits;
@@ -68,12 +101,15 @@ Emitted emit(const Description& d, const Plan& plan, DeviceContext& device) {
   check(cudaGraphCreate(&graph, 0), "cudaGraphCreate");
   out.graph.reset(graph);
   out.nodes.resize(plan.position.size());
+  out.values.assign(plan.position.size(), 0);
   Emitter(d, plan, out).steps(plan.steps, graph);
   return out;
 }
 
-UpdateStatus update(const Description& d, NodeId id, cudaGraphExec_t exec, cudaGraphNode_t native) {
-  return std::visit([&](const auto& op) { return update_native(op, exec, native); }, d.nodes[id].op);
+UpdateStatus update(const Description& d, const Plan& plan, NodeId id, cudaGraphExec_t exec, cudaGraphNode_t native,
+                    const std::vector<std::uint64_t>& values) {
+  const Symbols symbols(d, plan, values);
+  return std::visit([&](const auto& op) { return update_native(op, exec, native, symbols); }, d.nodes[id].op);
 }
 
 }  // namespace flowdsl::lowering

@@ -13,6 +13,7 @@ namespace flowdsl::lowering {
 struct Emitted {
   NativeGraph graph;
   std::vector<cudaGraphNode_t> nodes;
+  std::vector<std::uint64_t> values;  ///< native values symbols stand for, by plan position (0: none)
 };
 
 /// Reads the limits of `device` that emission checks against.
@@ -24,7 +25,9 @@ DeviceLimits query_device_limits(int device);
 /// \throws ValidationError listing every device-dependent problem; CudaError naming the node.
 Emitted emit(const Description& description, const Plan& plan, DeviceContext& device);
 
-/// Applies node `id`'s current parameters to `exec`.
-UpdateStatus update(const Description& description, NodeId id, cudaGraphExec_t exec, cudaGraphNode_t native);
+/// Applies node `id`'s current parameters to `exec`, resolving symbols through `values` (the
+/// executable's Emitted::values).
+UpdateStatus update(const Description& description, const Plan& plan, NodeId id, cudaGraphExec_t exec,
+                    cudaGraphNode_t native, const std::vector<std::uint64_t>& values);
 
 }  // namespace flowdsl::lowering

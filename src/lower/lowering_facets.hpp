@@ -13,6 +13,7 @@
 
 #include "flowdsl/cuda_handles.hpp"
 #include "flowdsl/description.hpp"
+#include "flowdsl/plan.hpp"
 #include "flowdsl/error.hpp"
 #include "hasher.hpp"
 #include "structure.hpp"
@@ -55,6 +56,8 @@ class NodeCheck {
       : d_(d), id_(id), diag_(diag), buffers_(buffers) {}
   void report(const std::string& message, std::string member = {}) { diag_.report(d_, id_, message, std::move(member)); }
   const Node& node() const { return d_.nodes[id_]; }
+  NodeId id() const noexcept { return id_; }
+  const Description& description() const noexcept { return d_; }
   std::string path() const { return node_path(d_, id_); }
   BufferIndex& buffers() { return buffers_; }
 
@@ -87,6 +90,27 @@ struct DeviceContext {
   std::unordered_map<const void*, KernelAttributes> kernels;
 };
 
+/// The native values symbols stand for (conditional handles, graph memory addresses) in one
+/// native graph or executable: `values` by plan position of the node owning each.
+class Symbols {
+ public:
+  Symbols(const Description& d, const Plan& plan, const std::vector<std::uint64_t>& values)
+      : d_(d), plan_(plan), values_(values) {}
+  /// `value` itself when it is no symbol; else the native value it stands for, plus its offset.
+  /// \throws UsageError when the symbol's node has no native value (yet).
+  std::uint64_t resolve(std::uint64_t value) const;
+  const void* resolve(const void* ptr) const {
+    return reinterpret_cast<const void*>(resolve(static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(ptr))));
+  }
+  /// The kernel arguments with every symbol in a pointer or Condition slot resolved.
+  ArgumentPack resolve(const ArgumentPack& args) const;
+
+ private:
+  const Description& d_;
+  const Plan& plan_;
+  const std::vector<std::uint64_t>& values_;
+};
+
 /// One node being added to a native graph: where, after what, and how to emit its bodies.
 struct NativeNode {
   cudaGraph_t graph;
@@ -94,6 +118,12 @@ struct NativeNode {
   const std::string& path;  ///< for CudaError
   /// Emits body `index` of the node into a new native graph, returned to the caller to own.
   std::function<NativeGraph(std::uint32_t index)> body;
+  /// Emits body `index` of the node into `graph`, a graph CUDA made for it (conditional bodies).
+  std::function<void(std::uint32_t index, cudaGraph_t graph)> fill_body;
+  const Symbols& symbols;
+  /// The node's own native value: made by prepare_native before the node's body is emitted,
+  /// or set by add_native (graph memory); what its symbol resolves to.
+  std::uint64_t& value;
 };
 
 /// One node being launched on its own on a stream, and how to run its bodies likewise.
@@ -101,6 +131,8 @@ struct EagerNode {
   cudaStream_t stream;
   const std::string& path;
   std::function<void(std::uint32_t index)> run_body;
+  const Symbols& symbols;
+  std::uint64_t& value;  ///< as NativeNode::value
 };
 
 /// Result of an in-place update: the CUDA status and the call that produced it, or flowdsl's
@@ -125,10 +157,13 @@ cudaMemoryType memory_type(const void* ptr);
   void describe_structure(const Op&, std::vector<StructureField>&);                   \
   /* Checks against the device, made when emitting. */                               \
   void check_device(const Op&, NodeCheck&, DeviceContext&);                           \
+  /* The native value its symbol stands for, made in `graph` (the graph the node will \
+     be added to) before any node of that graph: a conditional handle; 0 for none. */ \
+  std::uint64_t prepare_native(const Op&, cudaGraph_t graph, const std::string& path); \
   /* Adds the native node. Throws CudaError naming the node. */                      \
   cudaGraphNode_t add_native(const Op&, NativeNode&);                                 \
   /* Applies the node's current parameters to an executable. */                      \
-  UpdateStatus update_native(const Op&, cudaGraphExec_t, cudaGraphNode_t);            \
+  UpdateStatus update_native(const Op&, cudaGraphExec_t, cudaGraphNode_t, const Symbols&); \
   /* Enqueues the node's work on its own (the eager baseline). Throws CudaError. */  \
   void launch_eager(const Op&, EagerNode&);                                           \
   /* The accesses its parameters imply (hazard check, edge inference). */             \

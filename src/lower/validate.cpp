@@ -140,18 +140,73 @@ void check_cycles(const Description& d, const ResolvedEdges& edges, const std::v
 
 // Every body a node's kind holds must hold at least one node (CUDA's bodies cannot be empty).
 void check_bodies(const Description& d, Diagnostics& diag) {
-  std::vector<std::uint32_t> filled;  // per node: a bit per body that holds a node
+  std::vector<std::size_t> first(d.nodes.size() + 1, 0);  // per node: index of its first body's flag
+  for (NodeId id = 0; id < d.nodes.size(); ++id) first[id + 1] = first[id] + body_count(d.nodes[id].op);
+  std::vector<bool> filled(first.back(), false);
   for (const Node& n : d.nodes) {
-    if (n.parent == no_node) continue;
-    if (filled.empty()) filled.assign(d.nodes.size(), 0);
-    filled[n.parent] |= 1u << std::min<std::uint32_t>(n.body, 31);
+    if (n.parent != no_node && n.body < first[n.parent + 1] - first[n.parent]) filled[first[n.parent] + n.body] = true;
   }
   for (NodeId id = 0; id < d.nodes.size(); ++id) {
-    const std::uint32_t bodies = body_count(d.nodes[id].op);
-    for (std::uint32_t b = 0; b < bodies; ++b) {
-      if (filled.empty() || !(filled[id] & (1u << std::min<std::uint32_t>(b, 31)))) {
+    for (std::size_t b = 0; b < first[id + 1] - first[id]; ++b) {
+      if (!filled[first[id] + b]) {
         diag.report(d, id, "body " + std::to_string(b) + " is empty: declare at least one node in it");
       }
+    }
+  }
+}
+
+// CUDA's rules for conditional nodes: what their bodies may hold, where they may sit, and that
+// a kernel sets each one's condition (a WHILE's from inside its body, or it never ends).
+void check_conditionals(const Description& d, Diagnostics& diag) {
+  std::vector<std::uint8_t> set_by;  // per node: 1 = some kernel sets it, 2 = one inside its bodies does
+  for (NodeId id = 0; id < d.nodes.size(); ++id) {
+    const Node& n = d.nodes[id];
+    NodeId conditional = no_node;  // the innermost conditional node holding this one
+    NodeId child = no_node;        // the innermost child node holding this one
+    for (NodeId at = n.parent; at != no_node; at = d.nodes[at].parent) {
+      if (conditional == no_node && is_conditional(d.nodes[at].op)) conditional = at;
+      if (child == no_node && std::holds_alternative<ChildOp>(d.nodes[at].op)) child = at;
+    }
+    const bool allowed =
+        std::visit([](const auto& op) { return allowed_in_conditional_body<std::decay_t<decltype(op)>>; }, n.op);
+    if (conditional != no_node && !allowed) {
+      diag.report(d, id, "a " + std::string(kind_name(n.op)) + " node cannot run inside conditional node '" +
+                             node_path(d, conditional) +
+                             "' (CUDA allows kernel, memcpy, memset, empty, child and conditional nodes there)");
+    }
+    if (is_conditional(n.op) && child != no_node) {
+      diag.report(d, id, "a conditional node cannot sit inside child graph '" + node_path(d, child) +
+                             "' (CUDA cannot nest a graph holding one as a child): put it in a conditional "
+                             "node's body or at the top level");
+    }
+    const auto* kernel = std::get_if<KernelOp>(&n.op);
+    if (kernel == nullptr) continue;
+    for (std::size_t i = 0; i < kernel->args.size(); ++i) {
+      if (kernel->args.kind(i) != SlotKind::condition || !symbol::is_symbol(kernel->args.word(i))) continue;
+      const std::uint32_t index = symbol::index_of(kernel->args.word(i));
+      if (index >= d.symbols.size()) continue;  // reported by the kernel's parameter check
+      const NodeId target = d.symbols[index];
+      if (set_by.empty()) set_by.assign(d.nodes.size(), 0);
+      bool inside = false;
+      for (NodeId at = n.parent; at != no_node && !inside; at = d.nodes[at].parent) inside = at == target;
+      set_by[target] = std::max<std::uint8_t>(set_by[target], inside ? 2 : 1);
+    }
+  }
+  for (NodeId id = 0; id < d.nodes.size(); ++id) {
+    const Operation& op = d.nodes[id].op;
+    if (!is_conditional(op)) continue;
+    const std::uint8_t set = set_by.empty() ? 0 : set_by[id];
+    if (std::holds_alternative<WhileOp>(op) && set < 2) {
+      diag.report(d, id, "no kernel in its body sets its condition, so the loop would never end or never run: "
+                         "pass its condition() to a kernel of its body");
+    } else if (set == 0 && !std::visit([](const auto& o) {
+                 if constexpr (std::is_base_of_v<ConditionalFields, std::decay_t<decltype(o)>>) {
+                   return o.default_value.has_value();
+                 } else {
+                   return true;
+                 }
+               }, op)) {
+      diag.report(d, id, "nothing sets its condition: give it a default value or pass its condition() to a kernel");
     }
   }
 }
@@ -173,10 +228,13 @@ Ordering validate(const Description& d, Diagnostics& diag) {
     std::visit([&](const auto& op) {
       check_structure(op, check);
       check_parameters(op, check);
-      nested = nested || std::decay_t<decltype(op)>::body_count != 0;
+      nested = nested || bodies_of(op) != 0;
     }, d.nodes[id].op);
   }
-  if (nested) check_bodies(d, diag);
+  if (nested) {
+    check_bodies(d, diag);
+    check_conditionals(d, diag);
+  }
   ordering.order = topological_order(ordering.edges, d.nodes.size());
   check_cycles(d, ordering.edges, ordering.order, diag);
   if (d.check_hazards && ordering.order.size() == d.nodes.size()) check_hazards(d, ordering, buffers, diag);

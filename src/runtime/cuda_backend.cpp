@@ -11,10 +11,14 @@ namespace {
 class CudaExecutable final : public Executable {
  public:
   CudaExecutable(lowering::Emitted emitted, NativeExecutable exec)
-      : graph_(std::move(emitted.graph)), nodes_(std::move(emitted.nodes)), exec_(std::move(exec)) {}
+      : graph_(std::move(emitted.graph)),
+        nodes_(std::move(emitted.nodes)),
+        values_(std::move(emitted.values)),
+        exec_(std::move(exec)) {}
 
-  std::optional<std::string> update(const Description& d, NodeId id, std::uint32_t position) override {
-    const lowering::UpdateStatus status = lowering::update(d, id, exec_.get(), nodes_[position]);
+  std::optional<std::string> update(const Description& d, const Plan& plan, NodeId id) override {
+    const lowering::UpdateStatus status =
+        lowering::update(d, plan, id, exec_.get(), nodes_[plan.position[id]], values_);
     if (status.code == cudaSuccess) return std::nullopt;
     (void)cudaGetLastError();
     if (status.reason != nullptr) return std::string(status.reason);
@@ -27,6 +31,7 @@ class CudaExecutable final : public Executable {
  private:
   NativeGraph graph_;  // kept: per-node updates name nodes of the graph the executable came from
   std::vector<cudaGraphNode_t> nodes_;  // by plan position
+  std::vector<std::uint64_t> values_;   // what symbols stand for, by plan position
   NativeExecutable exec_;  // declared last, destroyed first
 };
 

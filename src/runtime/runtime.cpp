@@ -140,7 +140,7 @@ LaunchReport Runtime::Impl::synchronise(Entry& entry, const Graph& graph, const 
 
   LaunchReport report{LaunchKind::updated, 0};
   for (NodeId id : changed) {
-    if (auto refusal = entry.executable->update(d, id, plan.position[id])) {
+    if (auto refusal = entry.executable->update(d, plan, id)) {
       detail::log().info("update of node '{}' refused ({}); re-instantiating topology {:016x}", node_path(d, id),
                          *refusal, plan.topology_hash);
       entry.executable = backend->instantiate(d, plan, stream);

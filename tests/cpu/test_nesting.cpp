@@ -18,8 +18,9 @@ float x[64];
 class RecordingExecutable final : public flowdsl::Executable {
  public:
   explicit RecordingExecutable(std::vector<std::uint32_t>& updated) : updated_(updated) {}
-  std::optional<std::string> update(const flowdsl::Description&, flowdsl::NodeId, std::uint32_t position) override {
-    updated_.push_back(position);
+  std::optional<std::string> update(const flowdsl::Description&, const flowdsl::Plan& plan,
+                                    flowdsl::NodeId id) override {
+    updated_.push_back(plan.position[id]);
     return std::nullopt;
   }
   void launch(cudaStream_t) override {}

@@ -31,8 +31,9 @@ class RecordingExecutable final : public flowdsl::Executable {
  public:
   explicit RecordingExecutable(Record& r) : r_(r) { ++r_.live; }
   ~RecordingExecutable() override { --r_.live; }
-  std::optional<std::string> update(const flowdsl::Description& d, flowdsl::NodeId id,
-                                    std::uint32_t position) override {
+  std::optional<std::string> update(const flowdsl::Description& d, const flowdsl::Plan& plan,
+                                    flowdsl::NodeId id) override {
+    const std::uint32_t position = plan.position[id];
     r_.asked.push_back(position);
     if (r_.refuse.count(id) != 0 || r_.refuse_position == position) return std::string("refused by the test");
     ++r_.updates;

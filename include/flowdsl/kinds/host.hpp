@@ -15,6 +15,7 @@ namespace flowdsl {
 struct HostOp {
   static constexpr std::string_view kind = "host";
   static constexpr std::uint32_t body_count = 0;
+  static constexpr bool allowed_in_conditional_body = false;  ///< CUDA has no host nodes there
   template <class Builder>
   class Factory;
 

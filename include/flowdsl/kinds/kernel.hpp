@@ -33,6 +33,16 @@ struct KernelOp {
   bool grid_set = false;           ///< grid() or launch() was called: there is no default grid
   bool block_set = false;          ///< block() or launch() was called: there is no default block
   ArgumentPack args;
+
+  /// Passes each pointer and Condition argument through `f` (symbols of a copied graph).
+  template <class F>
+  void remap_symbols(const F& f) {
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      if (args.kind(i) == SlotKind::value) continue;
+      const std::uint64_t value = f(args.word(i));
+      if (value != args.word(i)) args.set(i, &value, sizeof value);
+    }
+  }
 };
 
 /// \brief The kernel's name for messages and dumps: the one the node was given, else the name
@@ -191,7 +201,7 @@ class KernelOp::Factory {
     op.info = &kernel;
     for (const KernelParam& p : kernel.params) {
       const unsigned char zero[16] = {};
-      op.args.append(zero, p.type.size(), p.type.align(), /*bound=*/false);
+      op.args.append(zero, p.type.size(), p.type.align(), /*bound=*/false, p.type.slot_kind());
     }
     return builder().template add<RegisteredKernelNode>(std::move(name), std::move(op), &kernel);
   }
@@ -201,7 +211,10 @@ class KernelOp::Factory {
   template <class T>
   static void append_slot(ArgumentPack& pack) {
     const T zero{};
-    pack.append(&zero, sizeof(T), alignof(T), /*bound=*/false);
+    constexpr SlotKind kind = std::is_same_v<std::remove_cv_t<T>, Condition> ? SlotKind::condition
+                              : std::is_pointer_v<T>                          ? SlotKind::pointer
+                                                                              : SlotKind::value;
+    pack.append(&zero, sizeof(T), alignof(T), /*bound=*/false, kind);
   }
 };
 

@@ -11,6 +11,8 @@ void hash_structure(const ChildOp&, Hasher&) {}          // the body is hashed w
 void describe_structure(const ChildOp&, std::vector<StructureField>&) {}  // the body is described with the plan
 void check_device(const ChildOp&, NodeCheck&, DeviceContext&) {}
 
+std::uint64_t prepare_native(const ChildOp&, cudaGraph_t, const std::string&) { return 0; }
+
 cudaGraphNode_t add_native(const ChildOp&, NativeNode& node) {
   NativeGraph body = node.body(0);
   cudaGraphNodeParams params{};
@@ -26,7 +28,7 @@ cudaGraphNode_t add_native(const ChildOp&, NativeNode& node) {
 
 // Nodes inside the body are updated one by one, like any other; the child node has nothing of
 // its own to update.
-UpdateStatus update_native(const ChildOp&, cudaGraphExec_t, cudaGraphNode_t) { return {}; }
+UpdateStatus update_native(const ChildOp&, cudaGraphExec_t, cudaGraphNode_t, const Symbols&) { return {}; }
 
 void launch_eager(const ChildOp&, EagerNode& node) { node.run_body(0); }
 

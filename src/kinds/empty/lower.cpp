@@ -9,6 +9,8 @@ void hash_structure(const EmptyOp&, Hasher&) {}
 void describe_structure(const EmptyOp&, std::vector<StructureField>&) {}
 void check_device(const EmptyOp&, NodeCheck&, DeviceContext&) {}
 
+std::uint64_t prepare_native(const EmptyOp&, cudaGraph_t, const std::string&) { return 0; }
+
 cudaGraphNode_t add_native(const EmptyOp&, NativeNode& node) {
   cudaGraphNode_t native = nullptr;
   check(cudaGraphAddEmptyNode(&native, node.graph, node.deps.data(), node.deps.size()), "cudaGraphAddEmptyNode",
@@ -16,7 +18,7 @@ cudaGraphNode_t add_native(const EmptyOp&, NativeNode& node) {
   return native;
 }
 
-UpdateStatus update_native(const EmptyOp&, cudaGraphExec_t, cudaGraphNode_t) { return {}; }
+UpdateStatus update_native(const EmptyOp&, cudaGraphExec_t, cudaGraphNode_t, const Symbols&) { return {}; }
 
 void launch_eager(const EmptyOp&, EagerNode&) {}  // stream order already joins
 

@@ -14,6 +14,8 @@ void describe_structure(const HostOp&, std::vector<StructureField>&) {}
 
 void check_device(const HostOp&, NodeCheck&, DeviceContext&) {}
 
+std::uint64_t prepare_native(const HostOp&, cudaGraph_t, const std::string&) { return 0; }
+
 cudaGraphNode_t add_native(const HostOp& op, NativeNode& node) {
   const cudaHostNodeParams params{op.fn, op.user_data};
   cudaGraphNode_t native = nullptr;
@@ -22,7 +24,7 @@ cudaGraphNode_t add_native(const HostOp& op, NativeNode& node) {
   return native;
 }
 
-UpdateStatus update_native(const HostOp& op, cudaGraphExec_t exec, cudaGraphNode_t native) {
+UpdateStatus update_native(const HostOp& op, cudaGraphExec_t exec, cudaGraphNode_t native, const Symbols&) {
   const cudaHostNodeParams params{op.fn, op.user_data};
   return {cudaGraphExecHostNodeSetParams(exec, native, &params), "cudaGraphExecHostNodeSetParams"};
 }

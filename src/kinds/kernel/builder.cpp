@@ -24,7 +24,9 @@ std::size_t RegisteredKernelNode::check_param(std::string_view param, const Para
   const std::size_t index = index_of(param);
   const ParamType& want = kernel_->params[index].type;
   // A pointer to non-const converts to a pointer to const, as in C++.
-  const bool ok = given.scalar == want.scalar && given.pointer == want.pointer && (!given.is_const || want.is_const);
+  const bool ok = given.condition == want.condition &&
+                  (want.condition || (given.scalar == want.scalar && given.pointer == want.pointer &&
+                                      (!given.is_const || want.is_const)));
   if (!ok) {
     throw UsageError("flowdsl: node '" + name() + "' (kernel '" + kernel_->name + "'): parameter '" +
                      std::string(param) + "' takes " + to_string(want) + ", not " + to_string(given));

@@ -19,8 +19,15 @@ std::string dims(const Dim3& d) {
   return std::to_string(d.x) + "x" + std::to_string(d.y) + "x" + std::to_string(d.z);
 }
 
-cudaKernelNodeParams native_params(const KernelOp& op, std::vector<void*>& pointers) {
-  op.args.pointers(pointers);
+// `resolved` holds the arguments when some hold symbols (they are resolved into it).
+cudaKernelNodeParams native_params(const KernelOp& op, const Symbols& symbols, ArgumentPack& resolved,
+                                   std::vector<void*>& pointers) {
+  if (op.args.has_symbols()) {
+    resolved = symbols.resolve(op.args);
+    resolved.pointers(pointers);
+  } else {
+    op.args.pointers(pointers);
+  }
   cudaKernelNodeParams p{};
   p.func = const_cast<void*>(op.function);
   p.gridDim = dim3(op.launch.grid.x, op.launch.grid.y, op.launch.grid.z);
@@ -89,7 +96,49 @@ void check_structure(const KernelOp& op, NodeCheck& diag) {
   }
 }
 
+// Condition arguments name a conditional node whose body holds this kernel or the body holding
+// it; pointer arguments hold no condition.
+void check_symbols(const KernelOp& op, NodeCheck& diag) {
+  const Description& d = diag.description();
+  for (std::size_t i = 0; i < op.args.size(); ++i) {
+    if (op.args.kind(i) == SlotKind::value || !op.args.bound(i)) continue;
+    const std::uint64_t word = op.args.word(i);
+    const bool is_symbol = symbol::is_symbol(word);
+    if (!is_symbol && op.args.kind(i) == SlotKind::pointer) continue;  // the common case: nothing to say
+    const KernelInfo* info = op.info;
+    const bool named = info != nullptr && i < info->params.size();
+    const std::string param = named ? "'" + info->params[i].name + "'" : std::to_string(i);
+    const std::string member = named ? "args/" + info->params[i].name : "";
+    const std::uint32_t index = is_symbol ? symbol::index_of(word) : 0;
+    const NodeId owner = is_symbol && index < d.symbols.size() ? d.symbols[index] : no_node;
+    if (op.args.kind(i) == SlotKind::pointer) {
+      if (owner != no_node && is_conditional(d.nodes[owner].op)) {
+        diag.report("argument " + param + " is a pointer but holds the condition of node '" + node_path(d, owner) + "'",
+                    member);
+      }
+      continue;
+    }
+    if (owner == no_node || !is_conditional(d.nodes[owner].op) || symbol::offset_of(word) != 0) {
+      diag.report("argument " + param + " takes a Condition, but is not the condition() of a conditional node of this graph",
+                  member);
+      continue;
+    }
+    const Node& target = d.nodes[owner];
+    bool below = target.parent == no_node;  // a top-level node's condition may be set anywhere
+    for (NodeId at = diag.node().parent; at != no_node && !below; at = d.nodes[at].parent) {
+      below = d.nodes[at].parent == target.parent && d.nodes[at].body == target.body;
+    }
+    below = below || (diag.node().parent == target.parent && diag.node().body == target.body);
+    if (!below) {
+      diag.report("argument " + param + " sets the condition of node '" + node_path(d, owner) +
+                      "', which must sit in this kernel's body or a body holding it (CUDA's rule)",
+                  member);
+    }
+  }
+}
+
 void check_parameters(const KernelOp& op, NodeCheck& diag) {
+  check_symbols(op, diag);
   // Before every update of this node: without named buffers there is nothing to check, so
   // the registry lookup (a lock) is skipped.
   if (diag.buffers().empty()) return;
@@ -184,26 +233,36 @@ void check_device(const KernelOp& op, NodeCheck& diag, DeviceContext& device) {
   }
 }
 
+std::uint64_t prepare_native(const KernelOp&, cudaGraph_t, const std::string&) { return 0; }
+
 cudaGraphNode_t add_native(const KernelOp& op, NativeNode& node) {
   opt_in_shared_memory(op, node.path);
   thread_local std::vector<void*> pointers;
-  const cudaKernelNodeParams params = native_params(op, pointers);
+  ArgumentPack resolved;
+  const cudaKernelNodeParams params = native_params(op, node.symbols, resolved, pointers);
   cudaGraphNode_t native = nullptr;
   check(cudaGraphAddKernelNode(&native, node.graph, node.deps.data(), node.deps.size(), &params),
         "cudaGraphAddKernelNode", node.path.c_str());
   return native;
 }
 
-UpdateStatus update_native(const KernelOp& op, cudaGraphExec_t exec, cudaGraphNode_t native) {
+UpdateStatus update_native(const KernelOp& op, cudaGraphExec_t exec, cudaGraphNode_t native, const Symbols& symbols) {
   thread_local std::vector<void*> pointers;
-  const cudaKernelNodeParams params = native_params(op, pointers);
+  ArgumentPack resolved;
+  const cudaKernelNodeParams params = native_params(op, symbols, resolved, pointers);
   return {cudaGraphExecKernelNodeSetParams(exec, native, &params), "cudaGraphExecKernelNodeSetParams"};
 }
 
 void launch_eager(const KernelOp& op, EagerNode& node) {
   opt_in_shared_memory(op, node.path);
   thread_local std::vector<void*> pointers;
-  op.args.pointers(pointers);
+  ArgumentPack resolved;
+  if (op.args.has_symbols()) {
+    resolved = node.symbols.resolve(op.args);
+    resolved.pointers(pointers);
+  } else {
+    op.args.pointers(pointers);
+  }
   const dim3 grid(op.launch.grid.x, op.launch.grid.y, op.launch.grid.z);
   const dim3 block(op.launch.block.x, op.launch.block.y, op.launch.block.z);
   check(cudaLaunchKernel(op.function, grid, block, pointers.empty() ? nullptr : pointers.data(), op.launch.shared_bytes,

@@ -28,15 +28,18 @@ cudaMemoryType memory_type(const void* ptr) {
 
 void check_device(const MemcpyOp&, NodeCheck&, DeviceContext&) {}
 
+std::uint64_t prepare_native(const MemcpyOp&, cudaGraph_t, const std::string&) { return 0; }
+
 cudaGraphNode_t add_native(const MemcpyOp& op, NativeNode& node) {
   cudaGraphNode_t native = nullptr;
-  check(cudaGraphAddMemcpyNode1D(&native, node.graph, node.deps.data(), node.deps.size(), op.dst, op.src, op.bytes,
+  check(cudaGraphAddMemcpyNode1D(&native, node.graph, node.deps.data(), node.deps.size(),
+                                 const_cast<void*>(node.symbols.resolve(op.dst)), node.symbols.resolve(op.src), op.bytes,
                                  cudaMemcpyDefault),
         "cudaGraphAddMemcpyNode1D", node.path.c_str());
   return native;
 }
 
-UpdateStatus update_native(const MemcpyOp& op, cudaGraphExec_t exec, cudaGraphNode_t native) {
+UpdateStatus update_native(const MemcpyOp& op, cudaGraphExec_t exec, cudaGraphNode_t native, const Symbols& symbols) {
   // CUDA accepts a new operand of another memory type (seen on an H200, CUDA 13.0: a device
   // source rebound to pageable host memory updated fine, then the launch faulted with
   // cudaErrorIllegalAddress). Refuse such updates here so the runtime re-instantiates.
@@ -44,18 +47,22 @@ UpdateStatus update_native(const MemcpyOp& op, cudaGraphExec_t exec, cudaGraphNo
   if (const cudaError_t e = cudaGraphMemcpyNodeGetParams(native, &emitted); e != cudaSuccess) {
     return {e, "cudaGraphMemcpyNodeGetParams"};
   }
-  const bool src_moved = emitted.srcPtr.ptr != op.src && memory_type(emitted.srcPtr.ptr) != memory_type(op.src);
-  const bool dst_moved = emitted.dstPtr.ptr != op.dst && memory_type(emitted.dstPtr.ptr) != memory_type(op.dst);
+  const void* src = symbols.resolve(op.src);
+  void* dst = const_cast<void*>(symbols.resolve(op.dst));
+  const bool src_moved = emitted.srcPtr.ptr != src && memory_type(emitted.srcPtr.ptr) != memory_type(src);
+  const bool dst_moved = emitted.dstPtr.ptr != dst && memory_type(emitted.dstPtr.ptr) != memory_type(dst);
   if (src_moved || dst_moved) {
     return {cudaErrorInvalidValue, "cudaGraphExecMemcpyNodeSetParams1D",
             "a copy operand moved to another kind of memory (device, pinned host, pageable host, managed)"};
   }
-  return {cudaGraphExecMemcpyNodeSetParams1D(exec, native, op.dst, op.src, op.bytes, cudaMemcpyDefault),
+  return {cudaGraphExecMemcpyNodeSetParams1D(exec, native, dst, src, op.bytes, cudaMemcpyDefault),
           "cudaGraphExecMemcpyNodeSetParams1D"};
 }
 
 void launch_eager(const MemcpyOp& op, EagerNode& node) {
-  check(cudaMemcpyAsync(op.dst, op.src, op.bytes, cudaMemcpyDefault, node.stream), "cudaMemcpyAsync", node.path.c_str());
+  check(cudaMemcpyAsync(const_cast<void*>(node.symbols.resolve(op.dst)), node.symbols.resolve(op.src), op.bytes,
+                        cudaMemcpyDefault, node.stream),
+        "cudaMemcpyAsync", node.path.c_str());
 }
 
 void derived_accesses(const MemcpyOp& op, std::vector<Access>& out) {

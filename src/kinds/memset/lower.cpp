@@ -6,9 +6,9 @@
 namespace flowdsl::lowering {
 namespace {
 
-cudaMemsetParams native_params(const MemsetOp& op) {
+cudaMemsetParams native_params(const MemsetOp& op, const Symbols& symbols) {
   cudaMemsetParams p{};
-  p.dst = op.dst;
+  p.dst = const_cast<void*>(symbols.resolve(op.dst));
   p.value = op.value;
   p.elementSize = op.element_size;
   p.width = op.count;
@@ -38,25 +38,27 @@ void describe_structure(const MemsetOp& op, std::vector<StructureField>& out) {
 
 void check_device(const MemsetOp&, NodeCheck&, DeviceContext&) {}
 
+std::uint64_t prepare_native(const MemsetOp&, cudaGraph_t, const std::string&) { return 0; }
+
 cudaGraphNode_t add_native(const MemsetOp& op, NativeNode& node) {
-  const cudaMemsetParams params = native_params(op);
+  const cudaMemsetParams params = native_params(op, node.symbols);
   cudaGraphNode_t native = nullptr;
   check(cudaGraphAddMemsetNode(&native, node.graph, node.deps.data(), node.deps.size(), &params),
         "cudaGraphAddMemsetNode", node.path.c_str());
   return native;
 }
 
-UpdateStatus update_native(const MemsetOp& op, cudaGraphExec_t exec, cudaGraphNode_t native) {
+UpdateStatus update_native(const MemsetOp& op, cudaGraphExec_t exec, cudaGraphNode_t native, const Symbols& symbols) {
   // The new destination must be the same kind of allocation as the emitted one (CUDA's rule).
   cudaMemsetParams emitted{};
   if (const cudaError_t e = cudaGraphMemsetNodeGetParams(native, &emitted); e != cudaSuccess) {
     return {e, "cudaGraphMemsetNodeGetParams"};
   }
-  if (emitted.dst != op.dst && memory_type(emitted.dst) != memory_type(op.dst)) {
+  const cudaMemsetParams params = native_params(op, symbols);
+  if (emitted.dst != params.dst && memory_type(emitted.dst) != memory_type(params.dst)) {
     return {cudaErrorInvalidValue, "cudaGraphExecMemsetNodeSetParams",
             "the memset destination moved to another kind of memory"};
   }
-  const cudaMemsetParams params = native_params(op);
   return {cudaGraphExecMemsetNodeSetParams(exec, native, &params), "cudaGraphExecMemsetNodeSetParams"};
 }
 
@@ -65,8 +67,9 @@ void launch_eager(const MemsetOp& op, EagerNode& node) {
   // a graph of this one node (the runtime API has no 16- or 32-bit memset).
   const std::uint32_t byte = op.value & 0xffu;
   const std::uint32_t repeated = op.element_size == 1 ? byte : op.element_size == 2 ? byte * 0x0101u : byte * 0x01010101u;
+  void* dst = const_cast<void*>(node.symbols.resolve(op.dst));
   if (op.value == repeated) {
-    check(cudaMemsetAsync(op.dst, static_cast<int>(byte), op.count * op.element_size, node.stream), "cudaMemsetAsync",
+    check(cudaMemsetAsync(dst, static_cast<int>(byte), op.count * op.element_size, node.stream), "cudaMemsetAsync",
           node.path.c_str());
     return;
   }
@@ -74,7 +77,8 @@ void launch_eager(const MemsetOp& op, EagerNode& node) {
   check(cudaGraphCreate(&graph, 0), "cudaGraphCreate", node.path.c_str());
   const NativeGraph owned(graph);
   const std::vector<cudaGraphNode_t> none;
-  NativeNode native{graph, none, node.path, nullptr};
+  std::uint64_t value = 0;
+  NativeNode native{graph, none, node.path, nullptr, nullptr, node.symbols, value};
   (void)add_native(op, native);
   cudaGraphExec_t exec = nullptr;
   check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate", node.path.c_str());
