@@ -49,3 +49,12 @@ extern const __half* d_x16_const;
 extern const __half* d_w;
 extern const float* d_bias;
 extern float* d_h;
+
+// docs/architecture.md, "Conditional nodes": a heat step and a decision kernel.
+void heat_step(float* a, float* b, int n);
+void keep_going(const float* residual, float tolerance, flowdsl::Condition loop);
+extern flowdsl::Dim3 grid, block;
+extern float* d_a;
+extern float* d_b;
+extern const float* d_residual;
+extern float tol;
