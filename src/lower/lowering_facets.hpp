@@ -72,6 +72,10 @@ class NodeCheck {
 /// ("writes 4096 bytes at offset 1024 of buffer 'x' (2048 bytes)"), at `member`.
 void check_range(NodeCheck& check, const void* ptr, std::size_t bytes, const char* verb, const char* member);
 
+/// Inside a conditional node's body, CUDA wants every node on one device: reports an operand
+/// (`member`) of device memory on another device than `device`. Symbols and host memory pass.
+void check_same_device(NodeCheck& check, const void* ptr, int device, const char* member);
+
 /// What emission needs to know about the device.
 struct DeviceLimits {
   int device = 0;

@@ -38,6 +38,27 @@ void Diagnostics::add(std::vector<std::string> nodes, std::string message) {
   out_.push_back(Diagnostic{std::move(nodes), std::move(message), {}});
 }
 
+void check_same_device(NodeCheck& check, const void* ptr, int device, const char* member) {
+  const Description& d = check.description();
+  if (ptr == nullptr || symbol::is_symbol(reinterpret_cast<std::uintptr_t>(ptr))) return;
+  NodeId conditional = no_node;
+  for (NodeId at = check.node().parent; at != no_node && conditional == no_node; at = d.nodes[at].parent) {
+    if (is_conditional(d.nodes[at].op)) conditional = at;
+  }
+  if (conditional == no_node) return;
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, ptr) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return;
+  }
+  if (attributes.type == cudaMemoryTypeDevice && attributes.device != device) {
+    check.report(std::string("its operand '") + member + "' is memory of device " + std::to_string(attributes.device) +
+                     ", but the nodes in conditional node '" + node_path(d, conditional) +
+                     "' must all run on one device (" + std::to_string(device) + ")",
+                 member);
+  }
+}
+
 void check_range(NodeCheck& check, const void* ptr, std::size_t bytes, const char* verb, const char* member) {
   if (ptr == nullptr || bytes == 0) return;
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);

@@ -26,7 +26,10 @@ cudaMemoryType memory_type(const void* ptr) {
   return attributes.type;
 }
 
-void check_device(const MemcpyOp&, NodeCheck&, DeviceContext&) {}
+void check_device(const MemcpyOp& op, NodeCheck& diag, DeviceContext& device) {
+  check_same_device(diag, op.src, device.limits.device, "src");
+  check_same_device(diag, op.dst, device.limits.device, "dst");
+}
 
 std::uint64_t prepare_native(const MemcpyOp&, cudaGraph_t, const std::string&) { return 0; }
 

@@ -36,7 +36,9 @@ void describe_structure(const MemsetOp& op, std::vector<StructureField>& out) {
   out.push_back({"element size", std::to_string(op.element_size)});
 }
 
-void check_device(const MemsetOp&, NodeCheck&, DeviceContext&) {}
+void check_device(const MemsetOp& op, NodeCheck& diag, DeviceContext& device) {
+  check_same_device(diag, op.dst, device.limits.device, "dst");
+}
 
 std::uint64_t prepare_native(const MemsetOp&, cudaGraph_t, const std::string&) { return 0; }
 
