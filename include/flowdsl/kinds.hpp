@@ -9,6 +9,7 @@
 /// through one. Each layer declares the facets it needs of every kind from this list, so a
 /// kind that lacks one fails the build (at link time, naming the facet and the kind).
 
+#include <cstdint>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -64,6 +65,11 @@ struct conditional_body_rule : std::true_type {};
 template <class Op>
 struct conditional_body_rule<Op, std::void_t<decltype(Op::allowed_in_conditional_body)>>
     : std::bool_constant<Op::allowed_in_conditional_body> {};
+template <class Op, class = void>
+struct visits_symbols : std::false_type {};
+template <class Op>
+struct visits_symbols<Op, std::void_t<decltype(std::declval<const Op&>().for_each_symbol(
+                              std::declval<void (*)(std::uint64_t)>()))>> : std::true_type {};
 }  // namespace detail
 
 /// \brief How many bodies a node of this operation holds: a kind's `body_count`, or for kinds
@@ -87,6 +93,18 @@ inline std::uint32_t body_count(const Operation& op) noexcept {
 /// `static constexpr bool allowed_in_conditional_body = false;`.
 template <class Op>
 inline constexpr bool allowed_in_conditional_body = detail::conditional_body_rule<Op>::value;
+
+/// \brief Calls `visit(value)` for every symbol (see `symbol`) the fields of `op` hold: kernel
+/// pointer and Condition arguments, copy and fill pointers, a free's memory. Kinds whose fields
+/// may hold symbols say so with a member `for_each_symbol(visit)`; the others hold none.
+template <class Visit>
+void for_each_symbol(const Operation& op, Visit&& visit) {
+  std::visit(
+      [&](const auto& o) {
+        if constexpr (detail::visits_symbols<std::decay_t<decltype(o)>>::value) o.for_each_symbol(visit);
+      },
+      op);
+}
 
 /// \brief Whether an operation is a conditional node (IF, WHILE, SWITCH).
 inline bool is_conditional(const Operation& op) noexcept {
