@@ -18,9 +18,11 @@
 #include "flowdsl/kinds/child.hpp"
 #include "flowdsl/kinds/conditional.hpp"
 #include "flowdsl/kinds/empty.hpp"
+#include "flowdsl/kinds/event.hpp"
 #include "flowdsl/kinds/host.hpp"
 #include "flowdsl/kinds/kernel.hpp"
 #include "flowdsl/kinds/memcpy.hpp"
+#include "flowdsl/kinds/memory.hpp"
 #include "flowdsl/kinds/memset.hpp"
 
 namespace flowdsl {
@@ -36,7 +38,11 @@ namespace flowdsl {
   X(ChildOp)                  \
   X(IfOp)                     \
   X(WhileOp)                  \
-  X(SwitchOp)
+  X(SwitchOp)                 \
+  X(AllocOp)                  \
+  X(FreeOp)                   \
+  X(EventRecordOp)            \
+  X(EventWaitOp)
 
 namespace detail {
 template <class Ignored, class... Ops>
@@ -66,6 +72,10 @@ template <class Op>
 struct conditional_body_rule<Op, std::void_t<decltype(Op::allowed_in_conditional_body)>>
     : std::bool_constant<Op::allowed_in_conditional_body> {};
 template <class Op, class = void>
+struct graph_memory_rule : std::false_type {};
+template <class Op>
+struct graph_memory_rule<Op, std::void_t<decltype(Op::graph_memory)>> : std::bool_constant<Op::graph_memory> {};
+template <class Op, class = void>
 struct visits_symbols : std::false_type {};
 template <class Op>
 struct visits_symbols<Op, std::void_t<decltype(std::declval<const Op&>().for_each_symbol(
@@ -93,6 +103,17 @@ inline std::uint32_t body_count(const Operation& op) noexcept {
 /// `static constexpr bool allowed_in_conditional_body = false;`.
 template <class Op>
 inline constexpr bool allowed_in_conditional_body = detail::conditional_body_rule<Op>::value;
+
+/// \brief Whether nodes of kind `Op` allocate or free graph memory (alloc, free): a graph holding
+/// one gets executables of its own, since CUDA gives its memory addresses per executable. A kind
+/// says so with `static constexpr bool graph_memory = true;`.
+template <class Op>
+inline constexpr bool is_graph_memory = detail::graph_memory_rule<Op>::value;
+
+/// \brief Whether an operation allocates or frees graph memory.
+inline bool is_graph_memory_op(const Operation& op) noexcept {
+  return std::visit([](const auto& o) { return is_graph_memory<std::decay_t<decltype(o)>>; }, op);
+}
 
 /// \brief Calls `visit(value)` for every symbol (see `symbol`) the fields of `op` hold: kernel
 /// pointer and Condition arguments, copy and fill pointers, a free's memory. Kinds whose fields

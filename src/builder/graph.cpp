@@ -186,6 +186,7 @@ Body body_of(GraphState& state, NodeId id, std::uint32_t index) {
 }
 
 Condition condition_of(GraphState& state, NodeId id) { return Condition{state.symbol(id)}; }
+std::uint64_t symbol_of(GraphState& state, NodeId id) { return state.symbol(id); }
 std::uint64_t reserve_symbol(GraphState& state) { return state.reserve_symbol(); }
 void bind_symbol(GraphState& state, std::uint64_t symbol, NodeId id) { state.bind_symbol(symbol, id); }
 
