@@ -41,14 +41,16 @@ class BufferIndex {
   explicit BufferIndex(const Description& d) : d_(d) {}
   /// The named buffer holding `address`, or null.
   const NamedBuffer* find(std::uintptr_t address);
-  /// Whether the description names no buffer and holds no symbol (then nothing can be checked
-  /// against one).
-  bool empty() const noexcept { return d_.buffers.empty() && d_.symbols.empty(); }
+  /// Whether the description names no buffer and no alloc's address was taken (then nothing
+  /// can be checked against one).
+  bool empty() const noexcept { return d_.buffers.empty() && !holds_allocs(); }
 
  private:
   void build();
+  bool holds_allocs() const noexcept;
 
   const Description& d_;
+  mutable signed char holds_allocs_ = -1;  ///< whether a symbol stands for an alloc; -1: not looked yet
   bool built_ = false;
   std::vector<NamedBuffer> allocs_;         ///< the memory of the allocs whose symbol was made
   std::vector<const NamedBuffer*> sorted_;  ///< by address (named buffers do not overlap)

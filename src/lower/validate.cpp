@@ -16,6 +16,15 @@ void Diagnostics::report(const Description& d, NodeId id, const std::string& mes
   out_.push_back(Diagnostic{{std::move(path)}, std::move(text), std::move(member)});
 }
 
+bool BufferIndex::holds_allocs() const noexcept {
+  if (holds_allocs_ < 0) {
+    holds_allocs_ = std::any_of(d_.symbols.begin(), d_.symbols.end(), [&](NodeId owner) {
+      return owner < d_.nodes.size() && std::holds_alternative<AllocOp>(d_.nodes[owner].op);
+    });
+  }
+  return holds_allocs_ != 0;
+}
+
 void BufferIndex::build() {
   // Symbols are few (the graph's allocs and conditions): scanning them costs little.
   for (std::uint32_t index = 0; index < d_.symbols.size(); ++index) {
