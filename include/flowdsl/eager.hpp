@@ -12,9 +12,11 @@
 namespace flowdsl {
 
 /// \brief Enqueues every node of `graph` in plan order on `stream`, one CUDA call per node
-/// (cudaLaunchKernel, cudaMemcpyAsync, cudaMemsetAsync, cudaLaunchHostFunc); a node holding
-/// bodies runs them in its place. A memset of 2- or 4-byte elements whose bytes differ runs
-/// as a one-node graph (the runtime API has no such memset).
+/// (cudaLaunchKernel, cudaMemcpyAsync, cudaMemsetAsync, cudaLaunchHostFunc, cudaMallocAsync,
+/// cudaFreeAsync, cudaEventRecord, cudaStreamWaitEvent); a node holding bodies runs them in its
+/// place. A memset of 2- or 4-byte elements whose bytes differ runs as a one-node graph (the
+/// runtime API has no such memset). Memory an alloc node allocated and no free node freed is
+/// freed on `stream` at the end of the run (also when a node's call failed).
 /// \throws ValidationError when the graph is invalid
 /// \throws CudaError naming the node whose call failed
 void launch_eagerly(const Graph& graph, cudaStream_t stream);

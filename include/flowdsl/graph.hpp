@@ -13,7 +13,8 @@
 /// \endcode
 ///
 /// Each node kind contributes its own declaring call (`kernel`, `memcpy`, `memset`, `empty`,
-/// `host`, `child`; see flowdsl/kinds/) to Graph and to Body, the builder of a node's body.
+/// `host`, `child`, `if_then`, `alloc`, `free`, `record_event`, ...; see flowdsl/kinds/) to Graph
+/// and to Body, the builder of a node's body.
 /// This header and what it includes need no CUDA header: a plain C++ program can build,
 /// validate and hash a graph.
 ///
@@ -49,6 +50,12 @@ NodeId find_node(const GraphState& state, std::string_view name, NodeId parent, 
 void reserve(GraphState& state, std::size_t nodes, std::size_t edges);
 /// Replaces every edge (edge inference, flowdsl/hazards.hpp).
 void set_edges(GraphState& state, std::vector<Edge>&& edges);
+/// A symbol for a node not declared yet (a graph file's alloc named before it is declared); its
+/// entry of Description::symbols is no_node until bind_symbol names the node.
+/// \throws UsageError past symbol::max_symbols
+std::uint64_t reserve_symbol(GraphState& state);
+/// Makes node `id` the owner of a symbol reserve_symbol gave.
+void bind_symbol(GraphState& state, std::uint64_t symbol, NodeId id);
 /// The plan derived from the current topology, or null when there is none yet (the lowering
 /// library fills it; the builder only drops it when the topology changes).
 std::shared_ptr<const Plan>& plan_slot(const GraphState& state);

@@ -67,7 +67,8 @@ struct BufferSpec {
   std::uint64_t bytes() const noexcept { return count * size_of(type); }
 };
 
-/// \brief A byte offset into a named buffer: how pointers are written.
+/// \brief A byte offset into a named buffer, or into the memory of an alloc node (named by the
+/// node's name): how pointers are written.
 struct BufferRef {
   std::string buffer;
   std::uint64_t offset = 0;
@@ -117,6 +118,24 @@ struct HostFunction {
 };
 using HostFunctions = std::map<std::string, HostFunction, std::less<>>;
 
+/// \brief Events known by name, for event record and wait nodes (a file cannot carry an event).
+using Events = std::map<std::string, CudaEvent, std::less<>>;
+
+/// \brief What a graph file names but cannot carry, supplied by the program: host functions
+/// (host nodes' "function") and events (event nodes' "event"). Converts from HostFunctions, for
+/// files without event nodes.
+struct Externals {
+  HostFunctions hosts;
+  Events events;
+
+  Externals() = default;
+  Externals(HostFunctions hosts_, Events events_ = {}) : hosts(std::move(hosts_)), events(std::move(events_)) {}
+};
+
+/// \brief The names of the events the event nodes of `spec` name (bodies included), sorted, each
+/// once: what Externals::events must hold to bind it.
+std::vector<std::string> event_names(const GraphSpec& spec);
+
 /// \brief Device address of each buffer, by buffer name.
 using BufferAddresses = std::map<std::string, void*, std::less<>>;
 
@@ -136,38 +155,43 @@ GraphSpec read_graph_file(const std::string& path, const JsonLimits& limits = {}
 
 /// \brief Checks everything binding would check, without device memory: kernels (registered
 /// or declared in kernel_files), arguments (unknown, missing, wrong type, out of range),
-/// buffers and their bounds, host functions, dependencies, and core validation.
+/// buffers, allocs and their bounds, host functions, dependencies, and core validation. Events
+/// the externals do not hold are not reported: making one needs a device, so placeholders stand
+/// for them (bind_graph reports them).
 /// \param source the file name, for messages (may be empty)
 /// \throws JsonError listing every problem, each at its JSON pointer.
-void check_graph(const GraphSpec& spec, const KernelRegistry& registry, const HostFunctions& hosts = {},
+void check_graph(const GraphSpec& spec, const KernelRegistry& registry, const Externals& externals = {},
            const std::string& source = {});
 
 /// \brief The graph check_graph builds: bound to placeholder addresses (disjoint, never
-/// dereferenced) with kernels of kernel_files standing for themselves. For dumps and
-/// inspection only: it must never be launched.
+/// dereferenced) with kernels of kernel_files standing for themselves, and placeholder events
+/// for those the externals do not hold. For dumps and inspection only: it must never be launched.
 /// \throws JsonError as check_graph.
-Graph inspect_graph(const GraphSpec& spec, const KernelRegistry& registry, const HostFunctions& hosts = {},
+Graph inspect_graph(const GraphSpec& spec, const KernelRegistry& registry, const Externals& externals = {},
                     const std::string& source = {});
 
 /// \brief Builds the graph of `spec` on the given buffers. The kernels of kernel_files must
 /// already be in `registry` (see load_kernel_files). The graph is validated (its plan is built).
 /// \param addresses a device address for every buffer of the spec
+/// \param externals every host function and event the file names
 /// \throws JsonError listing every problem, each at its JSON pointer; no graph is returned.
 Graph bind_graph(const GraphSpec& spec, const BufferAddresses& addresses, const KernelRegistry& registry,
-           const HostFunctions& hosts = {}, const std::string& source = {});
+           const Externals& externals = {}, const std::string& source = {});
 
 /// \brief The JSON Schema of graph files (docs/flowdsl.schema.json is this, written out), with
 /// one entry per node kind.
 nlohmann::json graph_file_schema();
 
 /// \brief Writes a C++-built graph as a spec. Every pointer must lie in one of `buffers`
-/// (located through `addresses`); kernels are named by the registry entry with the node's
-/// function (else by the node's kernel_name); host functions by the entry of `hosts` with
-/// the node's function and user data.
-/// \throws JsonError naming the node ("/nodes/i") when a pointer, kernel or host function has
-///         no name, or an argument does not fit the registered parameters.
+/// (located through `addresses`) or in an alloc's memory (named by the alloc node, whose name
+/// must then be unique among allocs and buffers); kernels are named by the registry entry with
+/// the node's function (else by the node's kernel_name); host functions by the entry of
+/// `externals.hosts` with the node's function and user data; events by the entry of
+/// `externals.events` with the node's event.
+/// \throws JsonError naming the node ("/nodes/i") when a pointer, kernel, host function or event
+///         has no name, or an argument does not fit the registered parameters.
 GraphSpec describe_graph(const Graph& graph, std::string name, std::vector<BufferSpec> buffers,
-                   const BufferAddresses& addresses, const KernelRegistry& registry, const HostFunctions& hosts = {});
+                   const BufferAddresses& addresses, const KernelRegistry& registry, const Externals& externals = {});
 
 /// \brief The spec as indented JSON text (what read_graph_file reads back).
 std::string to_json_text(const GraphSpec& spec);

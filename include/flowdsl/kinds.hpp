@@ -9,6 +9,7 @@
 /// through one. Each layer declares the facets it needs of every kind from this list, so a
 /// kind that lacks one fails the build (at link time, naming the facet and the kind).
 
+#include <cstdint>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -17,9 +18,11 @@
 #include "flowdsl/kinds/child.hpp"
 #include "flowdsl/kinds/conditional.hpp"
 #include "flowdsl/kinds/empty.hpp"
+#include "flowdsl/kinds/event.hpp"
 #include "flowdsl/kinds/host.hpp"
 #include "flowdsl/kinds/kernel.hpp"
 #include "flowdsl/kinds/memcpy.hpp"
+#include "flowdsl/kinds/memory.hpp"
 #include "flowdsl/kinds/memset.hpp"
 
 namespace flowdsl {
@@ -35,7 +38,11 @@ namespace flowdsl {
   X(ChildOp)                  \
   X(IfOp)                     \
   X(WhileOp)                  \
-  X(SwitchOp)
+  X(SwitchOp)                 \
+  X(AllocOp)                  \
+  X(FreeOp)                   \
+  X(EventRecordOp)            \
+  X(EventWaitOp)
 
 namespace detail {
 template <class Ignored, class... Ops>
@@ -64,6 +71,15 @@ struct conditional_body_rule : std::true_type {};
 template <class Op>
 struct conditional_body_rule<Op, std::void_t<decltype(Op::allowed_in_conditional_body)>>
     : std::bool_constant<Op::allowed_in_conditional_body> {};
+template <class Op, class = void>
+struct graph_memory_rule : std::false_type {};
+template <class Op>
+struct graph_memory_rule<Op, std::void_t<decltype(Op::graph_memory)>> : std::bool_constant<Op::graph_memory> {};
+template <class Op, class = void>
+struct visits_symbols : std::false_type {};
+template <class Op>
+struct visits_symbols<Op, std::void_t<decltype(std::declval<const Op&>().for_each_symbol(
+                              std::declval<void (*)(std::uint64_t)>()))>> : std::true_type {};
 }  // namespace detail
 
 /// \brief How many bodies a node of this operation holds: a kind's `body_count`, or for kinds
@@ -87,6 +103,29 @@ inline std::uint32_t body_count(const Operation& op) noexcept {
 /// `static constexpr bool allowed_in_conditional_body = false;`.
 template <class Op>
 inline constexpr bool allowed_in_conditional_body = detail::conditional_body_rule<Op>::value;
+
+/// \brief Whether nodes of kind `Op` allocate or free graph memory (alloc, free): a graph holding
+/// one gets executables of its own, since CUDA gives its memory addresses per executable. A kind
+/// says so with `static constexpr bool graph_memory = true;`.
+template <class Op>
+inline constexpr bool is_graph_memory = detail::graph_memory_rule<Op>::value;
+
+/// \brief Whether an operation allocates or frees graph memory.
+inline bool is_graph_memory_op(const Operation& op) noexcept {
+  return std::visit([](const auto& o) { return is_graph_memory<std::decay_t<decltype(o)>>; }, op);
+}
+
+/// \brief Calls `visit(value)` for every symbol (see `symbol`) the fields of `op` hold: kernel
+/// pointer and Condition arguments, copy and fill pointers, a free's memory. Kinds whose fields
+/// may hold symbols say so with a member `for_each_symbol(visit)`; the others hold none.
+template <class Visit>
+void for_each_symbol(const Operation& op, Visit&& visit) {
+  std::visit(
+      [&](const auto& o) {
+        if constexpr (detail::visits_symbols<std::decay_t<decltype(o)>>::value) o.for_each_symbol(visit);
+      },
+      op);
+}
 
 /// \brief Whether an operation is a conditional node (IF, WHILE, SWITCH).
 inline bool is_conditional(const Operation& op) noexcept {

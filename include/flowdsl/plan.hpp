@@ -33,6 +33,9 @@ struct Plan {
   std::vector<std::vector<PlanStep>> bodies; ///< the bodies of every level, referenced by PlanStep::bodies
   std::vector<std::uint32_t> position;       ///< position[node id], see above
   std::uint64_t topology_hash = 0;           ///< see topology_hash()
+  /// Some node allocates or frees graph memory (alloc, free): CUDA gives that memory its address
+  /// per executable, so a Runtime keeps the executables of such a plan per Graph, never shared.
+  bool graph_memory = false;
 };
 
 /// \brief Checks a description and returns every problem found (empty when valid).

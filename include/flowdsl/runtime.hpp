@@ -102,6 +102,9 @@ struct LaunchExplanation {
   std::vector<std::string> differences;
   std::size_t difference_count = 0;  ///< instantiated: every difference, including those not listed
   std::size_t closest_equal_nodes = 0;  ///< instantiated: nodes of equal structure in the closest executable
+  /// The graph holds memory nodes (alloc, free): only executables of this same Graph count, since
+  /// such executables are never shared.
+  bool own_executables = false;
 
   /// \brief One line, e.g. "miss: closest cached executable has 2 of 3 nodes equal; node 'k1':
   /// grid 1x1x1 -> 2x1x1".
@@ -117,7 +120,23 @@ struct RuntimeStatistics {
   std::uint64_t reinstantiations = 0;  ///< updates refused by CUDA, solved by re-instantiating
   std::uint64_t evictions = 0;         ///< executables dropped to stay within capacity
   std::uint64_t debug_launches = 0;    ///< launches run node by node in debug mode (also in `launches`)
+  /// Misses that made an executable for one Graph alone: its graph holds memory nodes (also in
+  /// `misses`).
+  std::uint64_t private_executables = 0;
 };
+
+/// \brief Graph memory of a device (CUDA's cudaDeviceGetGraphMemAttribute): what alloc nodes of
+/// executables use, and what CUDA's graph allocator holds for them. Bytes.
+struct GraphMemory {
+  std::uint64_t used = 0;           ///< in use by graph allocations now
+  std::uint64_t used_high = 0;      ///< the most in use at once (since the process began or CUDA reset it)
+  std::uint64_t reserved = 0;       ///< held by the graph allocator now (cudaDeviceGraphMemTrim returns what is unused)
+  std::uint64_t reserved_high = 0;  ///< the most held at once
+};
+
+/// \brief The graph memory of `device`.
+/// \throws CudaError
+GraphMemory graph_memory(int device);
 
 /// \brief Launches graphs, keeping their executables in an LRU cache keyed by topology hash.
 ///
@@ -126,6 +145,12 @@ struct RuntimeStatistics {
 /// it costs O(1) besides cudaGraphLaunch. A graph whose topology is not cached is emitted,
 /// instantiated and uploaded. Two Graph objects of equal topology share one executable; when
 /// they alternate, every node of the newcomer is updated.
+///
+/// Graphs holding memory nodes (alloc, free) are the exception: CUDA gives their memory its
+/// address per executable, and allows one executable at a time per native graph, so each such
+/// Graph gets executables of its own, cached by (topology hash, Graph::uid()) and counted in
+/// RuntimeStatistics::private_executables. They stay cached until evicted or cleared, also after
+/// their Graph is gone, and hold their graph memory (graph_memory()) as long as they live.
 ///
 /// In debug mode (RuntimeOptions::debug) launches run node by node instead, checked after each
 /// node; see RuntimeOptions::debug.

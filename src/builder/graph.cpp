@@ -91,6 +91,21 @@ std::uint64_t GraphState::symbol(NodeId id) {
   return symbol::make(it->second);
 }
 
+std::uint64_t GraphState::reserve_symbol() {
+  if (description_.symbols.size() >= symbol::max_symbols) {
+    throw UsageError("flowdsl: a graph holds at most " + std::to_string(symbol::max_symbols) +
+                     " conditions and graph allocations");
+  }
+  description_.symbols.push_back(no_node);
+  return symbol::make(static_cast<std::uint32_t>(description_.symbols.size() - 1));
+}
+
+void GraphState::bind_symbol(std::uint64_t value, NodeId id) {
+  const std::uint32_t index = symbol::index_of(value);
+  description_.symbols[index] = id;
+  symbol_index_.emplace(id, index);
+}
+
 void GraphState::index_names() const {
   const auto& nodes = description_.nodes;
   for (; names_indexed_ < nodes.size(); ++names_indexed_) {
@@ -171,6 +186,9 @@ Body body_of(GraphState& state, NodeId id, std::uint32_t index) {
 }
 
 Condition condition_of(GraphState& state, NodeId id) { return Condition{state.symbol(id)}; }
+std::uint64_t symbol_of(GraphState& state, NodeId id) { return state.symbol(id); }
+std::uint64_t reserve_symbol(GraphState& state) { return state.reserve_symbol(); }
+void bind_symbol(GraphState& state, std::uint64_t symbol, NodeId id) { state.bind_symbol(symbol, id); }
 
 Operation& structure_of(GraphState& state, NodeId id) { return state.structure(id); }
 Operation& parameters_of(GraphState& state, NodeId id) { return state.parameters(id); }

@@ -30,6 +30,11 @@ class GraphState {
   /// The symbol standing for node `id`'s native value (symbol::make), made on first request.
   /// \throws UsageError past symbol::max_symbols
   std::uint64_t symbol(NodeId id);
+  /// A symbol whose node is not declared yet (a graph file naming an alloc before it), bound
+  /// to its node by bind_symbol once it is.
+  /// \throws UsageError past symbol::max_symbols
+  std::uint64_t reserve_symbol();
+  void bind_symbol(std::uint64_t symbol, NodeId id);
   /// Node `id`, for changes of its accesses (not part of the topology or the parameters, but
   /// validated with it: the caller drops the plan).
   Node& node(NodeId id) { return description_.nodes[id]; }

@@ -198,7 +198,15 @@ int run(const std::string& file, const RunOptions& run_options) {
   std::printf("%s: %zu buffers (%.1f MiB) allocated and initialised\n", spec.name.c_str(), spec.buffers.size(),
               static_cast<double>(total) / (1 << 20));
 
-  const flowdsl::Graph graph = flowdsl::bind_graph(spec, addresses, registry, host_functions(), file);
+  // The tool makes one event for each name the file's event nodes use: they order the graph's
+  // launches with one another.
+  std::vector<flowdsl::EventHandle> events;
+  flowdsl::Externals externals(host_functions());
+  for (const std::string& name : flowdsl::event_names(spec)) {
+    events.push_back(flowdsl::make_event(cudaEventDisableTiming));
+    externals.events.emplace(name, events.back().get());
+  }
+  const flowdsl::Graph graph = flowdsl::bind_graph(spec, addresses, registry, externals, file);
   flowdsl::RuntimeOptions options;
   options.debug = run_options.debug;
   options.registry = &registry;
@@ -224,11 +232,17 @@ int run(const std::string& file, const RunOptions& run_options) {
   const flowdsl::RuntimeStatistics s = runtime.statistics();
   std::printf(
       "cache: launches=%llu hits=%llu misses=%llu node_updates=%llu reinstantiations=%llu evictions=%llu "
-      "debug_launches=%llu\n",
+      "debug_launches=%llu private_executables=%llu\n",
       static_cast<unsigned long long>(s.launches), static_cast<unsigned long long>(s.hits),
       static_cast<unsigned long long>(s.misses), static_cast<unsigned long long>(s.node_updates),
       static_cast<unsigned long long>(s.reinstantiations), static_cast<unsigned long long>(s.evictions),
-      static_cast<unsigned long long>(s.debug_launches));
+      static_cast<unsigned long long>(s.debug_launches), static_cast<unsigned long long>(s.private_executables));
+  if (graph.plan().graph_memory) {
+    const flowdsl::GraphMemory m = flowdsl::graph_memory(device);
+    std::printf("graph memory on device %d: %.1f MiB in use (at most %.1f MiB), %.1f MiB reserved (at most %.1f MiB)\n",
+                device, static_cast<double>(m.used) / (1 << 20), static_cast<double>(m.used_high) / (1 << 20),
+                static_cast<double>(m.reserved) / (1 << 20), static_cast<double>(m.reserved_high) / (1 << 20));
+  }
 
   if (out_dir.empty()) return exit_ok;
   std::error_code error;

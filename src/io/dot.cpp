@@ -36,7 +36,7 @@ class DotWriter {
     }
     body(no_node, 0, "  ");
     edges();
-    return out_ + "}\n";
+    return out_ + extras_ + "}\n";
   }
 
  private:
@@ -54,18 +54,24 @@ class DotWriter {
   void node(NodeId id, const std::string& indent) {
     const Node& n = d_.nodes[id];
     std::vector<std::string> lines{n.name};
-    io::DotLabel label{options_, lines};
+    io::DotLabel label{options_, lines, d_};
+    io::DotExtra extra{d_, id, extras_};
     const char* colour = "white";
+    const char* shape = nullptr;
     std::visit([&](const auto& op) {
+      using Tag = io::Tag<std::decay_t<decltype(op)>>;
       io::dot_label(op, label);
-      colour = io::dot_colour(io::Tag<std::decay_t<decltype(op)>>{});
+      io::dot_extra(op, extra);
+      colour = io::dot_colour(Tag{});
+      shape = io::dot_shape(Tag{});
     }, n.op);
     std::string text = "\"";
     for (std::size_t i = 0; i < lines.size(); ++i) {
       if (i) text += "\\n";
       escape_into(text, lines[i]);
     }
-    out_ += indent + "n" + std::to_string(id) + " [label=" + text + "\", fillcolor=" + colour + "];\n";
+    out_ += indent + "n" + std::to_string(id) + " [label=" + text + "\", fillcolor=" + colour +
+            (shape ? std::string(", shape=") + shape : std::string()) + "];\n";
   }
 
   // Body `b` of node `id` as a cluster, tied to the node by dotted lines to the body's nodes.
@@ -112,6 +118,7 @@ class DotWriter {
   std::map<std::pair<NodeId, std::uint32_t>, std::vector<NodeId>> members_;  ///< per body, in declaration order
   std::map<std::tuple<NodeId, std::uint32_t, std::string_view>, NodeId> names_;  ///< first node of each name, per body
   std::string out_;
+  std::string extras_;  ///< what nodes add (io::dot_extra), after the declared edges
 };
 
 }  // namespace

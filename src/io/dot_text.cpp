@@ -54,17 +54,27 @@ std::string dims(const Dim3& d) {
   return std::to_string(d.x) + "x" + std::to_string(d.y) + "x" + std::to_string(d.z);
 }
 
-std::string pointer_text(const void* p) {
+std::string pointer_text(const void* p, const Description* description) {
+  const auto value = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p));
+  const std::uint32_t index = symbol::index_of(value);
+  if (description != nullptr && symbol::is_symbol(value) && index < description->symbols.size() &&
+      description->symbols[index] < description->nodes.size()) {
+    const NodeId owner = description->symbols[index];
+    const std::string name = "'" + node_path(*description, owner) + "'";
+    if (is_conditional(description->nodes[owner].op)) return "condition of " + name;
+    const std::uint64_t offset = symbol::offset_of(value);
+    return offset == 0 ? name : name + " + " + std::to_string(offset);
+  }
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%p", p);
   return buffer;
 }
 
-std::string value_text(const ParamType& type, const void* bytes) {
+std::string value_text(const ParamType& type, const void* bytes, const Description* description) {
   if (type.pointer) {
     const void* p = nullptr;
     std::memcpy(&p, bytes, sizeof p);
-    return pointer_text(p);
+    return pointer_text(p, description);
   }
   return visit_scalar(type.scalar, [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 
+#include "flowdsl/description.hpp"
 #include "flowdsl/node_parts.hpp"
 #include "flowdsl/registry.hpp"
 
@@ -17,10 +18,11 @@ void escape_into(std::string& out, std::string_view text);
 std::string quoted(std::string_view text);
 /// "256x1x1".
 std::string dims(const Dim3& d);
-/// "0x7f..." as printf's %p.
-std::string pointer_text(const void* p);
-/// A value of a kernel parameter of `type`, from its bytes.
-std::string value_text(const ParamType& type, const void* bytes);
+/// "0x7f..." as printf's %p; a symbolic address of `description`, by what it stands for:
+/// "'scratch'", "'scratch' + 64", "condition of 'loop'".
+std::string pointer_text(const void* p, const Description* description = nullptr);
+/// A value of a kernel parameter of `type`, from its bytes (pointers as pointer_text).
+std::string value_text(const ParamType& type, const void* bytes, const Description* description = nullptr);
 /// "0x..." of `size` little-endian bytes, most significant first.
 std::string hex_bytes(const void* bytes, std::size_t size);
 

@@ -34,9 +34,20 @@ class NodeBinder {
   virtual void problem(const std::string& suffix, std::string message) = 0;
   /// The buffer `ref` names, or null (and a problem at `suffix`).
   virtual const BufferSpec* buffer(const BufferRef& ref, const std::string& suffix) = 0;
-  /// The address of `ref` when `bytes` bytes from it fit in its buffer and it is aligned to
-  /// `align`; null (and a problem at `suffix`) otherwise.
+  /// Whether `ref` names the memory of an alloc node (untyped bytes) rather than a buffer.
+  virtual bool names_alloc(const BufferRef& ref) const = 0;
+  /// The address of `ref` (a buffer's, or a symbolic one in an alloc's memory) when `bytes` bytes
+  /// from it fit in its buffer or alloc and it is aligned to `align`; null (and a problem at
+  /// `suffix`) otherwise.
   virtual void* address(const BufferRef& ref, std::uint64_t bytes, std::uint64_t align, const std::string& suffix) = 0;
+  /// The symbolic address of the memory of the alloc node named `name` (declared anywhere in the
+  /// file), or nothing (and a problem at `suffix`).
+  virtual std::optional<std::uint64_t> alloc_memory(const std::string& name, const std::string& suffix) = 0;
+  /// Tells the binder that the alloc named `name` was declared as node `id` (its memory's symbol
+  /// may have been handed out before).
+  virtual void declared_alloc(const std::string& name, NodeId id) = 0;
+  /// The event named `name`, or null (and a problem at `suffix`).
+  virtual CudaEvent event(const std::string& name, const std::string& suffix) = 0;
   /// The kernel registered as `name` (in the registry, or among the file's own kernels while
   /// checking), or null.
   virtual const KernelInfo* find_kernel(std::string_view name) const = 0;
@@ -48,18 +59,43 @@ class NodeBinder {
 class NodeDescriber {
  public:
   virtual ~NodeDescriber() = default;
-  /// The buffer and offset holding `ptr`; an empty buffer name (and a problem) when none does.
+  /// The buffer and offset holding `ptr` (or the alloc, for a symbolic address); an empty buffer
+  /// name (and a problem) when none does.
   virtual BufferRef locate(const void* ptr, const std::string& suffix) = 0;
   virtual void problem(const std::string& suffix, std::string message) = 0;
   virtual const KernelRegistry& registry() const = 0;
   virtual const HostFunctions& hosts() const = 0;
+  virtual const Events& events() const = 0;
 };
 
 /// The lines of one node's DOT label, and what the label may show.
 struct DotLabel {
   const DotOptions& options;
   std::vector<std::string>& lines;
+  const Description& description;  ///< the graph, for labels naming another node
 };
+
+/// DOT statements a node adds besides itself and the declared edges (a free: its alloc's lifetime).
+struct DotExtra {
+  const Description& description;
+  NodeId id;         ///< the node, drawn as "n<id>"
+  std::string& out;  ///< whole statements, each ending in ";\n"
+};
+
+// Optional facets: kinds that say nothing get these.
+/// The shape of the kind's nodes; null: the rounded box every node has.
+template <class Op>
+const char* dot_shape(Tag<Op>) {
+  return nullptr;
+}
+/// Statements a node adds (DotExtra); none.
+template <class Op>
+void dot_extra(const Op&, DotExtra&) {}
+const char* dot_shape(Tag<AllocOp>);
+const char* dot_shape(Tag<FreeOp>);
+const char* dot_shape(Tag<EventRecordOp>);
+const char* dot_shape(Tag<EventWaitOp>);
+void dot_extra(const FreeOp&, DotExtra&);
 
 #define FLOWDSL_IO_FACETS(Op)                                                                  \
   /* The members holding the kind's bodies, one per body ({} without bodies). */              \

@@ -3,6 +3,7 @@
 // pointer, core validation included.
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <unordered_map>
 
 #include "flowdsl/hazards.hpp"
@@ -18,13 +19,15 @@ using json_detail::token;
 // Builds a Graph from a spec, collecting problems instead of stopping at the first.
 class Binder final : public io::NodeBinder {
  public:
-  /// `file_kernels`: the file's own kernels, while checking it without loading them.
+  /// `file_kernels`: the file's own kernels, while checking it without loading them (then events
+  /// the externals lack get placeholders).
   Binder(const GraphSpec& spec, const BufferAddresses& addresses, const KernelRegistry& registry,
-         const HostFunctions& hosts, const KernelRegistry* file_kernels = nullptr)
-      : spec_(spec), addresses_(addresses), registry_(registry), file_kernels_(file_kernels), hosts_(hosts) {}
+         const Externals& externals, const KernelRegistry* file_kernels = nullptr)
+      : spec_(spec), addresses_(addresses), registry_(registry), file_kernels_(file_kernels), externals_(externals) {}
 
   Graph run(const std::string& source) {
     index_buffers();
+    index_allocs(spec_.nodes, "/nodes");
     graph_.check_hazards(spec_.check_hazards);
     reserve();
     Body top(&graph_.state(), no_node, 0);
@@ -53,7 +56,9 @@ class Binder final : public io::NodeBinder {
     }
     return it->second;
   }
+  bool names_alloc(const BufferRef& ref) const override { return allocs_.count(ref.buffer) != 0; }
   void* address(const BufferRef& ref, std::uint64_t bytes, std::uint64_t align, const std::string& suffix) override {
+    if (const auto alloc = allocs_.find(ref.buffer); alloc != allocs_.end()) return alloc_address(alloc->second, ref, bytes, align, suffix);
     const BufferSpec* b = buffer(ref, suffix);
     if (b == nullptr) return nullptr;
     if (ref.offset > b->bytes() || bytes > b->bytes() - ref.offset) {
@@ -74,10 +79,77 @@ class Binder final : public io::NodeBinder {
     const KernelInfo* info = registry_.find(name);
     return info != nullptr || file_kernels_ == nullptr ? info : file_kernels_->find(name);
   }
+  std::optional<std::uint64_t> alloc_memory(const std::string& name, const std::string& suffix) override {
+    if (const auto alloc = allocs_.find(name); alloc != allocs_.end()) return alloc->second.memory;
+    problem(suffix, buffers_.count(name) != 0 ? "'" + name + "' is a buffer, not an alloc: a free releases an alloc node's memory"
+                                              : "unknown alloc '" + name + "'");
+    return std::nullopt;
+  }
+  void declared_alloc(const std::string& name, NodeId id) override {
+    const auto alloc = allocs_.find(name);
+    if (alloc != allocs_.end() && alloc->second.pointer == pointer_) detail::bind_symbol(graph_.state(), alloc->second.memory, id);
+  }
+  CudaEvent event(const std::string& name, const std::string& suffix) override {
+    if (const auto it = externals_.events.find(name); it != externals_.events.end()) return it->second;
+    if (file_kernels_ != nullptr) {  // checking without a device: a placeholder, never used
+      const auto [it, added] = placeholder_events_.emplace(name, nullptr);
+      if (added) it->second = reinterpret_cast<CudaEvent>(std::uintptr_t{16} * placeholder_events_.size());
+      return it->second;
+    }
+    std::string known;
+    for (const auto& entry : externals_.events) known += (known.empty() ? "" : ", ") + entry.first;
+    problem(suffix, "unknown event '" + name + "' (known: " + (known.empty() ? "none" : known) + ")");
+    return nullptr;
+  }
   const GraphSpec& spec() const override { return spec_; }
-  const HostFunctions& hosts() const override { return hosts_; }
+  const HostFunctions& hosts() const override { return externals_.hosts; }
 
  private:
+  // An alloc node of the file: its memory is referenced by the node's name, like a buffer.
+  struct Alloc {
+    std::uint64_t bytes;
+    std::uint64_t memory;  ///< the symbol of its memory, reserved before the node is declared
+    std::string pointer;   ///< the node's JSON pointer
+  };
+
+  // Every alloc of the file, bodies included, so that a node may name one declared after it.
+  void index_allocs(const std::vector<NodeSpec>& nodes, const std::string& array) {
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      const NodeSpec& node = nodes[i];
+      const std::string at = array + token(i);
+      std::vector<const char*> members;
+      io::with_kind(node.kind, [&](auto tag) { members = io::json_bodies(tag); });
+      for (std::size_t b = 0; b < node.bodies.size() && b < members.size(); ++b) {
+        index_allocs(node.bodies[b], at + "/" + members[b]);
+      }
+      if (node.kind != AllocOp::kind) continue;
+      if (buffers_.count(node.name) != 0) {
+        problems_.push_back({at + "/name", "alloc '" + node.name +
+                                               "' has the name of a buffer: buffers and allocs are referenced by name alike"});
+      } else if (const auto [it, added] = allocs_.try_emplace(node.name); added) {
+        it->second = Alloc{node.fields.at("bytes").get<std::uint64_t>(), detail::reserve_symbol(graph_.state()), at};
+      } else {
+        problems_.push_back({at + "/name", "alloc '" + node.name + "' is declared twice (also at " + it->second.pointer +
+                                               "): allocs are referenced by name, so their names are unique in a file"});
+      }
+    }
+  }
+
+  void* alloc_address(const Alloc& alloc, const BufferRef& ref, std::uint64_t bytes, std::uint64_t align,
+                      const std::string& suffix) {
+    if (ref.offset > alloc.bytes || bytes > alloc.bytes - ref.offset) {
+      problem(suffix, "out of range: " + std::to_string(bytes) + " bytes at offset " + std::to_string(ref.offset) +
+                          " overrun alloc '" + ref.buffer + "' of " + std::to_string(alloc.bytes) + " bytes");
+      return nullptr;
+    }
+    if (align > 1 && ref.offset % align != 0) {
+      problem(suffix, "offset " + std::to_string(ref.offset) + " into alloc '" + ref.buffer + "' is not a multiple of " +
+                          std::to_string(align) + " bytes");
+      return nullptr;
+    }
+    return reinterpret_cast<void*>(static_cast<std::uintptr_t>(alloc.memory + ref.offset));
+  }
+
   void index_buffers() {
     for (std::size_t i = 0; i < spec_.buffers.size(); ++i) {
       const BufferSpec& b = spec_.buffers[i];
@@ -212,9 +284,11 @@ class Binder final : public io::NodeBinder {
   const BufferAddresses& addresses_;
   const KernelRegistry& registry_;
   const KernelRegistry* file_kernels_;
-  const HostFunctions& hosts_;
+  const Externals& externals_;
   std::vector<JsonProblem> problems_;
   std::unordered_map<std::string_view, const BufferSpec*> buffers_;
+  std::map<std::string, Alloc, std::less<>> allocs_;
+  std::map<std::string, CudaEvent, std::less<>> placeholder_events_;
   Body* body_ = nullptr;  ///< where the node being bound is declared
   std::string pointer_;   ///< the node being bound
   Graph graph_;
@@ -226,11 +300,11 @@ const unsigned char placeholder_kernel = 0;
 }  // namespace
 
 Graph bind_graph(const GraphSpec& spec, const BufferAddresses& addresses, const KernelRegistry& registry,
-                 const HostFunctions& hosts, const std::string& source) {
-  return Binder(spec, addresses, registry, hosts).run(source);
+                 const Externals& externals, const std::string& source) {
+  return Binder(spec, addresses, registry, externals).run(source);
 }
 
-Graph inspect_graph(const GraphSpec& spec, const KernelRegistry& registry, const HostFunctions& hosts,
+Graph inspect_graph(const GraphSpec& spec, const KernelRegistry& registry, const Externals& externals,
                     const std::string& source) {
   // Placeholder addresses: disjoint, non-null, never dereferenced (nothing is launched).
   BufferAddresses addresses;
@@ -254,7 +328,7 @@ Graph inspect_graph(const GraphSpec& spec, const KernelRegistry& registry, const
     }
   }
   try {
-    Graph graph = Binder(spec, addresses, registry, hosts, &scratch).run(source);
+    Graph graph = Binder(spec, addresses, registry, externals, &scratch).run(source);
     if (problems.empty()) {
       // Nodes of the file's kernels must not point into `scratch`, which ends here.
       for (NodeId id = 0; id < graph.size(); ++id) {
@@ -271,9 +345,9 @@ Graph inspect_graph(const GraphSpec& spec, const KernelRegistry& registry, const
   throw JsonError(std::move(problems), source);
 }
 
-void check_graph(const GraphSpec& spec, const KernelRegistry& registry, const HostFunctions& hosts,
+void check_graph(const GraphSpec& spec, const KernelRegistry& registry, const Externals& externals,
                  const std::string& source) {
-  (void)inspect_graph(spec, registry, hosts, source);
+  (void)inspect_graph(spec, registry, externals, source);
 }
 
 }  // namespace flowdsl

@@ -1,6 +1,8 @@
 // Writing a C++-built graph as a graph spec: pointers become buffer names and offsets, each
 // kind describes its own members (src/kinds/<kind>/io.cpp), bodies nest.
+#include <algorithm>
 #include <sstream>
+#include <unordered_map>
 
 #include "flowdsl/json.hpp"
 #include "io_facets.hpp"
@@ -11,8 +13,8 @@ namespace {
 class Describer final : public io::NodeDescriber {
  public:
   Describer(const Graph& graph, std::vector<BufferSpec> buffers, const BufferAddresses& addresses,
-            const KernelRegistry& registry, const HostFunctions& hosts)
-      : graph_(graph), addresses_(addresses), registry_(registry), hosts_(hosts) {
+            const KernelRegistry& registry, const Externals& externals)
+      : graph_(graph), addresses_(addresses), registry_(registry), externals_(externals) {
     spec_.buffers = std::move(buffers);
   }
 
@@ -30,6 +32,7 @@ class Describer final : public io::NodeDescriber {
   // io::NodeDescriber, for the node being described.
   BufferRef locate(const void* ptr, const std::string& suffix) override {
     const auto p = reinterpret_cast<std::uintptr_t>(ptr);
+    if (symbol::is_symbol(p)) return locate_symbol(p, suffix);
     for (const BufferSpec& b : spec_.buffers) {
       const auto it = addresses_.find(b.name);
       if (it == addresses_.end()) continue;
@@ -45,9 +48,37 @@ class Describer final : public io::NodeDescriber {
     problems_.push_back({pointer_ + suffix, std::move(message)});
   }
   const KernelRegistry& registry() const override { return registry_; }
-  const HostFunctions& hosts() const override { return hosts_; }
+  const HostFunctions& hosts() const override { return externals_.hosts; }
+  const Events& events() const override { return externals_.events; }
 
  private:
+  // A symbolic address: in the memory of an alloc, referenced by the alloc node's name, which must
+  // then name nothing else a reference could mean.
+  BufferRef locate_symbol(std::uint64_t value, const std::string& suffix) {
+    const Description& d = graph_.description();
+    const std::uint32_t index = symbol::index_of(value);
+    const NodeId owner = index < d.symbols.size() ? d.symbols[index] : no_node;
+    if (owner >= d.nodes.size() || !std::holds_alternative<AllocOp>(d.nodes[owner].op)) {
+      problem(suffix, "the pointer holds a symbol that stands for no alloc's memory");
+      return {};
+    }
+    const std::string& name = d.nodes[owner].name;
+    const bool buffer = std::any_of(spec_.buffers.begin(), spec_.buffers.end(),
+                                    [&](const BufferSpec& b) { return b.name == name; });
+    if (alloc_names_.empty()) {
+      for (const Node& n : d.nodes) {
+        if (std::holds_alternative<AllocOp>(n.op)) ++alloc_names_[n.name];
+      }
+    }
+    const bool shared = alloc_names_[name] > 1;
+    if (buffer || shared) {
+      problem(suffix, "alloc '" + node_path(d, owner) + "' shares its name with another " +
+                          (buffer ? "buffer" : "alloc") + ": a file references allocs and buffers by name alike");
+      return {};
+    }
+    return BufferRef{name, symbol::offset_of(value)};
+  }
+
   // A node's spec, found through its parent's: the lists of bodies move as specs are added.
   NodeSpec& spec_of(NodeId id) { return list_of(graph_.description().nodes[id])[index_[id]]; }
   std::vector<NodeSpec>& list_of(const Node& node) {
@@ -113,7 +144,8 @@ class Describer final : public io::NodeDescriber {
   const Graph& graph_;
   const BufferAddresses& addresses_;
   const KernelRegistry& registry_;
-  const HostFunctions& hosts_;
+  const Externals& externals_;
+  std::unordered_map<std::string_view, int> alloc_names_;  ///< allocs per name, counted on first need
   GraphSpec spec_;
   std::vector<std::size_t> index_;     ///< per node: its index in the list of its body
   std::vector<std::string> pointers_;  ///< per node: its JSON pointer
@@ -124,8 +156,8 @@ class Describer final : public io::NodeDescriber {
 }  // namespace
 
 GraphSpec describe_graph(const Graph& graph, std::string name, std::vector<BufferSpec> buffers,
-                         const BufferAddresses& addresses, const KernelRegistry& registry, const HostFunctions& hosts) {
-  return Describer(graph, std::move(buffers), addresses, registry, hosts).run(std::move(name));
+                         const BufferAddresses& addresses, const KernelRegistry& registry, const Externals& externals) {
+  return Describer(graph, std::move(buffers), addresses, registry, externals).run(std::move(name));
 }
 
 }  // namespace flowdsl

@@ -1,7 +1,9 @@
-// Eager launch: each node's own CUDA call, in plan order, bodies in place of their node.
+// Eager launch: each node's own CUDA call, in plan order, bodies in place of their node; graph
+// memory left unfreed is freed at the end.
 #include "flowdsl/eager.hpp"
 
 #include "flowdsl/plan.hpp"
+#include "graph_memory.hpp"
 #include "lowering_facets.hpp"
 
 namespace flowdsl {
@@ -38,7 +40,22 @@ void launch_eagerly(const Graph& graph, cudaStream_t stream) { launch_eagerly(gr
 void launch_eagerly(const Graph& graph, cudaStream_t stream, const AfterNode& after_node) {
   const Plan& plan = graph.plan();
   EagerRun run{graph.description(), plan, stream, after_node, std::vector<std::uint64_t>(plan.position.size(), 0)};
-  run_steps(run, plan.steps);
+  if (!plan.graph_memory) {
+    run_steps(run, plan.steps);
+    return;
+  }
+  // Memory no free node released goes at the end of the run, as a launch's would at the next one;
+  // after a failed node too, so that the run leaks nothing.
+  try {
+    run_steps(run, plan.steps);
+  } catch (...) {
+    try {
+      lowering::release_eager_memory(run.d, plan, run.values, stream);
+    } catch (const CudaError&) {  // the first failure is the one to report
+    }
+    throw;
+  }
+  lowering::release_eager_memory(run.d, plan, run.values, stream);
 }
 
 }  // namespace flowdsl

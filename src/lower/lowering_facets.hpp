@@ -33,19 +33,26 @@ class Diagnostics {
   std::vector<Diagnostic>& out_;
 };
 
-/// The named buffers of a description by address, to find the one a pointer points into.
-/// Built on first use.
+/// The named buffers of a description by address, to find the one a pointer points into; the
+/// memory of each alloc node whose address was taken counts as one, named by the node's path, at
+/// its symbolic address (symbols of distinct allocs never overlap). Built on first use.
 class BufferIndex {
  public:
   explicit BufferIndex(const Description& d) : d_(d) {}
   /// The named buffer holding `address`, or null.
   const NamedBuffer* find(std::uintptr_t address);
-  /// Whether the description names no buffer (then nothing can be checked against one).
-  bool empty() const noexcept { return d_.buffers.empty(); }
+  /// Whether the description names no buffer and no alloc's address was taken (then nothing
+  /// can be checked against one).
+  bool empty() const noexcept { return d_.buffers.empty() && !holds_allocs(); }
 
  private:
+  void build();
+  bool holds_allocs() const noexcept;
+
   const Description& d_;
+  mutable signed char holds_allocs_ = -1;  ///< whether a symbol stands for an alloc; -1: not looked yet
   bool built_ = false;
+  std::vector<NamedBuffer> allocs_;         ///< the memory of the allocs whose symbol was made
   std::vector<const NamedBuffer*> sorted_;  ///< by address (named buffers do not overlap)
 };
 
@@ -75,6 +82,11 @@ void check_range(NodeCheck& check, const void* ptr, std::size_t bytes, const cha
 /// Inside a conditional node's body, CUDA wants every node on one device: reports an operand
 /// (`member`) of device memory on another device than `device`. Symbols and host memory pass.
 void check_same_device(NodeCheck& check, const void* ptr, int device, const char* member);
+
+/// Reports a pointer holding a symbol that stands for no memory: one no node of this graph gave,
+/// a conditional node's condition, or an address at or past the end of its alloc's memory. `what`
+/// names the pointer in the message ("argument 'x'", "source pointer"); `member` as for report.
+void check_pointer(NodeCheck& check, std::uint64_t value, const std::string& what, const std::string& member);
 
 /// What emission needs to know about the device.
 struct DeviceLimits {

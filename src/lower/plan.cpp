@@ -111,9 +111,14 @@ Plan lower(const Description& d) {
   lowering::Diagnostics diag(problems);
   const lowering::Ordering ordering = lowering::validate(d, diag);
   if (!problems.empty()) throw ValidationError(std::move(problems));
-  const bool nested = std::any_of(d.nodes.begin(), d.nodes.end(), [](const Node& n) { return body_count(n.op) != 0; });
+  bool nested = false, graph_memory = false;
+  for (const Node& n : d.nodes) {
+    nested = nested || body_count(n.op) != 0;
+    graph_memory = graph_memory || is_graph_memory_op(n.op);
+  }
   Plan plan = nested ? PlanBuilder(d, ordering.edges, ordering.order).build() : flat_plan(ordering.edges, ordering.order);
   plan.topology_hash = topology_hash(d, plan);
+  plan.graph_memory = graph_memory;
   FLOWDSL_DEBUG("lower {} nodes, {} edges: topology {:016x}", d.nodes.size(), d.edges.size(), plan.topology_hash);
   return plan;
 }

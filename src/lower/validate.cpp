@@ -4,6 +4,7 @@
 #include <string>
 
 #include "edges.hpp"
+#include "graph_memory.hpp"
 #include "lowering_facets.hpp"
 
 namespace flowdsl {
@@ -15,16 +16,35 @@ void Diagnostics::report(const Description& d, NodeId id, const std::string& mes
   out_.push_back(Diagnostic{{std::move(path)}, std::move(text), std::move(member)});
 }
 
-const NamedBuffer* BufferIndex::find(std::uintptr_t address) {
-  if (d_.buffers.empty()) return nullptr;
-  if (!built_) {
-    sorted_.reserve(d_.buffers.size());
-    for (const NamedBuffer& b : d_.buffers) sorted_.push_back(&b);
-    std::sort(sorted_.begin(), sorted_.end(), [](const NamedBuffer* a, const NamedBuffer* b) {
-      return reinterpret_cast<std::uintptr_t>(a->ptr) < reinterpret_cast<std::uintptr_t>(b->ptr);
+bool BufferIndex::holds_allocs() const noexcept {
+  if (holds_allocs_ < 0) {
+    holds_allocs_ = std::any_of(d_.symbols.begin(), d_.symbols.end(), [&](NodeId owner) {
+      return owner < d_.nodes.size() && std::holds_alternative<AllocOp>(d_.nodes[owner].op);
     });
-    built_ = true;
   }
+  return holds_allocs_ != 0;
+}
+
+void BufferIndex::build() {
+  // Symbols are few (the graph's allocs and conditions): scanning them costs little.
+  for (std::uint32_t index = 0; index < d_.symbols.size(); ++index) {
+    const NodeId owner = d_.symbols[index];
+    const auto* alloc = owner < d_.nodes.size() ? std::get_if<AllocOp>(&d_.nodes[owner].op) : nullptr;
+    if (alloc == nullptr || alloc->bytes == 0 || alloc->bytes - 1 > symbol::max_offset) continue;
+    allocs_.push_back(NamedBuffer{node_path(d_, owner), reinterpret_cast<const void*>(symbol::make(index)), alloc->bytes});
+  }
+  sorted_.reserve(d_.buffers.size() + allocs_.size());
+  for (const NamedBuffer& b : d_.buffers) sorted_.push_back(&b);
+  for (const NamedBuffer& b : allocs_) sorted_.push_back(&b);
+  std::sort(sorted_.begin(), sorted_.end(), [](const NamedBuffer* a, const NamedBuffer* b) {
+    return reinterpret_cast<std::uintptr_t>(a->ptr) < reinterpret_cast<std::uintptr_t>(b->ptr);
+  });
+  built_ = true;
+}
+
+const NamedBuffer* BufferIndex::find(std::uintptr_t address) {
+  if (empty()) return nullptr;
+  if (!built_) build();
   // The last buffer starting at or before `address`, if it reaches it.
   auto it = std::upper_bound(sorted_.begin(), sorted_.end(), address, [](std::uintptr_t a, const NamedBuffer* b) {
     return a < reinterpret_cast<std::uintptr_t>(b->ptr);
@@ -69,6 +89,23 @@ void check_range(NodeCheck& check, const void* ptr, std::size_t bytes, const cha
   check.report(std::string(verb) + " " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
                    " of buffer '" + b->name + "' (" + std::to_string(b->bytes) + " bytes)",
                member);
+}
+
+void check_pointer(NodeCheck& check, std::uint64_t value, const std::string& what, const std::string& member) {
+  if (!symbol::is_symbol(value)) return;
+  const Description& d = check.description();
+  const std::uint32_t index = symbol::index_of(value);
+  const NodeId owner = index < d.symbols.size() ? d.symbols[index] : no_node;
+  if (owner >= d.nodes.size()) {
+    check.report(what + " holds a symbolic address (#" + std::to_string(index) + ") that no node of this graph gave",
+                 member);
+  } else if (is_conditional(d.nodes[owner].op)) {
+    check.report(what + " holds the condition of node '" + node_path(d, owner) + "', not an address", member);
+  } else if (const auto* alloc = std::get_if<AllocOp>(&d.nodes[owner].op); alloc && symbol::offset_of(value) >= alloc->bytes) {
+    check.report(what + " points " + std::to_string(symbol::offset_of(value)) + " bytes into the memory of alloc '" +
+                     node_path(d, owner) + "', which has " + std::to_string(alloc->bytes) + " bytes",
+                 member);
+  }
 }
 
 namespace {
@@ -191,7 +228,7 @@ void check_conditionals(const Description& d, Diagnostics& diag) {
     const bool allowed =
         std::visit([](const auto& op) { return allowed_in_conditional_body<std::decay_t<decltype(op)>>; }, n.op);
     if (conditional != no_node && !allowed) {
-      diag.report(d, id, "a " + std::string(kind_name(n.op)) + " node cannot run inside conditional node '" +
+      diag.report(d, id, "cannot run inside conditional node '" +
                              node_path(d, conditional) +
                              "' (CUDA allows kernel, memcpy, memset, empty, child and conditional nodes there)");
     }
@@ -258,7 +295,10 @@ Ordering validate(const Description& d, Diagnostics& diag) {
   }
   ordering.order = topological_order(ordering.edges, d.nodes.size());
   check_cycles(d, ordering.edges, ordering.order, diag);
-  if (d.check_hazards && ordering.order.size() == d.nodes.size()) check_hazards(d, ordering, buffers, diag);
+  if (ordering.order.size() == d.nodes.size()) {
+    check_graph_memory(d, ordering, diag);
+    if (d.check_hazards) check_hazards(d, ordering, buffers, diag);
+  }
   return ordering;
 }
 
@@ -278,6 +318,17 @@ void check_parameters_of(const Description& d, NodeId id, lowering::Diagnostics&
   std::visit([&](const auto& op) { lowering::check_parameters(op, check); }, d.nodes[id].op);
 }
 
+// A parameter may now point into an alloc's memory: its node must run between that alloc and its
+// free. Only updates of nodes that use graph memory pay for the order (edges and a sort).
+void check_memory_order(const Description& d, const std::vector<NodeId>* nodes, lowering::Diagnostics& diag) {
+  std::vector<Diagnostic> ignored;  // edge problems were reported when the graph was lowered
+  lowering::Diagnostics quiet(ignored);
+  lowering::Ordering ordering;
+  ordering.edges = lowering::resolve_edges(d, quiet);
+  ordering.order = lowering::topological_order(ordering.edges, d.nodes.size());
+  if (ordering.order.size() == d.nodes.size()) lowering::check_graph_memory(d, ordering, diag, nodes);
+}
+
 }  // namespace
 
 std::vector<Diagnostic> validate_parameters(const Description& d, const std::vector<NodeId>& nodes) {
@@ -285,6 +336,7 @@ std::vector<Diagnostic> validate_parameters(const Description& d, const std::vec
   lowering::Diagnostics diag(out);
   lowering::BufferIndex buffers(d);
   for (NodeId id : nodes) check_parameters_of(d, id, diag, buffers);
+  if (lowering::uses_graph_memory(d, nodes)) check_memory_order(d, &nodes, diag);
   return out;
 }
 
@@ -293,6 +345,11 @@ std::vector<Diagnostic> validate_parameters(const Description& d) {
   lowering::Diagnostics diag(out);
   lowering::BufferIndex buffers(d);
   for (NodeId id = 0; id < d.nodes.size(); ++id) check_parameters_of(d, id, diag, buffers);
+  if (!d.symbols.empty()) {  // some alloc's address may be used
+    std::vector<NodeId> all(d.nodes.size());
+    for (NodeId id = 0; id < d.nodes.size(); ++id) all[id] = id;
+    if (lowering::uses_graph_memory(d, all)) check_memory_order(d, &all, diag);
+  }
   return out;
 }
 

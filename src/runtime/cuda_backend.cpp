@@ -2,19 +2,28 @@
 #include <algorithm>
 #include <string>
 
-#include "lower/emit.hpp"
 #include "flowdsl/runtime.hpp"
+#include "log_internal.hpp"
+#include "lower/emit.hpp"
+#include "lower/graph_memory.hpp"
 
 namespace flowdsl {
 namespace {
 
 class CudaExecutable final : public Executable {
  public:
-  CudaExecutable(lowering::Emitted emitted, NativeExecutable exec)
+  /// `unfreed`: the addresses of graph memory no free node of it releases.
+  CudaExecutable(lowering::Emitted emitted, NativeExecutable exec, std::vector<void*> unfreed)
       : graph_(std::move(emitted.graph)),
         nodes_(std::move(emitted.nodes)),
         values_(std::move(emitted.values)),
+        unfreed_(std::move(unfreed)),
+        last_launch_(unfreed_.empty() ? EventHandle() : make_event(cudaEventDisableTiming)),
         exec_(std::move(exec)) {}
+
+  ~CudaExecutable() override { release_unfreed(); }
+  CudaExecutable(const CudaExecutable&) = delete;
+  CudaExecutable& operator=(const CudaExecutable&) = delete;
 
   std::optional<std::string> update(const Description& d, const Plan& plan, NodeId id) override {
     const lowering::UpdateStatus status =
@@ -26,12 +35,34 @@ class CudaExecutable final : public Executable {
            cudaGetErrorString(status.code) + ")";
   }
 
-  void launch(cudaStream_t stream) override { check(cudaGraphLaunch(exec_.get(), stream), "cudaGraphLaunch"); }
+  void launch(cudaStream_t stream) override {
+    check(cudaGraphLaunch(exec_.get(), stream), "cudaGraphLaunch");
+    if (unfreed_.empty()) return;
+    launched_ = true;
+    check(cudaEventRecord(last_launch_.get(), stream), "cudaEventRecord");
+  }
 
  private:
+  // Each launch frees what the one before left (cudaGraphInstantiateFlagAutoFreeOnLaunch), but
+  // destroying the executable frees nothing: the last launch's memory is freed on a stream of its
+  // own once that launch is done, without blocking the host.
+  void release_unfreed() noexcept {
+    if (!launched_) return;
+    try {
+      const StreamHandle stream = make_stream();
+      check(cudaStreamWaitEvent(stream.get(), last_launch_.get(), 0), "cudaStreamWaitEvent");
+      for (void* memory : unfreed_) check(cudaFreeAsync(memory, stream.get()), "cudaFreeAsync");
+    } catch (const CudaError& e) {
+      detail::log().warn("graph memory left by an executable was not freed: {}", e.what());
+    }
+  }
+
   NativeGraph graph_;  // kept: per-node updates name nodes of the graph the executable came from
   std::vector<cudaGraphNode_t> nodes_;  // by plan position
   std::vector<std::uint64_t> values_;   // what symbols stand for, by plan position
+  std::vector<void*> unfreed_;          // graph memory no free node releases
+  EventHandle last_launch_;             // recorded after each launch when unfreed_ is not empty
+  bool launched_ = false;
   NativeExecutable exec_;  // declared last, destroyed first
 };
 
@@ -56,8 +87,15 @@ class CudaBackend final : public Backend {
 
   std::unique_ptr<Executable> instantiate(const Description& d, const Plan& plan, cudaStream_t stream) override {
     lowering::Emitted emitted = lowering::emit(d, plan, device_);
+    std::vector<void*> unfreed;
+    if (plan.graph_memory) {
+      for (std::uint32_t position : lowering::unfreed_allocs(d, plan)) {
+        unfreed.push_back(reinterpret_cast<void*>(static_cast<std::uintptr_t>(emitted.values[position])));
+      }
+    }
     cudaGraphInstantiateParams params{};
-    params.flags = cudaGraphInstantiateFlagUpload;
+    // Memory no free node releases is freed by the next launch; without the flag, that launch fails.
+    params.flags = cudaGraphInstantiateFlagUpload | (unfreed.empty() ? 0 : cudaGraphInstantiateFlagAutoFreeOnLaunch);
     params.uploadStream = stream;
     cudaGraphExec_t exec = nullptr;
     const cudaError_t code = cudaGraphInstantiateWithParams(&exec, emitted.graph.get(), &params);
@@ -66,7 +104,7 @@ class CudaBackend final : public Backend {
       check(code != cudaSuccess ? code : cudaErrorInvalidValue, "cudaGraphInstantiateWithParams",
             culprit(d, plan, emitted, params.errNode_out).c_str());
     }
-    return std::make_unique<CudaExecutable>(std::move(emitted), std::move(owned));
+    return std::make_unique<CudaExecutable>(std::move(emitted), std::move(owned), std::move(unfreed));
   }
 
  private:

@@ -153,6 +153,8 @@ class Checker {
     if (info == nullptr) return;  // parameter types unknown
     for (const Access& access : accesses_of(d_, id)) {  // declared, and implied by extents
       if (access.mode == AccessMode::read || access.bytes == 0 || access.ptr == nullptr) continue;
+      // Graph memory has its address only inside the run (and is gone once freed): not scanned.
+      if (symbol::is_symbol(reinterpret_cast<std::uintptr_t>(access.ptr))) continue;
       for (std::size_t i = 0; i < info->params.size(); ++i) {
         const ParamType& type = info->params[i].type;
         if (!type.pointer || !is_float(type.scalar) || pointer_argument(op, i) != access.ptr) continue;

@@ -7,6 +7,7 @@
 
 #include "debug_launch.hpp"
 #include "log_internal.hpp"
+#include "lower/hasher.hpp"
 #include "lower/structure.hpp"
 #include "lru_cache.hpp"
 
@@ -24,6 +25,16 @@ struct Entry {
   std::size_t node_count = 0;
   lowering::StructureSummary structure;
 };
+
+// The cache key of a plan: its topology hash, and for graphs holding memory nodes, whose
+// executables are never shared, the Graph too.
+std::uint64_t key_of(const Plan& plan, const Graph& graph) {
+  if (!plan.graph_memory) return plan.topology_hash;
+  lowering::Hasher h;
+  h.add(plan.topology_hash);
+  h.add(graph.uid());
+  return h.finish();
+}
 
 bool debug_from_environment() {
   const char* value = std::getenv("FLOWDSL_DEBUG");
@@ -50,7 +61,10 @@ std::string LaunchExplanation::text() const {
              (updated_nodes.size() == 1 ? "" : "s") + " to update in place (" + list(updated_nodes, "'") + ")";
     case LaunchKind::instantiated: break;
   }
-  if (differences.empty()) return "miss: no executable is cached";
+  if (differences.empty()) {
+    return own_executables ? "miss: no executable of this graph is cached (it holds memory nodes: its executables are its own)"
+                           : "miss: no executable is cached";
+  }
   std::string text = "miss: the closest cached executable has " + std::to_string(closest_equal_nodes) +
                      " equal node" + (closest_equal_nodes == 1 ? "" : "s") + "; " + list(differences, "");
   if (difference_count > differences.size()) {
@@ -68,10 +82,11 @@ struct Runtime::Impl {
     if (!backend) throw UsageError("flowdsl: Runtime needs a backend");
   }
 
-  Entry& instantiate(const Graph& graph, const Plan& plan, cudaStream_t stream);
+  Entry& instantiate(const Graph& graph, const Plan& plan, std::uint64_t key, cudaStream_t stream);
   LaunchReport synchronise(Entry& entry, const Graph& graph, const Plan& plan, cudaStream_t stream);
-  const Entry* cached(const Plan& plan) const;
-  void explain_miss(const lowering::StructureSummary& wanted, LaunchExplanation& out) const;
+  const Entry* cached(const Plan& plan, const Graph& graph) const;
+  void explain_miss(const Plan& plan, const Graph& graph, const lowering::StructureSummary& wanted,
+                    LaunchExplanation& out) const;
 
   std::unique_ptr<Backend> backend;
   detail::LruCache<Entry> cache;
@@ -82,13 +97,16 @@ struct Runtime::Impl {
   mutable std::mutex mutex;
 };
 
-const Entry* Runtime::Impl::cached(const Plan& plan) const {
-  const Entry* entry = cache.peek(plan.topology_hash);
+const Entry* Runtime::Impl::cached(const Plan& plan, const Graph& graph) const {
+  const Entry* entry = cache.peek(key_of(plan, graph));
   return entry != nullptr && entry->node_count == plan.position.size() ? entry : nullptr;
 }
 
-void Runtime::Impl::explain_miss(const lowering::StructureSummary& wanted, LaunchExplanation& out) const {
+void Runtime::Impl::explain_miss(const Plan& plan, const Graph& graph, const lowering::StructureSummary& wanted,
+                                 LaunchExplanation& out) const {
+  out.own_executables = plan.graph_memory;
   cache.for_each([&](const Entry& entry) {
+    if (plan.graph_memory && entry.graph_uid != graph.uid()) return;  // never shared: no candidate
     lowering::StructureComparison c = lowering::compare_structure(entry.structure, wanted, explained_differences);
     const bool closer = out.differences.empty() || c.equal_nodes > out.closest_equal_nodes ||
                         (c.equal_nodes == out.closest_equal_nodes && c.difference_count < out.difference_count);
@@ -99,7 +117,7 @@ void Runtime::Impl::explain_miss(const lowering::StructureSummary& wanted, Launc
   });
 }
 
-Entry& Runtime::Impl::instantiate(const Graph& graph, const Plan& plan, cudaStream_t stream) {
+Entry& Runtime::Impl::instantiate(const Graph& graph, const Plan& plan, std::uint64_t key, cudaStream_t stream) {
   // The plan may predate parameter changes (it is kept while only parameters change).
   if (auto problems = validate_parameters(graph.description()); !problems.empty()) {
     throw ValidationError(std::move(problems));
@@ -107,15 +125,16 @@ Entry& Runtime::Impl::instantiate(const Graph& graph, const Plan& plan, cudaStre
   lowering::StructureSummary structure = lowering::summarize_structure(graph.description(), plan);
   if (detail::log().should_log(spdlog::level::debug)) {
     LaunchExplanation why;
-    explain_miss(structure, why);
+    explain_miss(plan, graph, structure, why);
     FLOWDSL_DEBUG("instantiate topology {:016x}: {} nodes; {}", plan.topology_hash, plan.position.size(), why.text());
   }
   Entry entry{backend->instantiate(graph.description(), plan, stream), graph.uid(), graph.parameter_version(),
               plan.position.size(), std::move(structure)};
-  if (const auto evicted = cache.insert(plan.topology_hash, std::move(entry))) {
+  if (const auto evicted = cache.insert(key, std::move(entry))) {
     ++stats.evictions;
-    FLOWDSL_DEBUG("evict topology {:016x}", *evicted);
+    FLOWDSL_DEBUG("evict executable {:016x}", *evicted);
   }
+  if (plan.graph_memory) ++stats.private_executables;
   return cache.front();
 }
 
@@ -174,14 +193,15 @@ LaunchReport Runtime::launch(const Graph& graph, cudaStream_t stream) {
     return {LaunchKind::debug, 0};
   }
   const Plan& plan = graph.plan();
-  Entry* entry = impl_->cache.find(plan.topology_hash);
+  const std::uint64_t key = key_of(plan, graph);
+  Entry* entry = impl_->cache.find(key);
   if (entry != nullptr && entry->node_count != plan.position.size()) {  // 64-bit hash collision
-    impl_->cache.erase(plan.topology_hash);
+    impl_->cache.erase(key);
     entry = nullptr;
   }
   LaunchReport report{LaunchKind::instantiated, 0};
   if (entry == nullptr) {
-    entry = &impl_->instantiate(graph, plan, stream);
+    entry = &impl_->instantiate(graph, plan, key, stream);
     ++impl_->stats.misses;
   } else {
     report = impl_->synchronise(*entry, graph, plan, stream);
@@ -201,10 +221,10 @@ LaunchExplanation Runtime::explain(const Graph& graph) const {
     return out;
   }
   const Description& d = graph.description();
-  const Entry* entry = impl_->cached(plan);
+  const Entry* entry = impl_->cached(plan, graph);
   if (entry == nullptr) {
     out.kind = LaunchKind::instantiated;
-    impl_->explain_miss(lowering::summarize_structure(d, plan), out);
+    impl_->explain_miss(plan, graph, lowering::summarize_structure(d, plan), out);
     return out;
   }
   std::vector<NodeId> changed;

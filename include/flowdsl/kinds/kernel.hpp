@@ -43,6 +43,13 @@ struct KernelOp {
       if (value != args.word(i)) args.set(i, &value, sizeof value);
     }
   }
+  /// Calls `visit(value)` for each pointer or Condition argument that holds a symbol.
+  template <class Visit>
+  void for_each_symbol(Visit&& visit) const {
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      if (args.kind(i) != SlotKind::value && symbol::is_symbol(args.word(i))) visit(args.word(i));
+    }
+  }
 };
 
 /// \brief The kernel's name for messages and dumps: the one the node was given, else the name

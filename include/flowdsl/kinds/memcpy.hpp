@@ -23,6 +23,20 @@ struct MemcpyOp {
   void* dst = nullptr;
   const void* src = nullptr;
   std::size_t bytes = 0;
+
+  /// Passes `dst` and `src` through `f` (symbols of a copied graph).
+  template <class F>
+  void remap_symbols(const F& f) {
+    dst = reinterpret_cast<void*>(static_cast<std::uintptr_t>(f(reinterpret_cast<std::uintptr_t>(dst))));
+    src = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(f(reinterpret_cast<std::uintptr_t>(src))));
+  }
+  /// Calls `visit(value)` for `dst` and `src` when they hold symbols (graph memory).
+  template <class Visit>
+  void for_each_symbol(Visit&& visit) const {
+    for (const void* p : {static_cast<const void*>(dst), src}) {
+      if (symbol::is_symbol(reinterpret_cast<std::uintptr_t>(p))) visit(std::uint64_t{reinterpret_cast<std::uintptr_t>(p)});
+    }
+  }
 };
 
 /// \brief Handle to a memcpy node.

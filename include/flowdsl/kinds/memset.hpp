@@ -23,6 +23,17 @@ struct MemsetOp {
   std::uint32_t value = 0;
   std::uint32_t element_size = 1;
   std::size_t count = 0;
+
+  /// Passes `dst` through `f` (symbols of a copied graph).
+  template <class F>
+  void remap_symbols(const F& f) {
+    dst = reinterpret_cast<void*>(static_cast<std::uintptr_t>(f(reinterpret_cast<std::uintptr_t>(dst))));
+  }
+  /// Calls `visit(value)` for `dst` when it holds a symbol (graph memory).
+  template <class Visit>
+  void for_each_symbol(Visit&& visit) const {
+    if (symbol::is_symbol(reinterpret_cast<std::uintptr_t>(dst))) visit(std::uint64_t{reinterpret_cast<std::uintptr_t>(dst)});
+  }
 };
 
 /// \brief Handle to a memset node.

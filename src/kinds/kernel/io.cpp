@@ -74,14 +74,17 @@ bool bind_argument(const json& value, const KernelParam& param, const std::strin
                                 " by value, found buffer '" + ref.buffer + "'");
       return false;
     }
-    const BufferSpec* b = binder.buffer(ref, where);
-    if (b == nullptr) return false;
-    if (b->type != type.scalar) {
-      binder.problem(where, "wrong type: parameter '" + param.name + "' takes " + to_string(type) + ", buffer '" +
-                                b->name + "' holds " + std::string(to_string(b->type)));
-      return false;
+    // A buffer must hold the parameter's element type; an alloc's memory is untyped bytes.
+    if (!binder.names_alloc(ref)) {
+      const BufferSpec* b = binder.buffer(ref, where);
+      if (b == nullptr) return false;
+      if (b->type != type.scalar) {
+        binder.problem(where, "wrong type: parameter '" + param.name + "' takes " + to_string(type) + ", buffer '" +
+                                  b->name + "' holds " + std::string(to_string(b->type)));
+        return false;
+      }
     }
-    void* ptr = binder.address(ref, 0, size_of(b->type), where);
+    void* ptr = binder.address(ref, 0, size_of(type.scalar), where);
     if (ptr == nullptr) return false;
     std::memcpy(out, &ptr, sizeof ptr);
     return true;
@@ -273,7 +276,7 @@ void dot_label(const KernelOp& op, DotLabel& label) {
     if (!op.args.bound(i)) {
       label.lines.push_back(name + " = (unset)");
     } else if (info && info->params[i].type.size() == op.args.slot_size(i)) {
-      label.lines.push_back(name + " = " + value_text(info->params[i].type, op.args.data(i)));
+      label.lines.push_back(name + " = " + value_text(info->params[i].type, op.args.data(i), &label.description));
     } else {
       label.lines.push_back(name + " = " + hex_bytes(op.args.data(i), op.args.slot_size(i)));
     }

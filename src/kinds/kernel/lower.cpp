@@ -97,7 +97,7 @@ void check_structure(const KernelOp& op, NodeCheck& diag) {
 }
 
 // Condition arguments name a conditional node whose body holds this kernel or the body holding
-// it; pointer arguments hold no condition.
+// it; pointer arguments hold no condition, and symbolic ones stay inside their alloc's memory.
 void check_symbols(const KernelOp& op, NodeCheck& diag) {
   const Description& d = diag.description();
   for (std::size_t i = 0; i < op.args.size(); ++i) {
@@ -112,10 +112,7 @@ void check_symbols(const KernelOp& op, NodeCheck& diag) {
     const std::uint32_t index = is_symbol ? symbol::index_of(word) : 0;
     const NodeId owner = is_symbol && index < d.symbols.size() ? d.symbols[index] : no_node;
     if (op.args.kind(i) == SlotKind::pointer) {
-      if (owner != no_node && is_conditional(d.nodes[owner].op)) {
-        diag.report("argument " + param + " is a pointer but holds the condition of node '" + node_path(d, owner) + "'",
-                    member);
-      }
+      check_pointer(diag, word, "argument " + param, member);
       continue;
     }
     if (owner == no_node || !is_conditional(d.nodes[owner].op) || symbol::offset_of(word) != 0) {

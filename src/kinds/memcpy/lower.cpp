@@ -10,6 +10,8 @@ void check_parameters(const MemcpyOp& op, NodeCheck& diag) {
   if (op.dst == nullptr) diag.report("destination pointer is null");
   if (op.src == nullptr) diag.report("source pointer is null");
   if (op.bytes == 0) diag.report("copies zero bytes");
+  check_pointer(diag, reinterpret_cast<std::uintptr_t>(op.dst), "destination pointer", "dst");
+  check_pointer(diag, reinterpret_cast<std::uintptr_t>(op.src), "source pointer", "src");
   check_range(diag, op.src, op.bytes, "reads", "src");
   check_range(diag, op.dst, op.bytes, "writes", "dst");
 }

@@ -28,6 +28,7 @@ void check_structure(const MemsetOp& op, NodeCheck& diag) {
 void check_parameters(const MemsetOp& op, NodeCheck& diag) {
   if (op.dst == nullptr) diag.report("destination pointer is null");
   if (op.count == 0) diag.report("sets zero elements");
+  check_pointer(diag, reinterpret_cast<std::uintptr_t>(op.dst), "destination pointer", "dst");
   check_range(diag, op.dst, op.count * op.element_size, "writes", "dst");
 }
 

@@ -1,0 +1,85 @@
+// Event nodes in graph files and DOT dumps: an event is named in the file and supplied by the
+// program that binds it (Externals::events), as host functions are: a file cannot carry one.
+#include <set>
+
+#include "dot_text.hpp"
+#include "io_facets.hpp"
+
+namespace flowdsl::io {
+
+using namespace json_detail;
+
+namespace {
+
+json event_schema() {
+  return {{"required", json::array({"event"})}, {"properties", {{"event", {{"type", "string"}}}}}};
+}
+
+json describe_event(CudaEvent event, NodeDescriber& describer) {
+  for (const auto& [name, known] : describer.events()) {
+    if (known == event) return {{"event", name}};
+  }
+  describer.problem("/event", "the event matches no named event");
+  return json::object();
+}
+
+void collect_events(const std::vector<NodeSpec>& nodes, std::set<std::string>& out) {
+  for (const NodeSpec& node : nodes) {
+    for (const auto& body : node.bodies) collect_events(body, out);
+    if (node.kind != EventRecordOp::kind && node.kind != EventWaitOp::kind) continue;
+    const auto event = node.fields.find("event");
+    if (event != node.fields.end() && event->is_string()) out.insert(event->get<std::string>());
+  }
+}
+
+}  // namespace
+
+std::vector<const char*> json_bodies(Tag<EventRecordOp>) { return {}; }
+std::vector<const char*> json_bodies(Tag<EventWaitOp>) { return {}; }
+json json_schema(Tag<EventRecordOp>) { return event_schema(); }
+json json_schema(Tag<EventWaitOp>) { return event_schema(); }
+json read_json(Tag<EventRecordOp>, json&& node) { return {{"event", get_string(node, "event")}}; }
+json read_json(Tag<EventWaitOp>, json&& node) { return {{"event", get_string(node, "event")}}; }
+
+std::optional<NodeHandle> bind_json(Tag<EventRecordOp>, const std::string& name, const json& fields,
+                                    NodeBinder& binder) {
+  const CudaEvent event = binder.event(fields.at("event").get<std::string>(), "/event");
+  if (event == nullptr) return std::nullopt;
+  return NodeHandle(binder.builder().record_event(name, event));
+}
+
+std::optional<NodeHandle> bind_json(Tag<EventWaitOp>, const std::string& name, const json& fields, NodeBinder& binder) {
+  const CudaEvent event = binder.event(fields.at("event").get<std::string>(), "/event");
+  if (event == nullptr) return std::nullopt;
+  return NodeHandle(binder.builder().wait_event(name, event));
+}
+
+json describe_json(const EventRecordOp& op, NodeDescriber& describer) { return describe_event(op.event, describer); }
+json describe_json(const EventWaitOp& op, NodeDescriber& describer) { return describe_event(op.event, describer); }
+
+void dot_label(const EventRecordOp& op, DotLabel& label) {
+  label.lines.push_back("record event");
+  if (label.options.show_arguments) label.lines.push_back(pointer_text(op.event));
+}
+
+void dot_label(const EventWaitOp& op, DotLabel& label) {
+  label.lines.push_back("wait for event");
+  if (label.options.show_arguments) label.lines.push_back(pointer_text(op.event));
+}
+
+const char* dot_colour(Tag<EventRecordOp>) { return "plum"; }
+const char* dot_colour(Tag<EventWaitOp>) { return "plum"; }
+const char* dot_shape(Tag<EventRecordOp>) { return "cds"; }
+const char* dot_shape(Tag<EventWaitOp>) { return "invhouse"; }
+
+}  // namespace flowdsl::io
+
+namespace flowdsl {
+
+std::vector<std::string> event_names(const GraphSpec& spec) {
+  std::set<std::string> names;
+  io::collect_events(spec.nodes, names);
+  return {names.begin(), names.end()};
+}
+
+}  // namespace flowdsl

@@ -1,0 +1,63 @@
+// Event nodes, lowering side: CUDA's event record and event wait nodes, whose event is a
+// parameter (cudaGraphExecEventRecordNodeSetEvent, cudaGraphExecEventWaitNodeSetEvent). Launched
+// eagerly, they are cudaEventRecord and cudaStreamWaitEvent on the stream.
+#include "lowering_facets.hpp"
+
+namespace flowdsl::lowering {
+
+void check_structure(const EventRecordOp&, NodeCheck&) {}
+void check_structure(const EventWaitOp&, NodeCheck&) {}
+
+void check_parameters(const EventRecordOp& op, NodeCheck& diag) {
+  if (op.event == nullptr) diag.report("event is null");
+}
+void check_parameters(const EventWaitOp& op, NodeCheck& diag) {
+  if (op.event == nullptr) diag.report("event is null");
+}
+
+void hash_structure(const EventRecordOp&, Hasher&) {}
+void hash_structure(const EventWaitOp&, Hasher&) {}
+void describe_structure(const EventRecordOp&, std::vector<StructureField>&) {}
+void describe_structure(const EventWaitOp&, std::vector<StructureField>&) {}
+
+void check_device(const EventRecordOp&, NodeCheck&, DeviceContext&) {}
+void check_device(const EventWaitOp&, NodeCheck&, DeviceContext&) {}
+
+std::uint64_t prepare_native(const EventRecordOp&, cudaGraph_t, const std::string&) { return 0; }
+std::uint64_t prepare_native(const EventWaitOp&, cudaGraph_t, const std::string&) { return 0; }
+
+cudaGraphNode_t add_native(const EventRecordOp& op, NativeNode& node) {
+  cudaGraphNode_t native = nullptr;
+  check(cudaGraphAddEventRecordNode(&native, node.graph, node.deps.data(), node.deps.size(), op.event),
+        "cudaGraphAddEventRecordNode", node.path.c_str());
+  return native;
+}
+
+cudaGraphNode_t add_native(const EventWaitOp& op, NativeNode& node) {
+  cudaGraphNode_t native = nullptr;
+  check(cudaGraphAddEventWaitNode(&native, node.graph, node.deps.data(), node.deps.size(), op.event),
+        "cudaGraphAddEventWaitNode", node.path.c_str());
+  return native;
+}
+
+UpdateStatus update_native(const EventRecordOp& op, cudaGraphExec_t exec, cudaGraphNode_t native, const Symbols&) {
+  return {cudaGraphExecEventRecordNodeSetEvent(exec, native, op.event), "cudaGraphExecEventRecordNodeSetEvent"};
+}
+
+UpdateStatus update_native(const EventWaitOp& op, cudaGraphExec_t exec, cudaGraphNode_t native, const Symbols&) {
+  return {cudaGraphExecEventWaitNodeSetEvent(exec, native, op.event), "cudaGraphExecEventWaitNodeSetEvent"};
+}
+
+void launch_eager(const EventRecordOp& op, EagerNode& node) {
+  check(cudaEventRecord(op.event, node.stream), "cudaEventRecord", node.path.c_str());
+}
+
+void launch_eager(const EventWaitOp& op, EagerNode& node) {
+  check(cudaStreamWaitEvent(node.stream, op.event, 0), "cudaStreamWaitEvent", node.path.c_str());
+}
+
+// An event orders work; it touches no memory.
+void derived_accesses(const EventRecordOp&, std::vector<Access>&) {}
+void derived_accesses(const EventWaitOp&, std::vector<Access>&) {}
+
+}  // namespace flowdsl::lowering

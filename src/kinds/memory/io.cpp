@@ -1,0 +1,87 @@
+// Memory nodes in graph files and DOT dumps: an alloc of `bytes` bytes, whose memory the other
+// nodes reference by the alloc's name wherever a buffer name goes; a free naming its alloc. DOT
+// draws both as cylinders, with the allocation's lifetime as a dashed edge from alloc to free.
+#include "dot_text.hpp"
+#include "io_facets.hpp"
+
+namespace flowdsl::io {
+
+using namespace json_detail;
+
+namespace {
+
+// The alloc node whose memory a free frees, or no_node.
+NodeId alloc_of(const Description& d, const FreeOp& op) {
+  if (!symbol::is_symbol(op.memory)) return no_node;
+  const std::uint32_t index = symbol::index_of(op.memory);
+  const NodeId owner = index < d.symbols.size() ? d.symbols[index] : no_node;
+  return owner < d.nodes.size() && std::holds_alternative<AllocOp>(d.nodes[owner].op) ? owner : no_node;
+}
+
+}  // namespace
+
+std::vector<const char*> json_bodies(Tag<AllocOp>) { return {}; }
+std::vector<const char*> json_bodies(Tag<FreeOp>) { return {}; }
+
+json json_schema(Tag<AllocOp>) {
+  return {{"required", json::array({"bytes"})}, {"properties", {{"bytes", {{"$ref", "#/$defs/count"}}}}}};
+}
+json json_schema(Tag<FreeOp>) {
+  return {{"required", json::array({"alloc"})}, {"properties", {{"alloc", {{"type", "string"}}}}}};
+}
+
+json read_json(Tag<AllocOp>, json&& node) { return {{"bytes", get_unsigned(node, "bytes", json_max_buffer_bytes)}}; }
+json read_json(Tag<FreeOp>, json&& node) { return {{"alloc", get_string(node, "alloc")}}; }
+
+std::optional<NodeHandle> bind_json(Tag<AllocOp>, const std::string& name, const json& fields, NodeBinder& binder) {
+  const AllocNode node = binder.builder().alloc(name, fields.at("bytes").get<std::uint64_t>());
+  binder.declared_alloc(name, node.id());
+  return NodeHandle(node);
+}
+
+std::optional<NodeHandle> bind_json(Tag<FreeOp>, const std::string& name, const json& fields, NodeBinder& binder) {
+  const std::optional<std::uint64_t> memory = binder.alloc_memory(fields.at("alloc").get<std::string>(), "/alloc");
+  if (!memory) return std::nullopt;
+  FreeOp op;
+  op.memory = *memory;
+  return binder.builder().add<NodeHandle>(name, std::move(op));
+}
+
+json describe_json(const AllocOp& op, NodeDescriber&) { return {{"bytes", op.bytes}}; }
+
+json describe_json(const FreeOp& op, NodeDescriber& describer) {
+  const BufferRef at = describer.locate(reinterpret_cast<const void*>(static_cast<std::uintptr_t>(op.memory)), "/alloc");
+  if (at.buffer.empty()) return json::object();
+  if (at.offset != 0) {
+    describer.problem("/alloc", "frees an address " + std::to_string(at.offset) + " bytes into alloc '" + at.buffer +
+                                    "': a file names the alloc, so a free frees the address its alloc gave");
+    return json::object();
+  }
+  return {{"alloc", at.buffer}};
+}
+
+void dot_label(const AllocOp& op, DotLabel& label) {
+  label.lines.push_back("alloc " + std::to_string(op.bytes) + " bytes");
+}
+
+void dot_label(const FreeOp& op, DotLabel& label) {
+  const NodeId alloc = alloc_of(label.description, op);
+  label.lines.push_back(alloc == no_node ? std::string("free (no alloc)")
+                                         : "free '" + node_path(label.description, alloc) + "'");
+}
+
+const char* dot_colour(Tag<AllocOp>) { return "lightpink"; }
+const char* dot_colour(Tag<FreeOp>) { return "lightpink"; }
+const char* dot_shape(Tag<AllocOp>) { return "cylinder"; }
+const char* dot_shape(Tag<FreeOp>) { return "cylinder"; }
+
+// The allocation's lifetime: a dashed edge from the alloc to its free, labelled with the size.
+void dot_extra(const FreeOp& op, DotExtra& extra) {
+  const NodeId alloc = alloc_of(extra.description, op);
+  if (alloc == no_node) return;
+  const auto& bytes = std::get<AllocOp>(extra.description.nodes[alloc].op).bytes;
+  extra.out += "  n" + std::to_string(alloc) + " -> n" + std::to_string(extra.id) + " [style=dashed, color=firebrick, " +
+               "fontcolor=firebrick, fontname=\"Helvetica\", label=" + io::quoted(std::to_string(bytes) + " bytes") + "];\n";
+}
+
+}  // namespace flowdsl::io
