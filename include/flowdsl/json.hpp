@@ -79,13 +79,23 @@ struct AccessSpec {
   std::uint64_t bytes = 0;
 };
 
+struct NodeSpec;
+
+/// \brief One body of a node in a graph file (a child graph's "nodes", an IF's "then", one of
+/// a SWITCH's "cases"): its nodes, written inline.
+struct BodySpec {
+  std::vector<NodeSpec> nodes;
+};
+
 /// \brief One node of a graph file: what every node has, its kind's own members as read
-/// (checked against the kind's schema; binding checks the rest) and its bodies' nodes.
+/// (checked against the kind's schema; binding checks the rest) and its bodies.
 struct NodeSpec {
   std::string name;
   std::string kind;                 ///< "kernel", "memcpy", ... (flowdsl/kinds.hpp)
   nlohmann::json fields = nlohmann::json::object();  ///< the kind's own members, e.g. {"dst": ..., "bytes": 64}
-  std::vector<std::vector<NodeSpec>> bodies;  ///< per body of the kind (a child graph: "nodes")
+  /// The node's bodies in the kind's order: a child's "nodes"; an IF's "then", then its "else"
+  /// if it has one; a WHILE's "body"; each of a SWITCH's "cases".
+  std::vector<BodySpec> bodies;
   std::vector<std::string> after;   ///< names of the nodes (of the same body) this one runs after
   std::vector<AccessSpec> reads, writes;
 };
@@ -182,6 +192,8 @@ void to_json(nlohmann::json& j, const BufferRef& v);
 void from_json(const nlohmann::json& j, BufferRef& v);
 void to_json(nlohmann::json& j, const AccessSpec& v);
 void from_json(const nlohmann::json& j, AccessSpec& v);
+void to_json(nlohmann::json& j, const BodySpec& v);
+void from_json(const nlohmann::json& j, BodySpec& v);
 void to_json(nlohmann::json& j, const NodeSpec& v);
 void from_json(const nlohmann::json& j, NodeSpec& v);
 void to_json(nlohmann::json& j, const KernelFileSpec& v);

@@ -65,7 +65,7 @@ void unchecked_kernels(const flowdsl::GraphSpec& spec, const std::vector<flowdsl
                        std::set<std::string>& out) {
   const std::string* previous = nullptr;  // the kernel of the previous kernel node: decided already
   for (const flowdsl::NodeSpec& node : nodes) {
-    for (const auto& body : node.bodies) unchecked_kernels(spec, body, out);
+    for (const flowdsl::BodySpec& body : node.bodies) unchecked_kernels(spec, body.nodes, out);
     if (node.kind != "kernel") continue;
     const auto kernel = node.fields.find("kernel");
     if (kernel == node.fields.end() || !kernel->is_string()) continue;

@@ -21,6 +21,29 @@ using nlohmann::json;
 template <class Op>
 struct Tag {};
 
+/// A member of a node's object that holds bodies, and what a DOT dump calls them. A kind lists
+/// its members in the order of its bodies, and bodies fill them in that order: a member of one
+/// body takes the next, a member of many takes all the rest. So optional members and a member
+/// of many come last.
+struct BodyMember {
+  const char* name;           ///< "nodes", "then", "cases"
+  const char* title;          ///< a cluster's label ("then", "body (while)"; "case" + index for many); null: the node's path
+  bool many = false;          ///< an array of bodies (a SWITCH's "cases"), rather than one body
+  bool optional = false;      ///< may be absent (an IF's "else"): then the node has one body fewer
+};
+
+/// Where body `b` of a node sits among its kind's `members`: the member, and for a member of
+/// many its index there. A null member when the kind has no place for a body `b`.
+struct BodyPlace {
+  const BodyMember* member = nullptr;
+  std::size_t index = 0;
+  /// "/then", "/cases/2".
+  std::string pointer() const;
+  /// "then", "case 2"; empty when the member says "the node's path".
+  std::string title() const;
+};
+BodyPlace body_place(const std::vector<BodyMember>& members, std::uint32_t b);
+
 /// Binding one node of a graph file: where its problems go, the buffers it may point into,
 /// the kernels and host functions it may name, and the body its node is declared in.
 class NodeBinder {
@@ -30,6 +53,8 @@ class NodeBinder {
   virtual Body& builder() = 0;
   /// The node's JSON pointer ("/nodes/3", "/nodes/2/nodes/0").
   virtual const std::string& pointer() const = 0;
+  /// How many bodies the file gives the node (an IF with "else": 2; a SWITCH: its cases).
+  virtual std::uint32_t bodies() const = 0;
   /// Records a problem at the node's pointer + `suffix`.
   virtual void problem(const std::string& suffix, std::string message) = 0;
   /// The buffer `ref` names, or null (and a problem at `suffix`).
@@ -62,8 +87,8 @@ struct DotLabel {
 };
 
 #define FLOWDSL_IO_FACETS(Op)                                                                  \
-  /* The members holding the kind's bodies, one per body ({} without bodies). */              \
-  std::vector<const char*> json_bodies(Tag<Op>);                                              \
+  /* The members holding the kind's bodies, in body order ({} without bodies). */             \
+  std::vector<BodyMember> json_bodies(Tag<Op>);                                               \
   /* The JSON Schema of the kind's own members: {"required": [...], "properties": {...}}. */  \
   json json_schema(Tag<Op>);                                                                  \
   /* Checks the kind's members (`node` holds them alone) and returns them, taken from `node` \

@@ -42,6 +42,7 @@ class Binder final : public io::NodeBinder {
   // io::NodeBinder, for the node being bound.
   Body& builder() override { return *body_; }
   const std::string& pointer() const override { return pointer_; }
+  std::uint32_t bodies() const override { return static_cast<std::uint32_t>(node_->bodies.size()); }
   void problem(const std::string& suffix, std::string message) override {
     problems_.push_back(JsonProblem{pointer_ + suffix, std::move(message)});
   }
@@ -106,7 +107,7 @@ class Binder final : public io::NodeBinder {
     nodes += specs.size();
     for (const NodeSpec& node : specs) {
       edges += node.after.size();
-      for (const auto& body : node.bodies) count(body, nodes, edges);
+      for (const BodySpec& body : node.bodies) count(body.nodes, nodes, edges);
     }
   }
 
@@ -116,8 +117,9 @@ class Binder final : public io::NodeBinder {
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       const NodeSpec& node = nodes[i];
       body_ = &body;
+      node_ = &node;
       pointer_ = array + token(i);
-      std::vector<const char*> members;
+      std::vector<io::BodyMember> members;
       const bool known = io::with_kind(node.kind, [&](auto tag) {
         handles[i] = io::bind_json(tag, node.name, node.fields, *this);
         members = io::json_bodies(tag);
@@ -126,9 +128,11 @@ class Binder final : public io::NodeBinder {
       if (!handles[i]) continue;
       add_accesses(node, *handles[i]);
       const std::string at = pointer_;
-      for (std::uint32_t b = 0; b < node.bodies.size() && b < members.size(); ++b) {
+      for (std::uint32_t b = 0; b < node.bodies.size(); ++b) {
+        const io::BodyPlace place = io::body_place(members, b);
+        if (place.member == nullptr) break;
         Body inner = handles[i]->body(b);
-        add_nodes(node.bodies[b], inner, at + "/" + members[b]);
+        add_nodes(node.bodies[b].nodes, inner, at + place.pointer());
       }
     }
     add_edges(nodes, handles, array);
@@ -197,10 +201,12 @@ class Binder final : public io::NodeBinder {
         const std::string pointer = array + token(i);
         const std::string node_path = path.empty() ? node.name : path + "/" + node.name;
         out.emplace(node_path, pointer);
-        std::vector<const char*> members;
+        std::vector<io::BodyMember> members;
         io::with_kind(node.kind, [&](auto tag) { members = io::json_bodies(tag); });
-        for (std::uint32_t b = 0; b < node.bodies.size() && b < members.size(); ++b) {
-          self(self, node.bodies[b], pointer + "/" + members[b], node_path);
+        for (std::uint32_t b = 0; b < node.bodies.size(); ++b) {
+          const io::BodyPlace place = io::body_place(members, b);
+          if (place.member == nullptr) break;
+          self(self, node.bodies[b].nodes, pointer + place.pointer(), node_path);
         }
       }
     };
@@ -216,6 +222,7 @@ class Binder final : public io::NodeBinder {
   std::vector<JsonProblem> problems_;
   std::unordered_map<std::string_view, const BufferSpec*> buffers_;
   Body* body_ = nullptr;  ///< where the node being bound is declared
+  const NodeSpec* node_ = nullptr;  ///< the node being bound
   std::string pointer_;   ///< the node being bound
   Graph graph_;
 };

@@ -51,7 +51,7 @@ class Describer final : public io::NodeDescriber {
   // A node's spec, found through its parent's: the lists of bodies move as specs are added.
   NodeSpec& spec_of(NodeId id) { return list_of(graph_.description().nodes[id])[index_[id]]; }
   std::vector<NodeSpec>& list_of(const Node& node) {
-    return node.parent == no_node ? spec_.nodes : spec_of(node.parent).bodies[node.body];
+    return node.parent == no_node ? spec_.nodes : spec_of(node.parent).bodies[node.body].nodes;
   }
 
   void add_node(NodeId id) {
@@ -85,9 +85,9 @@ class Describer final : public io::NodeDescriber {
     const Node& parent = graph_.description().nodes[node.parent];
     std::string member;
     std::visit([&](const auto& op) {
-      member = io::json_bodies(io::Tag<std::decay_t<decltype(op)>>{})[node.body];
+      member = io::body_place(io::json_bodies(io::Tag<std::decay_t<decltype(op)>>{}), node.body).pointer();
     }, parent.op);
-    return pointers_[node.parent] + "/" + member;
+    return pointers_[node.parent] + member;
   }
 
   void add_edge(const Edge& e) {

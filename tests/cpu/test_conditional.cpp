@@ -1,5 +1,5 @@
-// Conditional nodes (IF, WHILE, SWITCH) in C++: CUDA's body rules as validation reports them,
-// and what of a conditional node is structure (hashed).
+// Conditional nodes (IF, WHILE, SWITCH): CUDA's body rules as validation reports them, what of a
+// conditional node is structure (hashed), and conditional nodes in graph files.
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -7,6 +7,7 @@
 
 #include "catch.hpp"
 #include "flowdsl/flowdsl.hpp"
+#include "flowdsl/json.hpp"
 
 using flowdsl_test::contains;
 
@@ -18,6 +19,46 @@ void decide(const float*, float, flowdsl::Condition) {}
 void host_fn(void*) {}
 
 float x[64];
+
+const flowdsl::KernelRegistry& registry() {
+  static flowdsl::KernelRegistry r;
+  static const bool once = [] {
+    r.add("step", step, {"x", "a", "n"});
+    r.add("decide", decide, {"residual", "tolerance", "loop"});
+    return true;
+  }();
+  (void)once;
+  return r;
+}
+
+const std::vector<flowdsl::BufferSpec> buffers = {{"x", flowdsl::ScalarType::f32, 64, {}, false}};
+const flowdsl::BufferAddresses addresses = {{"x", x}};
+
+// A graph file of `nodes` (a JSON array's text) on buffer x.
+std::string file_of(const std::string& nodes) {
+  return R"({"version": 1, "name": "t", "buffers": [{"name": "x", "type": "f32", "count": 64}], "nodes": )" + nodes + "}";
+}
+
+// The graph `text` binds to, after checking that written back it reads the same.
+flowdsl::Graph bound(const std::string& text) {
+  const flowdsl::GraphSpec spec = flowdsl::parse_graph(text, "t.json");
+  const std::string written = flowdsl::to_json_text(spec);
+  CHECK(flowdsl::to_json_text(flowdsl::parse_graph(written)) == written);
+  flowdsl::Graph g = flowdsl::bind_graph(spec, addresses, registry(), {}, "t.json");
+  // Described again, the bound graph is the file.
+  CHECK(flowdsl::to_json_text(flowdsl::describe_graph(g, "t", buffers, addresses, registry())) == written);
+  return g;
+}
+
+flowdsl::JsonError error_of(const std::string& text) {
+  try {
+    (void)flowdsl::inspect_graph(flowdsl::parse_graph(text, "t.json"), registry(), {}, "t.json");
+  } catch (const flowdsl::JsonError& e) {
+    return e;
+  }
+  FAIL("no JsonError for: " << text);
+  throw;  // not reached: FAIL throws
+}
 
 std::vector<std::string> messages(const flowdsl::Graph& g) {
   std::vector<std::string> out;
@@ -165,4 +206,51 @@ TEST_CASE("A conditional node's default value, cases and ELSE are structure", "[
   changed = base;
   changed.has_else = true;
   CHECK(hash(changed, false) != hash(base, false));
+}
+
+TEST_CASE("IF and SWITCH nodes travel through JSON with their bodies and defaults", "[conditional][json]") {
+  const flowdsl::Graph g = bound(file_of(R"([
+    {"name": "choose", "kind": "if", "default": 1,
+     "then": [{"name": "a", "kind": "kernel", "kernel": "step", "grid": 1, "block": 32, "args": {"x": "x", "a": 2.0, "n": 8}}],
+     "else": [{"name": "b", "kind": "empty"}]},
+    {"name": "bucket", "kind": "switch", "default": 2, "after": ["choose"], "cases": [
+      [{"name": "zero", "kind": "empty"}],
+      [{"name": "one", "kind": "memset", "dst": "x", "value": 0, "count": 16}],
+      [{"name": "maybe", "kind": "if", "default": 0, "then": [{"name": "deep", "kind": "empty"}]}]]}])"));
+  const flowdsl::Description& d = g.description();
+  REQUIRE(d.nodes.size() == 8);
+  const auto& choose = std::get<flowdsl::IfOp>(d.nodes[0].op);
+  CHECK(choose.has_else);
+  CHECK(choose.default_value == 1u);
+  CHECK(flowdsl::node_path(d, 2) == "choose/b");
+  CHECK(d.nodes[2].body == 1);
+  const auto& bucket = std::get<flowdsl::SwitchOp>(d.nodes[3].op);
+  CHECK(bucket.cases == 3);
+  CHECK(bucket.default_value == 2u);
+  CHECK(flowdsl::node_path(d, 7) == "bucket/maybe/deep");
+  const auto& maybe = std::get<flowdsl::IfOp>(d.nodes[6].op);
+  CHECK_FALSE(maybe.has_else);
+  CHECK(d.nodes[6].body == 2);
+}
+
+TEST_CASE("Problems inside a case are reported at the case's pointer", "[conditional][json]") {
+  auto e = error_of(file_of(R"([{"name": "s", "kind": "switch", "default": 0, "cases": [
+      [{"name": "a", "kind": "empty"}], [{"name": "b", "kind": "empty"}],
+      [{"name": "c", "kind": "memset", "dst": "nope", "value": 0, "count": 4}]]}])"));
+  CHECK(e.pointer() == "/nodes/0/cases/2/0/dst");
+  CHECK_THAT(e.what(), contains("unknown buffer 'nope'"));
+  e = error_of(file_of(R"([{"name": "s", "kind": "switch", "default": 0, "cases": [[{"name": "a", "kind": "empty"}], {}]}])"));
+  CHECK(e.pointer() == "/nodes/0/cases/1");
+  e = error_of(file_of(R"([{"name": "s", "kind": "switch", "default": 0, "cases": []}])"));
+  CHECK(e.pointer() == "/nodes/0");
+  CHECK_THAT(e.what(), contains("node 's' (switch): a switch needs at least one case"));
+  e = error_of(file_of(R"([{"name": "i", "kind": "if", "default": -1, "then": [{"name": "a", "kind": "empty"}]}])"));
+  CHECK(e.pointer() == "/nodes/0/default");
+  CHECK_THAT(e.what(), contains("out of range"));
+  e = error_of(file_of(R"([{"name": "i", "kind": "if", "default": 1, "then": [{"name": "a", "kind": "empty"}], "else": []}])"));
+  CHECK(e.pointer() == "/nodes/0");
+  CHECK_THAT(e.what(), contains("node 'i' (if): body 1 is empty"));
+  e = error_of(file_of(R"([{"name": "w", "kind": "while", "default": 1, "cases": []}])"));
+  CHECK(e.pointer() == "/nodes/0/cases");
+  CHECK_THAT(e.what(), contains("unknown member 'cases'"));
 }

@@ -125,7 +125,7 @@ json scalar_json(const ParamType& type, const void* bytes) {
 
 }  // namespace
 
-std::vector<const char*> json_bodies(Tag<KernelOp>) { return {}; }
+std::vector<BodyMember> json_bodies(Tag<KernelOp>) { return {}; }
 
 json json_schema(Tag<KernelOp>) {
   const json argument = {{"oneOf", json::array({{{"type", "number"}}, {{"$ref", "#/$defs/buffer_ref"}}})}};
