@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "flowdsl/dot.hpp"
@@ -62,6 +64,11 @@ class NodeBinder {
   /// The address of `ref` when `bytes` bytes from it fit in its buffer and it is aligned to
   /// `align`; null (and a problem at `suffix`) otherwise.
   virtual void* address(const BufferRef& ref, std::uint64_t bytes, std::uint64_t align, const std::string& suffix) = 0;
+  /// Resolves `name`, a condition argument of the node being bound: the first node of that name
+  /// in the node's body, else in the body holding that one, and so on out to the top level. When
+  /// it is a conditional node, calls `set` with its condition once it is declared (at once if it
+  /// is already) and returns true; otherwise records a problem at `suffix` and returns false.
+  virtual bool condition(const std::string& name, const std::string& suffix, std::function<void(Condition)> set) = 0;
   /// The kernel registered as `name` (in the registry, or among the file's own kernels while
   /// checking), or null.
   virtual const KernelInfo* find_kernel(std::string_view name) const = 0;
@@ -75,6 +82,10 @@ class NodeDescriber {
   virtual ~NodeDescriber() = default;
   /// The buffer and offset holding `ptr`; an empty buffer name (and a problem) when none does.
   virtual BufferRef locate(const void* ptr, const std::string& suffix) = 0;
+  /// The name by which the node being described names the conditional node whose condition
+  /// `word` holds (a kernel argument's bytes), as the reader resolves it (see
+  /// NodeBinder::condition); empty, and a problem at `suffix`, when no name finds that node.
+  virtual std::string condition_name(std::uint64_t word, const std::string& suffix) = 0;
   virtual void problem(const std::string& suffix, std::string message) = 0;
   virtual const KernelRegistry& registry() const = 0;
   virtual const HostFunctions& hosts() const = 0;
@@ -104,6 +115,12 @@ struct DotLabel {
   const char* dot_colour(Tag<Op>);
 FLOWDSL_NODE_KINDS(FLOWDSL_IO_FACETS)
 #undef FLOWDSL_IO_FACETS
+
+/// Whether nodes of kind `Op` have a condition that kernels set (IF, WHILE, SWITCH).
+template <class Op>
+constexpr bool holds_condition(Tag<Op>) {
+  return std::is_base_of_v<ConditionalFields, Op>;
+}
 
 /// Calls `f(Tag<Op>{})` for the kind named `kind`; false when no kind has that name.
 template <class F>

@@ -254,3 +254,95 @@ TEST_CASE("Problems inside a case are reported at the case's pointer", "[conditi
   CHECK(e.pointer() == "/nodes/0/cases");
   CHECK_THAT(e.what(), contains("unknown member 'cases'"));
 }
+
+TEST_CASE("Condition arguments name their conditional node, in this body or one holding it", "[conditional][json]") {
+  // The WHILE's own kernel sets it from inside; "stats" sets "fix", declared after it; "inner"
+  // (a WHILE in an IF's body) is set from its body, "fix" also from inside "inner".
+  const flowdsl::Graph g = bound(file_of(R"([
+    {"name": "stats", "kind": "kernel", "kernel": "decide", "grid": 1, "block": 32,
+     "args": {"residual": "x", "tolerance": 0.5, "loop": "fix"}},
+    {"name": "fix", "kind": "if", "after": ["stats"], "then": [
+      {"name": "inner", "kind": "while", "default": 1, "body": [
+        {"name": "step", "kind": "kernel", "kernel": "step", "grid": 1, "block": 32, "args": {"x": "x", "a": 0.5, "n": 8}},
+        {"name": "again", "kind": "kernel", "kernel": "decide", "grid": 1, "block": 32, "after": ["step"],
+         "args": {"residual": "x", "tolerance": 0.125, "loop": "inner"}},
+        {"name": "refix", "kind": "kernel", "kernel": "decide", "grid": 1, "block": 32, "after": ["again"],
+         "args": {"residual": "x", "tolerance": 0.25, "loop": "fix"}}]}]},
+    {"name": "solve", "kind": "while", "default": 1, "after": ["fix"], "body": [
+      {"name": "decide", "kind": "kernel", "kernel": "decide", "grid": 1, "block": 32,
+       "args": {"residual": "x", "tolerance": 0.125, "loop": "solve"}}]}])"));
+  const flowdsl::Description& d = g.description();
+  REQUIRE(d.nodes.size() == 8);
+  // Each argument holds the condition of the node it names.
+  const auto condition_of = [&](flowdsl::NodeId kernel) {
+    const std::uint64_t word = std::get<flowdsl::KernelOp>(d.nodes[kernel].op).args.word(2);
+    REQUIRE(flowdsl::symbol::is_symbol(word));
+    return flowdsl::node_path(d, d.symbols.at(flowdsl::symbol::index_of(word)));
+  };
+  CHECK(condition_of(0) == "fix");
+  CHECK(condition_of(4) == "fix/inner");
+  CHECK(condition_of(5) == "fix");
+  CHECK(condition_of(7) == "solve");
+  CHECK(std::holds_alternative<flowdsl::WhileOp>(d.nodes[6].op));
+}
+
+TEST_CASE("A condition argument that names no conditional node is reported at the argument", "[conditional][json]") {
+  const auto with_decide = [](const std::string& loop, const std::string& more = "") {
+    return file_of(R"([{"name": "s", "kind": "while", "default": 1, "body": [
+        {"name": "d", "kind": "kernel", "kernel": "decide", "grid": 1, "block": 32,
+         "args": {"residual": "x", "tolerance": 1, "loop": )" + loop + "}}" + more + "]}]");
+  };
+  auto e = error_of(with_decide(R"("ghost")"));
+  CHECK(e.pointer() == "/nodes/0/body/0/args/loop");
+  CHECK_THAT(e.what(), contains("no node named 'ghost' in this kernel's body or a body holding it"));
+  e = error_of(with_decide(R"("c")", R"(, {"name": "c", "kind": "memset", "dst": "x", "value": 0, "count": 4})"));
+  CHECK(e.pointer() == "/nodes/0/body/0/args/loop");
+  CHECK_THAT(e.what(), contains("node 'c' (memset) is not a conditional node (if, while or switch): it has no condition to set"));
+  e = error_of(with_decide("3"));
+  CHECK(e.pointer() == "/nodes/0/body/0/args/loop");
+  CHECK_THAT(e.what(), contains("parameter 'loop' takes a condition, the name of a conditional node, found an integer"));
+  // A conditional node of another body (here, one inside the WHILE's) is not found from outside it.
+  e = error_of(file_of(R"([
+    {"name": "set", "kind": "kernel", "kernel": "decide", "grid": 1, "block": 32,
+     "args": {"residual": "x", "tolerance": 1, "loop": "inside"}},
+    {"name": "s", "kind": "if", "default": 1, "after": ["set"], "then": [
+      {"name": "inside", "kind": "if", "default": 1, "then": [{"name": "e", "kind": "empty"}]}]}])"));
+  CHECK(e.pointer() == "/nodes/0/args/loop");
+  CHECK_THAT(e.what(), contains("no node named 'inside'"));
+  // The innermost node of the name is the one named, even when it is no conditional node.
+  e = error_of(with_decide(R"("s")", R"(, {"name": "s", "kind": "empty"})"));
+  CHECK(e.pointer() == "/nodes/0/body/0/args/loop");
+  CHECK_THAT(e.what(), contains("node 's' (empty) is not a conditional node"));
+}
+
+TEST_CASE("A WHILE that no kernel of its body sets is reported at its node", "[conditional][json]") {
+  const auto e = error_of(file_of(R"([
+    {"name": "w", "kind": "while", "default": 1, "body": [{"name": "e", "kind": "empty"}]},
+    {"name": "set", "kind": "kernel", "kernel": "decide", "grid": 1, "block": 32, "after": ["w"],
+     "args": {"residual": "x", "tolerance": 1, "loop": "w"}}])"));
+  REQUIRE(e.problems().size() == 1);
+  CHECK(e.pointer() == "/nodes/0");
+  CHECK_THAT(e.what(), contains("node 'w' (while): no kernel in its body sets its condition"));
+}
+
+TEST_CASE("A C++ graph's condition arguments are written as names, or reported when no name finds them",
+          "[conditional][json]") {
+  flowdsl::Graph g;
+  auto loop = g.while_loop("x", flowdsl::ConditionDefault{1});
+  auto out = loop.body().kernel("out", decide).launch(1, 32).args(x, 0.5f, loop.condition());
+  auto y = loop.body().if_then("y", flowdsl::ConditionDefault{1}).after(out);
+  y.body().kernel("in", decide).launch(1, 32).args(x, 0.25f, loop.condition());
+  const flowdsl::GraphSpec spec = flowdsl::describe_graph(g, "t", buffers, addresses, registry());
+  CHECK(spec.nodes.at(0).bodies.at(0).nodes.at(1).bodies.at(0).nodes.at(0).fields["args"]["loop"] == "x");
+  CHECK(flowdsl::bind_graph(spec, addresses, registry()).topology_hash() == g.topology_hash());
+
+  y.body().empty("x");  // from "in", the name 'x' now finds this node
+  try {
+    (void)flowdsl::describe_graph(g, "t", buffers, addresses, registry());
+    FAIL("no JsonError");
+  } catch (const flowdsl::JsonError& e) {
+    CHECK(e.pointer() == "/nodes/0/body/1/then/0/args/loop");
+    CHECK_THAT(e.what(), contains("the argument sets the condition of node 'x', but from this kernel 'x' names node "
+                                  "'x/y/x' (rename one of them)"));
+  }
+}

@@ -62,10 +62,18 @@ std::string store_scalar(const json& v, unsigned char* out) {
   return {};
 }
 
-// One argument's bytes; false after reporting a problem at `where`.
+// One argument's bytes; false after reporting a problem at `where`. (A condition argument is
+// bound once the node is declared: see bind_json.)
 bool bind_argument(const json& value, const KernelParam& param, const std::string& where, NodeBinder& binder,
                    unsigned char* out) {
   const ParamType& type = param.type;
+  if (type.condition) {
+    if (value.is_string()) return true;
+    binder.problem(where, "wrong type: parameter '" + param.name +
+                              "' takes a condition, the name of a conditional node, found " +
+                              (value.is_object() ? std::string("a buffer reference") : type_of(value)));
+    return false;
+  }
   if (value.is_string() || value.is_object()) {
     BufferRef ref;
     from_json(value, ref);
@@ -128,6 +136,7 @@ json scalar_json(const ParamType& type, const void* bytes) {
 std::vector<BodyMember> json_bodies(Tag<KernelOp>) { return {}; }
 
 json json_schema(Tag<KernelOp>) {
+  // A number (scalar), or a string: a buffer reference (pointer) or a conditional node's name (condition).
   const json argument = {{"oneOf", json::array({{{"type", "number"}}, {{"$ref", "#/$defs/buffer_ref"}}})}};
   json properties = {{"kernel", {{"type", "string"}}},
                      {"grid", {{"$ref", "#/$defs/dim"}}},
@@ -211,7 +220,19 @@ std::optional<NodeHandle> bind_json(Tag<KernelOp>, const std::string& name, cons
   if (fields.contains("grid")) node.grid(get_dim(fields, "grid"));
   if (fields.contains("block")) node.block(get_dim(fields, "block"));
   if (fields.contains("shared_bytes")) node.shared_memory(fields.at("shared_bytes").get<std::uint32_t>());
-  for (const Value& v : values) node.set_bytes(info->params[v.index].name, v.bytes, info->params[v.index].type.size());
+  for (const Value& v : values) {
+    const KernelParam& p = info->params[v.index];
+    if (!p.type.condition) {
+      node.set_bytes(p.name, v.bytes, p.type.size());
+      continue;
+    }
+    // The conditional node it names may be declared later in the file: the binder sets the
+    // argument once it is. A name that finds none is reported; the graph is then not built.
+    const std::string& target = args.at(p.name).get_ref<const std::string&>();
+    (void)binder.condition(target, "/args" + token(p.name), [node, name = p.name](Condition c) mutable {
+      node.set(name, c);
+    });
+  }
   return NodeHandle(node);
 }
 
@@ -246,6 +267,11 @@ json describe_json(const KernelOp& op, NodeDescriber& describer) {
       const void* ptr = nullptr;
       std::memcpy(&ptr, op.args.data(i), sizeof ptr);
       args[p.name] = describer.locate(ptr, where);
+      continue;
+    }
+    if (p.type.condition) {
+      std::string target = describer.condition_name(op.args.word(i), where);
+      if (!target.empty()) args[p.name] = std::move(target);
       continue;
     }
     json value = scalar_json(p.type, op.args.data(i));
