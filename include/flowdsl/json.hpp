@@ -82,9 +82,11 @@ struct AccessSpec {
 struct NodeSpec;
 
 /// \brief One body of a node in a graph file (a child graph's "nodes", an IF's "then", one of
-/// a SWITCH's "cases"): its nodes, written inline.
+/// a SWITCH's "cases"): its nodes written inline, or the name of a body the file declares once
+/// under "bodies" (written `{"use": "encoder"}`), of which each use is a copy.
 struct BodySpec {
-  std::vector<NodeSpec> nodes;
+  std::vector<NodeSpec> nodes;  ///< inline; empty when `use` names a body
+  std::string use;              ///< the named body used, or empty
 };
 
 /// \brief One node of a graph file: what every node has, its kind's own members as read
@@ -116,6 +118,8 @@ struct GraphSpec {
   std::vector<KernelFileSpec> kernel_files;
   std::vector<BufferSpec> buffers;
   std::vector<NodeSpec> nodes;
+  /// Bodies declared once by name, for nodes to use (BodySpec::use); each use is a copy.
+  std::map<std::string, std::vector<NodeSpec>, std::less<>> bodies;
   bool check_hazards = true;  ///< validation reports hazards (Graph::check_hazards)
   bool infer_edges = false;   ///< binding adds the edges the accesses imply (flowdsl::infer_edges)
 };
@@ -136,8 +140,10 @@ bool parse_param_type(std::string_view text, ParamType& out);
 
 /// \brief Parses a graph file's text and reads its schema (no registry, no GPU).
 /// \param source the file name, for messages (may be empty)
-/// \throws JsonError for malformed JSON (with line and column), limits exceeded, a missing or
-///         mistyped member, an unknown member or kind, an unsupported version.
+/// \throws JsonError for malformed JSON (with line and column), limits exceeded (the node limit
+///         counts every node of every body, a named body once per use), a missing or mistyped
+///         member, an unknown member or kind, an unsupported version, a use of an undeclared
+///         body, a named body that uses itself.
 GraphSpec parse_graph(std::string_view text, std::string source = {}, const JsonLimits& limits = {});
 
 /// \brief Reads and parses a graph file.
@@ -199,6 +205,7 @@ void from_json(const nlohmann::json& j, NodeSpec& v);
 void to_json(nlohmann::json& j, const KernelFileSpec& v);
 void from_json(const nlohmann::json& j, KernelFileSpec& v);
 void to_json(nlohmann::json& j, const GraphSpec& v);
+/// Checks what parse_graph checks, within the default JsonLimits.
 void from_json(const nlohmann::json& j, GraphSpec& v);
 
 }  // namespace flowdsl

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "flowdsl/hazards.hpp"
 #include "flowdsl/json.hpp"
@@ -24,6 +25,9 @@ class Binder final : public io::NodeBinder {
       : spec_(spec), addresses_(addresses), registry_(registry), file_kernels_(file_kernels), hosts_(hosts) {}
 
   Graph run(const std::string& source) {
+    // A spec not read from a file may use bodies it lacks, or hold a body in itself.
+    std::vector<JsonProblem> uses = json_detail::check_named_bodies(spec_, nullptr);
+    if (!uses.empty()) throw JsonError(std::move(uses), source);
     index_buffers();
     graph_.check_hazards(spec_.check_hazards);
     reserve();
@@ -35,7 +39,10 @@ class Binder final : public io::NodeBinder {
                                 made.added, made.removed, made.reduced ? "" : " (reduction skipped)");
     }
     if (problems_.empty()) validate();
-    if (!problems_.empty()) throw JsonError(std::move(problems_), source);
+    if (!problems_.empty()) {
+      if (!spec_.bodies.empty()) drop_repeated_problems();
+      throw JsonError(std::move(problems_), source);
+    }
     return std::move(graph_);
   }
 
@@ -103,12 +110,31 @@ class Binder final : public io::NodeBinder {
     count(spec_.nodes, nodes, edges);
     detail::reserve(graph_.state(), nodes, edges);
   }
-  static void count(const std::vector<NodeSpec>& specs, std::size_t& nodes, std::size_t& edges) {
+  void count(const std::vector<NodeSpec>& specs, std::size_t& nodes, std::size_t& edges) const {
     nodes += specs.size();
     for (const NodeSpec& node : specs) {
       edges += node.after.size();
-      for (const BodySpec& body : node.bodies) count(body.nodes, nodes, edges);
+      for (const BodySpec& body : node.bodies) count(nodes_of(body), nodes, edges);
     }
+  }
+
+  // A body's nodes: inline, or those of the named body it uses (each use binds a copy).
+  const std::vector<NodeSpec>& nodes_of(const BodySpec& body) const {
+    return body.use.empty() ? body.nodes : spec_.bodies.find(body.use)->second;
+  }
+  // The pointer of the array of a body's nodes: the node's member, or the named body's.
+  static std::string array_of(const BodySpec& body, const std::string& member) {
+    return body.use.empty() ? member : "/bodies" + token(body.use);
+  }
+
+  // A problem inside a named body is found once per use: each is reported once.
+  void drop_repeated_problems() {
+    std::unordered_set<std::string> seen;
+    std::vector<JsonProblem> kept;
+    for (JsonProblem& p : problems_) {
+      if (seen.insert(p.pointer + '\n' + p.message).second) kept.push_back(std::move(p));
+    }
+    problems_ = std::move(kept);
   }
 
   // One array of nodes being bound (the top level or a body), for the names resolved from it.
@@ -151,7 +177,7 @@ class Binder final : public io::NodeBinder {
         const io::BodyPlace place = io::body_place(members, b);
         if (place.member == nullptr) break;
         Body inner = handle->body(b);
-        add_nodes(node.bodies[b].nodes, inner, at + place.pointer());
+        add_nodes(nodes_of(node.bodies[b]), inner, array_of(node.bodies[b], at + place.pointer()));
       }
     }
     frames_.pop_back();
@@ -250,7 +276,7 @@ class Binder final : public io::NodeBinder {
         for (std::uint32_t b = 0; b < node.bodies.size(); ++b) {
           const io::BodyPlace place = io::body_place(members, b);
           if (place.member == nullptr) break;
-          self(self, node.bodies[b].nodes, pointer + place.pointer(), node_path);
+          self(self, nodes_of(node.bodies[b]), array_of(node.bodies[b], pointer + place.pointer()), node_path);
         }
       }
     };

@@ -56,13 +56,25 @@ std::vector<std::string> read_names(const json& j, const char* key) {
   return out;
 }
 
-// Reads one body, an array of nodes, taking their members.
-void read_body(json& value, BodySpec& out) {
+// Reads an array of nodes, taking their members.
+void read_nodes(json& value, std::vector<NodeSpec>& out) {
   if (!value.is_array()) fail("", "expected an array of nodes, found " + type_of(value));
-  out.nodes.resize(value.size());
+  out.resize(value.size());
   for (std::size_t i = 0; i < value.size(); ++i) {
-    within(token(i), [&] { read_node(std::move(value[i]), out.nodes[i]); });
+    within(token(i), [&] { read_node(std::move(value[i]), out[i]); });
   }
+}
+
+// Reads one body: its nodes inline, or {"use": name}.
+void read_body(json& value, BodySpec& out) {
+  if (value.is_object()) {
+    expect_object(value, {"use"});
+    out.use = get_string(value, "use");
+    if (out.use.empty()) fail("/use", "expected the name of a body declared under \"bodies\"");
+    return;
+  }
+  if (!value.is_array()) fail("", "expected an array of nodes or {\"use\": <body name>}, found " + type_of(value));
+  read_nodes(value, out.nodes);
 }
 
 // Appends the bodies member `m` of `from` holds. An absent member of one body that is not
@@ -288,7 +300,13 @@ void to_json(json& j, const NodeSpec& v) {
 
 void from_json(const json& j, NodeSpec& v) { read_node(json(j), v); }
 
-void to_json(json& j, const BodySpec& v) { j = v.nodes; }
+void to_json(json& j, const BodySpec& v) {
+  if (v.use.empty()) {
+    j = v.nodes;
+  } else {
+    j = json{{"use", v.use}};
+  }
+}
 
 void from_json(const json& j, BodySpec& v) {
   json copy = j;
@@ -334,9 +352,17 @@ void to_json(json& j, const GraphSpec& v) {
   if (!v.check_hazards) j["check_hazards"] = false;
   if (v.infer_edges) j["infer_edges"] = true;
   j["nodes"] = v.nodes;
+  if (!v.bodies.empty()) j["bodies"] = v.bodies;
 }
 
 void from_json(const json& j, GraphSpec& v) {
+  read_graph(j, v);
+  const JsonLimits limits;
+  std::vector<JsonProblem> problems = check_named_bodies(v, &limits);
+  if (!problems.empty()) throw JsonError(std::move(problems));
+}
+
+void json_detail::read_graph(const json& j, GraphSpec& v) {
   if (!j.is_object()) fail("", "expected a graph object, found " + type_of(j));
   // The version first: a newer file should say so rather than fail on a member it added.
   const json& version = member(j, "version");
@@ -344,12 +370,23 @@ void from_json(const json& j, GraphSpec& v) {
     fail("/version", "unsupported version " + version.dump() + " (this flowdsl reads version " +
                          std::to_string(json_format_version) + ")");
   }
-  expect_object(j, {"version", "name", "kernel_files", "buffers", "nodes", "check_hazards", "infer_edges"});
+  expect_object(j, {"version", "name", "kernel_files", "buffers", "nodes", "bodies", "check_hazards", "infer_edges"});
   v.version = json_format_version;
   v.name = get_string(j, "name");
   v.kernel_files = read_array<KernelFileSpec>(j, "kernel_files");
   v.buffers = read_array<BufferSpec>(j, "buffers");
   v.nodes = read_array<NodeSpec>(j, "nodes");
+  v.bodies.clear();
+  if (const json* bodies = optional_member(j, "bodies")) {
+    if (!bodies->is_object()) fail("/bodies", "expected an object of bodies by name, found " + type_of(*bodies));
+    for (const auto& item : bodies->items()) {
+      within("/bodies" + token(item.key()), [&] {
+        if (item.key().empty()) fail("", "expected a non-empty body name");
+        json nodes = item.value();
+        read_nodes(nodes, v.bodies[item.key()]);
+      });
+    }
+  }
   v.check_hazards = optional_member(j, "check_hazards") == nullptr || get_bool(j, "check_hazards");
   v.infer_edges = optional_member(j, "infer_edges") != nullptr && get_bool(j, "infer_edges");
 }

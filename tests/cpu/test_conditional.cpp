@@ -239,8 +239,9 @@ TEST_CASE("Problems inside a case are reported at the case's pointer", "[conditi
       [{"name": "c", "kind": "memset", "dst": "nope", "value": 0, "count": 4}]]}])"));
   CHECK(e.pointer() == "/nodes/0/cases/2/0/dst");
   CHECK_THAT(e.what(), contains("unknown buffer 'nope'"));
-  e = error_of(file_of(R"([{"name": "s", "kind": "switch", "default": 0, "cases": [[{"name": "a", "kind": "empty"}], {}]}])"));
+  e = error_of(file_of(R"([{"name": "s", "kind": "switch", "default": 0, "cases": [[{"name": "a", "kind": "empty"}], 5]}])"));
   CHECK(e.pointer() == "/nodes/0/cases/1");
+  CHECK_THAT(e.what(), contains("expected an array of nodes or {\"use\": <body name>}, found an integer"));
   e = error_of(file_of(R"([{"name": "s", "kind": "switch", "default": 0, "cases": []}])"));
   CHECK(e.pointer() == "/nodes/0");
   CHECK_THAT(e.what(), contains("node 's' (switch): a switch needs at least one case"));
@@ -345,4 +346,35 @@ TEST_CASE("A C++ graph's condition arguments are written as names, or reported w
     CHECK_THAT(e.what(), contains("the argument sets the condition of node 'x', but from this kernel 'x' names node "
                                   "'x/y/x' (rename one of them)"));
   }
+}
+
+TEST_CASE("Condition names in a named body are resolved at each of its uses", "[conditional][json][bodies]") {
+  // One loop body, used by two WHILE nodes of one name in two bodies: each copy sets its own loop.
+  const std::string text = R"({"version": 1, "name": "t", "buffers": [{"name": "x", "type": "f32", "count": 64}],
+    "bodies": {"iterate": [
+      {"name": "step", "kind": "kernel", "kernel": "step", "grid": 1, "block": 32, "args": {"x": "x", "a": 0.5, "n": 8}},
+      {"name": "again", "kind": "kernel", "kernel": "decide", "grid": 1, "block": 32, "after": ["step"],
+       "args": {"residual": "x", "tolerance": 0.125, "loop": "solve"}}]},
+    "nodes": [{"name": "choose", "kind": "if", "default": 1,
+      "then": [{"name": "solve", "kind": "while", "default": 1, "body": {"use": "iterate"}}],
+      "else": [{"name": "solve", "kind": "while", "default": 1, "body": {"use": "iterate"}}]}]})";
+  const flowdsl::Graph g = flowdsl::bind_graph(flowdsl::parse_graph(text), addresses, registry());
+  const flowdsl::Description& d = g.description();
+  REQUIRE(d.nodes.size() == 7);
+  const auto set_by = [&](flowdsl::NodeId kernel) {
+    const std::uint64_t word = std::get<flowdsl::KernelOp>(d.nodes[kernel].op).args.word(2);
+    return d.symbols.at(flowdsl::symbol::index_of(word));
+  };
+  CHECK(flowdsl::node_path(d, set_by(3)) == "choose/solve");
+  CHECK(d.nodes[set_by(3)].body == 0);
+  CHECK(flowdsl::node_path(d, set_by(6)) == "choose/solve");
+  CHECK(d.nodes[set_by(6)].body == 1);
+
+  // Used where no loop of that name holds it, the name is reported at the named body.
+  std::string lost = text;
+  lost.replace(lost.find(R"("name": "solve")"), 15, R"("name": "other")");
+  const auto e = error_of(lost);
+  REQUIRE(e.problems().size() == 1);
+  CHECK(e.pointer() == "/bodies/iterate/1/args/loop");
+  CHECK_THAT(e.what(), contains("no node named 'solve'"));
 }
