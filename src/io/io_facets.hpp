@@ -91,10 +91,12 @@ class NodeDescriber {
   virtual const HostFunctions& hosts() const = 0;
 };
 
-/// The lines of one node's DOT label, and what the label may show.
+/// The lines of one node's DOT label, what the label may show, and the description the node is
+/// in (a kernel's Condition argument is shown by its node's path).
 struct DotLabel {
   const DotOptions& options;
   std::vector<std::string>& lines;
+  const Description& description;
 };
 
 #define FLOWDSL_IO_FACETS(Op)                                                                  \

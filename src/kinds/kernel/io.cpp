@@ -131,6 +131,15 @@ json scalar_json(const ParamType& type, const void* bytes) {
   });
 }
 
+// A Condition argument as DOT shows it: the conditional node whose condition it is.
+std::string condition_text(const Description& d, std::uint64_t word) {
+  const std::uint32_t index = symbol::index_of(word);
+  if (!symbol::is_symbol(word) || index >= d.symbols.size() || symbol::offset_of(word) != 0) {
+    return "condition (of no node of this graph)";
+  }
+  return "condition of '" + node_path(d, d.symbols[index]) + "'";
+}
+
 }  // namespace
 
 std::vector<BodyMember> json_bodies(Tag<KernelOp>) { return {}; }
@@ -298,6 +307,8 @@ void dot_label(const KernelOp& op, DotLabel& label) {
     const std::string name = info ? info->params[i].name : "#" + std::to_string(i);
     if (!op.args.bound(i)) {
       label.lines.push_back(name + " = (unset)");
+    } else if (op.args.kind(i) == SlotKind::condition) {
+      label.lines.push_back(name + " = " + condition_text(label.description, op.args.word(i)));
     } else if (info && info->params[i].type.size() == op.args.slot_size(i)) {
       label.lines.push_back(name + " = " + value_text(info->params[i].type, op.args.data(i)));
     } else {
