@@ -472,6 +472,39 @@ TEST_CASE("The node limit counts a named body at each use, so uses cannot multip
   CHECK_THAT(e.what(), contains("3 nodes, counting those of every body"));
 }
 
+// docs/contributing.md, "Documentation snippets": a ```json block that is a whole graph file
+// must read; one marked <!-- json: check --> must also pass check_graph with no registered
+// kernel (it declares its kernels in kernel_files).
+TEST_CASE("The graph files of docs/json-format.md read, and those marked so check", "[json][docs]") {
+  std::ifstream in(FLOWDSL_DOCS_DIR "/json-format.md");
+  REQUIRE(in);
+  std::size_t files = 0, checked = 0;
+  std::string line, previous, block;
+  bool in_json = false, check = false;
+  for (std::size_t number = 1; std::getline(in, line); ++number) {
+    if (in_json && line.rfind("```", 0) == 0) {
+      in_json = false;
+      if (block.find("\"version\"") == std::string::npos) continue;  // a fragment of a file
+      INFO("docs/json-format.md, block ending at line " << number);
+      ++files;
+      const flowdsl::GraphSpec spec = flowdsl::parse_graph(block, "json-format.md");
+      if (check) {
+        ++checked;
+        CHECK_NOTHROW(flowdsl::check_graph(spec, flowdsl::KernelRegistry{}, {}, "json-format.md"));
+      }
+    } else if (in_json) {
+      block += line + "\n";
+    } else if (line.rfind("```json", 0) == 0) {
+      in_json = true;
+      check = previous == "<!-- json: check -->";
+      block.clear();
+    }
+    if (!line.empty()) previous = line;
+  }
+  CHECK(files >= 2);
+  CHECK(checked >= 1);
+}
+
 TEST_CASE("docs/flowdsl.schema.json is the schema the node kinds give", "[json][schema]") {
   std::ifstream in(FLOWDSL_DOCS_DIR "/flowdsl.schema.json");
   REQUIRE(in);
