@@ -326,6 +326,30 @@ TEST_CASE("A WHILE that no kernel of its body sets is reported at its node", "[c
   CHECK_THAT(e.what(), contains("node 'w' (while): no kernel in its body sets its condition"));
 }
 
+TEST_CASE("A C++ graph of every conditional kind, nested, is described, read, bound and described again unchanged",
+          "[conditional][json]") {
+  flowdsl::Graph g;
+  auto stats = g.kernel("stats", decide).launch(1, 32).args(x, 0.5f, flowdsl::Condition{});
+  auto choose = g.if_else("choose").after(stats);  // no default: "stats" sets it
+  stats.arg<2>(choose.condition());
+  auto loop = choose.body(0).while_loop("solve", flowdsl::ConditionDefault{1});
+  auto stepped = loop.body().kernel("step", step).launch(2, 32).args(x, 0.5f, 64);
+  loop.body().kernel("decide", decide).launch(1, 32).args(x, 0.25f, loop.condition()).after(stepped);
+  choose.body(1).memset("clear", x, 0, 64, 4);
+  auto bucket = g.switch_cases("bucket", 3, flowdsl::ConditionDefault{2}).after(choose);
+  bucket.body(0).empty("none");
+  bucket.body(1).kernel("pick", decide).launch(1, 32).args(x, 1.0f, bucket.condition());
+  bucket.body(2).if_then("maybe", flowdsl::ConditionDefault{0}).body().empty("deep");
+
+  const std::string text = flowdsl::to_json_text(flowdsl::describe_graph(g, "t", buffers, addresses, registry()));
+  CHECK_THAT(text, contains(R"("loop": "solve")"));
+  CHECK_THAT(text, contains(R"("loop": "choose")"));
+  CHECK_THAT(text, contains(R"("loop": "bucket")"));
+  const flowdsl::Graph back = bound(text);
+  CHECK(back.topology_hash() == g.topology_hash());
+  CHECK(back.size() == g.size());
+}
+
 TEST_CASE("A C++ graph's condition arguments are written as names, or reported when no name finds them",
           "[conditional][json]") {
   flowdsl::Graph g;
