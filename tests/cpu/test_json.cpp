@@ -439,9 +439,12 @@ TEST_CASE("A named body that holds itself is reported with its cycle", "[json][b
   REQUIRE(e.problems().size() == 1);
   CHECK(e.pointer() == "/bodies/b/0/cases/1/use");
   CHECK_THAT(e.what(), contains("body 'a' uses itself: 'a' -> 'b' -> 'a'"));
-  e = parse_error_of(file_with_bodies(R"({"me": [{"name": "x", "kind": "child", "nodes": {"use": "me"}}]})", "[]"));
+  const std::string itself = file_with_bodies(R"({"me": [{"name": "x", "kind": "child", "nodes": {"use": "me"}}]})", "[]");
+  e = parse_error_of(itself);
   CHECK(e.pointer() == "/bodies/me/0/nodes/use");
   CHECK_THAT(e.what(), contains("body 'me' uses itself: 'me' -> 'me'"));
+  // Reading a DOM (from_json) checks the same.
+  CHECK_THROWS_WITH(nlohmann::json::parse(itself).get<flowdsl::GraphSpec>(), contains("body 'me' uses itself"));
   // A spec made in code is checked the same way before it is bound.
   flowdsl::GraphSpec spec = flowdsl::parse_graph(file_with_bodies(stage_body, "[]"));
   spec.bodies["stage"][1].kind = "child";
