@@ -26,8 +26,10 @@ struct DotOptions {
 /// \brief The graph as a DOT digraph: one DOT node per graph node, labelled with its name,
 /// kind, kernel name and launch shape and coloured by kind; one edge per declared edge (an
 /// edge to an undeclared name is drawn to a dashed red node of that name). A node's bodies
-/// are drawn as clusters beside it, labelled with the node's path, and tied to it by dotted
-/// lines.
+/// are drawn as clusters beside it, tied to it by dotted lines and labelled with what they are:
+/// a child graph's body with the node's path, an IF's "then" and "else", a WHILE's
+/// "body (while)", a SWITCH's "case 0", "case 1"... Conditional nodes show their default value,
+/// and with `show_arguments` a kernel's Condition argument names its conditional node.
 ///
 /// Every user string is escaped: any node name (quotes, backslashes, newlines, control
 /// characters, invalid UTF-8, which becomes U+FFFD) yields valid DOT. Needs no GPU and does

@@ -80,13 +80,25 @@ struct AccessSpec {
   std::uint64_t bytes = 0;
 };
 
+struct NodeSpec;
+
+/// \brief One body of a node in a graph file (a child graph's "nodes", an IF's "then", one of
+/// a SWITCH's "cases"): its nodes written inline, or the name of a body the file declares once
+/// under "bodies" (written `{"use": "encoder"}`), of which each use is a copy.
+struct BodySpec {
+  std::vector<NodeSpec> nodes;  ///< inline; empty when `use` names a body
+  std::string use;              ///< the named body used, or empty
+};
+
 /// \brief One node of a graph file: what every node has, its kind's own members as read
-/// (checked against the kind's schema; binding checks the rest) and its bodies' nodes.
+/// (checked against the kind's schema; binding checks the rest) and its bodies.
 struct NodeSpec {
   std::string name;
   std::string kind;                 ///< "kernel", "memcpy", ... (flowdsl/kinds.hpp)
   nlohmann::json fields = nlohmann::json::object();  ///< the kind's own members, e.g. {"dst": ..., "bytes": 64}
-  std::vector<std::vector<NodeSpec>> bodies;  ///< per body of the kind (a child graph: "nodes")
+  /// The node's bodies in the kind's order: a child's "nodes"; an IF's "then", then its "else"
+  /// if it has one; a WHILE's "body"; each of a SWITCH's "cases".
+  std::vector<BodySpec> bodies;
   std::vector<std::string> after;   ///< names of the nodes (of the same body) this one runs after
   std::vector<AccessSpec> reads, writes;
 };
@@ -107,6 +119,8 @@ struct GraphSpec {
   std::vector<KernelFileSpec> kernel_files;
   std::vector<BufferSpec> buffers;
   std::vector<NodeSpec> nodes;
+  /// Bodies declared once by name, for nodes to use (BodySpec::use); each use is a copy.
+  std::map<std::string, std::vector<NodeSpec>, std::less<>> bodies;
   bool check_hazards = true;  ///< validation reports hazards (Graph::check_hazards)
   bool infer_edges = false;   ///< binding adds the edges the accesses imply (flowdsl::infer_edges)
 };
@@ -145,8 +159,10 @@ bool parse_param_type(std::string_view text, ParamType& out);
 
 /// \brief Parses a graph file's text and reads its schema (no registry, no GPU).
 /// \param source the file name, for messages (may be empty)
-/// \throws JsonError for malformed JSON (with line and column), limits exceeded, a missing or
-///         mistyped member, an unknown member or kind, an unsupported version.
+/// \throws JsonError for malformed JSON (with line and column), limits exceeded (the node limit
+///         counts every node of every body, a named body once per use), a missing or mistyped
+///         member, an unknown member or kind, an unsupported version, a use of an undeclared
+///         body, a named body that uses itself.
 GraphSpec parse_graph(std::string_view text, std::string source = {}, const JsonLimits& limits = {});
 
 /// \brief Reads and parses a graph file.
@@ -206,11 +222,14 @@ void to_json(nlohmann::json& j, const BufferRef& v);
 void from_json(const nlohmann::json& j, BufferRef& v);
 void to_json(nlohmann::json& j, const AccessSpec& v);
 void from_json(const nlohmann::json& j, AccessSpec& v);
+void to_json(nlohmann::json& j, const BodySpec& v);
+void from_json(const nlohmann::json& j, BodySpec& v);
 void to_json(nlohmann::json& j, const NodeSpec& v);
 void from_json(const nlohmann::json& j, NodeSpec& v);
 void to_json(nlohmann::json& j, const KernelFileSpec& v);
 void from_json(const nlohmann::json& j, KernelFileSpec& v);
 void to_json(nlohmann::json& j, const GraphSpec& v);
+/// Checks what parse_graph checks, within the default JsonLimits.
 void from_json(const nlohmann::json& j, GraphSpec& v);
 
 }  // namespace flowdsl

@@ -59,13 +59,13 @@ flowdsl::GraphSpec checked_spec(const std::string& file) {
   return spec;
 }
 
-// Names of the kernels the nodes use (bodies included) whose pointer parameters do not all
+// Names of the kernels the nodes use (inline bodies included) whose pointer parameters do not all
 // declare an extent, so that nodes of them are not checked against their buffers.
 void unchecked_kernels(const flowdsl::GraphSpec& spec, const std::vector<flowdsl::NodeSpec>& nodes,
                        std::set<std::string>& out) {
   const std::string* previous = nullptr;  // the kernel of the previous kernel node: decided already
   for (const flowdsl::NodeSpec& node : nodes) {
-    for (const auto& body : node.bodies) unchecked_kernels(spec, body, out);
+    for (const flowdsl::BodySpec& body : node.bodies) unchecked_kernels(spec, body.nodes, out);
     if (node.kind != "kernel") continue;
     const auto kernel = node.fields.find("kernel");
     if (kernel == node.fields.end() || !kernel->is_string()) continue;
@@ -100,6 +100,7 @@ int validate(const std::string& file) {
   }
   std::set<std::string> unchecked;
   unchecked_kernels(spec, spec.nodes, unchecked);
+  for (const auto& named : spec.bodies) unchecked_kernels(spec, named.second, unchecked);
   for (const std::string& name : unchecked) {
     std::printf("  note: kernel '%s' declares no extent for some pointer parameters: those are not checked against "
                 "their buffers, nor seen by the hazard check\n",

@@ -14,7 +14,6 @@ namespace {
 
 using io::escape_into;
 
-
 class DotWriter {
  public:
   DotWriter(const Description& d, const DotOptions& options) : d_(d), options_(options) {
@@ -74,10 +73,16 @@ class DotWriter {
             (shape ? std::string(", shape=") + shape : std::string()) + "];\n";
   }
 
-  // Body `b` of node `id` as a cluster, tied to the node by dotted lines to the body's nodes.
+  // Body `b` of node `id` as a cluster, tied to the node by dotted lines to the body's nodes,
+  // and labelled with what the body is to its node ("then", "case 2"; a child graph's, the
+  // node's path).
   void cluster(NodeId id, std::uint32_t b, const std::string& indent) {
     const std::string name = "cluster_n" + std::to_string(id) + "_" + std::to_string(b);
-    const std::string title = node_path(d_, id) + (body_count(d_.nodes[id].op) > 1 ? " body " + std::to_string(b) : "");
+    std::string title;
+    std::visit([&](const auto& op) {
+      title = io::body_place(io::json_bodies(io::Tag<std::decay_t<decltype(op)>>{}), b).title();
+    }, d_.nodes[id].op);
+    if (title.empty()) title = node_path(d_, id);
     out_ += indent + "subgraph " + name + " {\n" + indent + "  label=" + io::quoted(title) + ";\n" + indent +
             "  style=\"rounded,dashed\";\n";
     body(id, b, indent + "  ");

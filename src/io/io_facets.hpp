@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "flowdsl/dot.hpp"
@@ -21,6 +23,29 @@ using nlohmann::json;
 template <class Op>
 struct Tag {};
 
+/// A member of a node's object that holds bodies, and what a DOT dump calls them. A kind lists
+/// its members in the order of its bodies, and bodies fill them in that order: a member of one
+/// body takes the next, a member of many takes all the rest. So optional members and a member
+/// of many come last.
+struct BodyMember {
+  const char* name;           ///< "nodes", "then", "cases"
+  const char* title;          ///< a cluster's label ("then", "body (while)"; "case" + index for many); null: the node's path
+  bool many = false;          ///< an array of bodies (a SWITCH's "cases"), rather than one body
+  bool optional = false;      ///< may be absent (an IF's "else"): then the node has one body fewer
+};
+
+/// Where body `b` of a node sits among its kind's `members`: the member, and for a member of
+/// many its index there. A null member when the kind has no place for a body `b`.
+struct BodyPlace {
+  const BodyMember* member = nullptr;
+  std::size_t index = 0;
+  /// "/then", "/cases/2".
+  std::string pointer() const;
+  /// "then", "case 2"; empty when the member says "the node's path".
+  std::string title() const;
+};
+BodyPlace body_place(const std::vector<BodyMember>& members, std::uint32_t b);
+
 /// Binding one node of a graph file: where its problems go, the buffers it may point into,
 /// the kernels and host functions it may name, and the body its node is declared in.
 class NodeBinder {
@@ -30,6 +55,8 @@ class NodeBinder {
   virtual Body& builder() = 0;
   /// The node's JSON pointer ("/nodes/3", "/nodes/2/nodes/0").
   virtual const std::string& pointer() const = 0;
+  /// How many bodies the file gives the node (an IF with "else": 2; a SWITCH: its cases).
+  virtual std::uint32_t bodies() const = 0;
   /// Records a problem at the node's pointer + `suffix`.
   virtual void problem(const std::string& suffix, std::string message) = 0;
   /// The buffer `ref` names, or null (and a problem at `suffix`).
@@ -48,6 +75,11 @@ class NodeBinder {
   virtual void declared_alloc(const std::string& name, NodeId id) = 0;
   /// The event named `name`, or null (and a problem at `suffix`).
   virtual CudaEvent event(const std::string& name, const std::string& suffix) = 0;
+  /// Resolves `name`, a condition argument of the node being bound: the first node of that name
+  /// in the node's body, else in the body holding that one, and so on out to the top level. When
+  /// it is a conditional node, calls `set` with its condition once it is declared (at once if it
+  /// is already) and returns true; otherwise records a problem at `suffix` and returns false.
+  virtual bool condition(const std::string& name, const std::string& suffix, std::function<void(Condition)> set) = 0;
   /// The kernel registered as `name` (in the registry, or among the file's own kernels while
   /// checking), or null.
   virtual const KernelInfo* find_kernel(std::string_view name) const = 0;
@@ -62,13 +94,18 @@ class NodeDescriber {
   /// The buffer and offset holding `ptr` (or the alloc, for a symbolic address); an empty buffer
   /// name (and a problem) when none does.
   virtual BufferRef locate(const void* ptr, const std::string& suffix) = 0;
+  /// The name by which the node being described names the conditional node whose condition
+  /// `word` holds (a kernel argument's bytes), as the reader resolves it (see
+  /// NodeBinder::condition); empty, and a problem at `suffix`, when no name finds that node.
+  virtual std::string condition_name(std::uint64_t word, const std::string& suffix) = 0;
   virtual void problem(const std::string& suffix, std::string message) = 0;
   virtual const KernelRegistry& registry() const = 0;
   virtual const HostFunctions& hosts() const = 0;
   virtual const Events& events() const = 0;
 };
 
-/// The lines of one node's DOT label, and what the label may show.
+/// The lines of one node's DOT label, what the label may show, and the description the node is
+/// in (a kernel's Condition argument is shown by its node's path).
 struct DotLabel {
   const DotOptions& options;
   std::vector<std::string>& lines;
@@ -98,8 +135,8 @@ const char* dot_shape(Tag<EventWaitOp>);
 void dot_extra(const FreeOp&, DotExtra&);
 
 #define FLOWDSL_IO_FACETS(Op)                                                                  \
-  /* The members holding the kind's bodies, one per body ({} without bodies). */              \
-  std::vector<const char*> json_bodies(Tag<Op>);                                              \
+  /* The members holding the kind's bodies, in body order ({} without bodies). */             \
+  std::vector<BodyMember> json_bodies(Tag<Op>);                                               \
   /* The JSON Schema of the kind's own members: {"required": [...], "properties": {...}}. */  \
   json json_schema(Tag<Op>);                                                                  \
   /* Checks the kind's members (`node` holds them alone) and returns them, taken from `node` \
@@ -115,6 +152,12 @@ void dot_extra(const FreeOp&, DotExtra&);
   const char* dot_colour(Tag<Op>);
 FLOWDSL_NODE_KINDS(FLOWDSL_IO_FACETS)
 #undef FLOWDSL_IO_FACETS
+
+/// Whether nodes of kind `Op` have a condition that kernels set (IF, WHILE, SWITCH).
+template <class Op>
+constexpr bool holds_condition(Tag<Op>) {
+  return std::is_base_of_v<ConditionalFields, Op>;
+}
 
 /// Calls `f(Tag<Op>{})` for the kind named `kind`; false when no kind has that name.
 template <class F>

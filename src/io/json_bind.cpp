@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "flowdsl/hazards.hpp"
 #include "flowdsl/json.hpp"
@@ -26,6 +27,9 @@ class Binder final : public io::NodeBinder {
       : spec_(spec), addresses_(addresses), registry_(registry), file_kernels_(file_kernels), externals_(externals) {}
 
   Graph run(const std::string& source) {
+    // A spec not read from a file may use bodies it lacks, or hold a body in itself.
+    std::vector<JsonProblem> uses = json_detail::check_named_bodies(spec_, nullptr);
+    if (!uses.empty()) throw JsonError(std::move(uses), source);
     index_buffers();
     index_allocs(spec_.nodes, "/nodes");
     graph_.check_hazards(spec_.check_hazards);
@@ -38,13 +42,17 @@ class Binder final : public io::NodeBinder {
                                 made.added, made.removed, made.reduced ? "" : " (reduction skipped)");
     }
     if (problems_.empty()) validate();
-    if (!problems_.empty()) throw JsonError(std::move(problems_), source);
+    if (!problems_.empty()) {
+      if (!spec_.bodies.empty()) drop_repeated_problems();
+      throw JsonError(std::move(problems_), source);
+    }
     return std::move(graph_);
   }
 
   // io::NodeBinder, for the node being bound.
   Body& builder() override { return *body_; }
   const std::string& pointer() const override { return pointer_; }
+  std::uint32_t bodies() const override { return static_cast<std::uint32_t>(node_->bodies.size()); }
   void problem(const std::string& suffix, std::string message) override {
     problems_.push_back(JsonProblem{pointer_ + suffix, std::move(message)});
   }
@@ -174,36 +182,104 @@ class Binder final : public io::NodeBinder {
     count(spec_.nodes, nodes, edges);
     detail::reserve(graph_.state(), nodes, edges);
   }
-  static void count(const std::vector<NodeSpec>& specs, std::size_t& nodes, std::size_t& edges) {
+  void count(const std::vector<NodeSpec>& specs, std::size_t& nodes, std::size_t& edges) const {
     nodes += specs.size();
     for (const NodeSpec& node : specs) {
       edges += node.after.size();
-      for (const auto& body : node.bodies) count(body, nodes, edges);
+      for (const BodySpec& body : node.bodies) count(nodes_of(body), nodes, edges);
     }
   }
 
+  // A body's nodes: inline, or those of the named body it uses (each use binds a copy).
+  const std::vector<NodeSpec>& nodes_of(const BodySpec& body) const {
+    return body.use.empty() ? body.nodes : spec_.bodies.find(body.use)->second;
+  }
+  // The pointer of the array of a body's nodes: the node's member, or the named body's.
+  static std::string array_of(const BodySpec& body, const std::string& member) {
+    return body.use.empty() ? member : "/bodies" + token(body.use);
+  }
+
+  // A problem inside a named body is found once per use: each is reported once.
+  void drop_repeated_problems() {
+    std::unordered_set<std::string> seen;
+    std::vector<JsonProblem> kept;
+    for (JsonProblem& p : problems_) {
+      if (seen.insert(p.pointer + '\n' + p.message).second) kept.push_back(std::move(p));
+    }
+    problems_ = std::move(kept);
+  }
+
+  // One array of nodes being bound (the top level or a body), for the names resolved from it.
+  struct Frame {
+    explicit Frame(const std::vector<NodeSpec>& specs) : nodes(specs), handles(specs.size()) {
+      by_name.reserve(specs.size());
+      for (std::size_t i = 0; i < specs.size(); ++i) by_name.emplace(specs[i].name, i);
+    }
+    const std::vector<NodeSpec>& nodes;
+    std::unordered_map<std::string_view, std::size_t> by_name;  ///< first node with each name
+    std::vector<std::optional<NodeHandle>> handles;             ///< per node, once declared
+    /// Per node not declared yet: what to do with its condition once it is.
+    std::unordered_map<std::size_t, std::vector<std::function<void(Condition)>>> waiting;
+  };
+
   // Declares `nodes` (the array at `array`) in `body`, then their bodies, then their edges.
   void add_nodes(const std::vector<NodeSpec>& nodes, Body& body, const std::string& array) {
-    std::vector<std::optional<NodeHandle>> handles(nodes.size());
+    Frame frame(nodes);
+    frames_.push_back(&frame);
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       const NodeSpec& node = nodes[i];
       body_ = &body;
+      node_ = &node;
       pointer_ = array + token(i);
-      std::vector<const char*> members;
+      std::vector<io::BodyMember> members;
+      std::optional<NodeHandle>& handle = frame.handles[i];
       const bool known = io::with_kind(node.kind, [&](auto tag) {
-        handles[i] = io::bind_json(tag, node.name, node.fields, *this);
+        handle = io::bind_json(tag, node.name, node.fields, *this);
         members = io::json_bodies(tag);
       });
       if (!known) problem("/kind", "unknown node kind '" + node.kind + "' (expected " + io::kind_names() + ")");
-      if (!handles[i]) continue;
-      add_accesses(node, *handles[i]);
+      if (!handle) continue;
+      if (const auto waiting = frame.waiting.find(i); waiting != frame.waiting.end()) {
+        for (const auto& set : waiting->second) set(detail::condition_of(graph_.state(), handle->id()));
+        frame.waiting.erase(waiting);
+      }
+      add_accesses(node, *handle);
       const std::string at = pointer_;
-      for (std::uint32_t b = 0; b < node.bodies.size() && b < members.size(); ++b) {
-        Body inner = handles[i]->body(b);
-        add_nodes(node.bodies[b], inner, at + "/" + members[b]);
+      for (std::uint32_t b = 0; b < node.bodies.size(); ++b) {
+        const io::BodyPlace place = io::body_place(members, b);
+        if (place.member == nullptr) break;
+        Body inner = handle->body(b);
+        add_nodes(nodes_of(node.bodies[b]), inner, array_of(node.bodies[b], at + place.pointer()));
       }
     }
-    add_edges(nodes, handles, array);
+    frames_.pop_back();
+    add_edges(frame, array);
+  }
+
+  bool condition(const std::string& name, const std::string& suffix, std::function<void(Condition)> set) override {
+    for (auto it = frames_.rbegin(); it != frames_.rend(); ++it) {
+      Frame& frame = **it;
+      const auto found = frame.by_name.find(name);
+      if (found == frame.by_name.end()) continue;
+      const NodeSpec& target = frame.nodes[found->second];
+      bool conditional = false;
+      io::with_kind(target.kind, [&](auto tag) { conditional = io::holds_condition(tag); });
+      if (!conditional) {
+        problem(suffix, "node '" + name + "' (" + target.kind +
+                            ") is not a conditional node (if, while or switch): it has no condition to set");
+        return false;
+      }
+      if (const auto& handle = frame.handles[found->second]) {
+        set(detail::condition_of(graph_.state(), handle->id()));
+      } else {
+        frame.waiting[found->second].push_back(std::move(set));
+      }
+      return true;
+    }
+    problem(suffix, "no node named '" + name +
+                        "' in this kernel's body or a body holding it (a kernel sets the condition of a conditional "
+                        "node of its own body or of a body holding it)");
+    return false;
   }
 
   void add_accesses(const NodeSpec& node, NodeHandle& handle) {
@@ -217,27 +293,25 @@ class Binder final : public io::NodeBinder {
     }
   }
 
-  void add_edges(const std::vector<NodeSpec>& nodes, std::vector<std::optional<NodeHandle>>& handles,
-                 const std::string& array) {
-    std::unordered_map<std::string_view, std::size_t> by_name;  // first node with each name
-    by_name.reserve(nodes.size());
-    for (std::size_t i = 0; i < nodes.size(); ++i) by_name.emplace(nodes[i].name, i);
+  void add_edges(const Frame& frame, const std::string& array) {
+    const std::vector<NodeSpec>& nodes = frame.nodes;
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       const NodeSpec& node = nodes[i];
+      const std::optional<NodeHandle>& handle = frame.handles[i];
       for (std::size_t j = 0; j < node.after.size(); ++j) {
-        const auto found = by_name.find(node.after[j]);
-        if (found == by_name.end()) {
+        const auto found = frame.by_name.find(node.after[j]);
+        if (found == frame.by_name.end()) {
           problems_.push_back({array + token(i) + "/after" + token(j),
                                "dependency on unknown node '" + node.after[j] + "'"});
           continue;
         }
-        if (!handles[i]) continue;
+        if (!handle) continue;
         // By handle when the first node of that name was declared: the node a name resolves
         // to, without a lookup in the builder's index of names.
-        if (const auto& before = handles[found->second]) {
-          handles[i]->after(*before);
+        if (const auto& before = frame.handles[found->second]) {
+          NodeHandle(*handle).after(*before);
         } else {
-          handles[i]->after(node.after[j]);
+          NodeHandle(*handle).after(node.after[j]);
         }
       }
     }
@@ -269,10 +343,12 @@ class Binder final : public io::NodeBinder {
         const std::string pointer = array + token(i);
         const std::string node_path = path.empty() ? node.name : path + "/" + node.name;
         out.emplace(node_path, pointer);
-        std::vector<const char*> members;
+        std::vector<io::BodyMember> members;
         io::with_kind(node.kind, [&](auto tag) { members = io::json_bodies(tag); });
-        for (std::uint32_t b = 0; b < node.bodies.size() && b < members.size(); ++b) {
-          self(self, node.bodies[b], pointer + "/" + members[b], node_path);
+        for (std::uint32_t b = 0; b < node.bodies.size(); ++b) {
+          const io::BodyPlace place = io::body_place(members, b);
+          if (place.member == nullptr) break;
+          self(self, nodes_of(node.bodies[b]), array_of(node.bodies[b], pointer + place.pointer()), node_path);
         }
       }
     };
@@ -290,6 +366,8 @@ class Binder final : public io::NodeBinder {
   std::map<std::string, Alloc, std::less<>> allocs_;
   std::map<std::string, CudaEvent, std::less<>> placeholder_events_;
   Body* body_ = nullptr;  ///< where the node being bound is declared
+  const NodeSpec* node_ = nullptr;  ///< the node being bound
+  std::vector<Frame*> frames_;      ///< the arrays of nodes being bound, innermost last
   std::string pointer_;   ///< the node being bound
   Graph graph_;
 };

@@ -1,7 +1,9 @@
 // Writing a C++-built graph as a graph spec: pointers become buffer names and offsets, each
 // kind describes its own members (src/kinds/<kind>/io.cpp), bodies nest.
 #include <algorithm>
+#include <map>
 #include <sstream>
+#include <tuple>
 #include <unordered_map>
 
 #include "flowdsl/json.hpp"
@@ -44,6 +46,25 @@ class Describer final : public io::NodeDescriber {
     problem(suffix, text.str());
     return {};
   }
+  std::string condition_name(std::uint64_t word, const std::string& suffix) override {
+    const Description& d = graph_.description();
+    const NodeId owner = symbol::is_symbol(word) && symbol::index_of(word) < d.symbols.size() && symbol::offset_of(word) == 0
+                             ? d.symbols[symbol::index_of(word)]
+                             : no_node;
+    if (owner == no_node || !is_conditional(d.nodes[owner].op)) {
+      problem(suffix, "the argument is not the condition of a conditional node of this graph");
+      return {};
+    }
+    const std::string& name = d.nodes[owner].name;
+    const NodeId found = resolve(name, node_);
+    if (found == owner) return name;
+    problem(suffix, found == no_node
+                        ? "the argument sets the condition of node '" + node_path(d, owner) +
+                              "', which sits in no body holding this kernel, so a file cannot name it"
+                        : "the argument sets the condition of node '" + node_path(d, owner) + "', but from this kernel '" +
+                              name + "' names node '" + node_path(d, found) + "' (rename one of them)");
+    return {};
+  }
   void problem(const std::string& suffix, std::string message) override {
     problems_.push_back({pointer_ + suffix, std::move(message)});
   }
@@ -82,10 +103,25 @@ class Describer final : public io::NodeDescriber {
   // A node's spec, found through its parent's: the lists of bodies move as specs are added.
   NodeSpec& spec_of(NodeId id) { return list_of(graph_.description().nodes[id])[index_[id]]; }
   std::vector<NodeSpec>& list_of(const Node& node) {
-    return node.parent == no_node ? spec_.nodes : spec_of(node.parent).bodies[node.body];
+    return node.parent == no_node ? spec_.nodes : spec_of(node.parent).bodies[node.body].nodes;
+  }
+
+  // The node `name` finds from node `from`, as the reader resolves a condition argument: the
+  // first node of that name in its body, else in the body holding that one, and so on.
+  NodeId resolve(const std::string& name, NodeId from) {
+    const Description& d = graph_.description();
+    if (names_.empty()) {
+      for (NodeId id = 0; id < d.nodes.size(); ++id) names_.emplace(std::make_tuple(d.nodes[id].parent, d.nodes[id].body, std::string_view(d.nodes[id].name)), id);
+    }
+    for (NodeId at = from; at != no_node; at = d.nodes[at].parent) {
+      const auto it = names_.find({d.nodes[at].parent, d.nodes[at].body, name});
+      if (it != names_.end()) return it->second;
+    }
+    return no_node;
   }
 
   void add_node(NodeId id) {
+    node_ = id;
     const Node& node = graph_.description().nodes[id];
     std::vector<NodeSpec>& list = list_of(node);
     pointer_ = pointer_of(node) + "/" + std::to_string(list.size());
@@ -116,9 +152,9 @@ class Describer final : public io::NodeDescriber {
     const Node& parent = graph_.description().nodes[node.parent];
     std::string member;
     std::visit([&](const auto& op) {
-      member = io::json_bodies(io::Tag<std::decay_t<decltype(op)>>{})[node.body];
+      member = io::body_place(io::json_bodies(io::Tag<std::decay_t<decltype(op)>>{}), node.body).pointer();
     }, parent.op);
-    return pointers_[node.parent] + "/" + member;
+    return pointers_[node.parent] + member;
   }
 
   void add_edge(const Edge& e) {
@@ -151,6 +187,9 @@ class Describer final : public io::NodeDescriber {
   std::vector<std::string> pointers_;  ///< per node: its JSON pointer
   std::vector<JsonProblem> problems_;
   std::string pointer_;                ///< the node being described
+  NodeId node_ = no_node;              ///< the node being described
+  /// (parent, body, name) -> the first node of that name in that body; built on first use.
+  std::map<std::tuple<NodeId, std::uint32_t, std::string_view>, NodeId> names_;
 };
 
 }  // namespace

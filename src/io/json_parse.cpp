@@ -18,7 +18,7 @@ namespace {
 // Builds the DOM of the file but for the top-level nodes, which it reads one by one; stops at
 // the first limit exceeded. Problems are kept in the order the old whole-file reader found
 // them: malformed text or limits, then the node count, then the schema (top-level members
-// before nodes).
+// before nodes), then the uses of named bodies and the size of the graph they expand to.
 class GraphFileReader {
  public:
   explicit GraphFileReader(const JsonLimits& limits) : limits_(limits) {}
@@ -64,11 +64,13 @@ class GraphFileReader {
         }
       }
       GraphSpec spec;
-      from_json(root_, spec);  // "nodes", if an array, holds none here
+      read_graph(root_, spec);  // "nodes", if an array, holds none here
       if (node_error_) throw *node_error_;
       spec.nodes = std::move(nodes_);
       // The vector grew by doubling: up to half of it unused while the whole graph is checked.
       if (spec.nodes.capacity() - spec.nodes.size() > spec.nodes.size() / 8) spec.nodes.shrink_to_fit();
+      std::vector<JsonProblem> problems = check_named_bodies(spec, &limits_);
+      if (!problems.empty()) throw JsonError(std::move(problems));
       return spec;
     } catch (const JsonError& e) {
       throw JsonError(e.problems(), source);

@@ -56,17 +56,45 @@ std::vector<std::string> read_names(const json& j, const char* key) {
   return out;
 }
 
-// Reads the nodes of `array` (a body), taking their members.
-std::vector<NodeSpec> read_nodes(json& j, const char* key) {
-  std::vector<NodeSpec> out;
-  const auto array = j.find(key);
-  if (array == j.end()) return out;
-  if (!array->is_array()) fail(token(key), "expected an array, found " + type_of(*array));
-  out.resize(array->size());
-  for (std::size_t i = 0; i < array->size(); ++i) {
-    within(token(key) + token(i), [&] { read_node(std::move((*array)[i]), out[i]); });
+// Reads an array of nodes, taking their members.
+void read_nodes(json& value, std::vector<NodeSpec>& out) {
+  if (!value.is_array()) fail("", "expected an array of nodes, found " + type_of(value));
+  out.resize(value.size());
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    within(token(i), [&] { read_node(std::move(value[i]), out[i]); });
   }
-  return out;
+}
+
+// Reads one body: its nodes inline, or {"use": name}.
+void read_body(json& value, BodySpec& out) {
+  if (value.is_object()) {
+    expect_object(value, {"use"});
+    out.use = get_string(value, "use");
+    if (out.use.empty()) fail("/use", "expected the name of a body declared under \"bodies\"");
+    return;
+  }
+  if (!value.is_array()) fail("", "expected an array of nodes or {\"use\": <body name>}, found " + type_of(value));
+  read_nodes(value, out.nodes);
+}
+
+// Appends the bodies member `m` of `from` holds. An absent member of one body that is not
+// optional is an empty body, which validation reports as such.
+void read_bodies(json& from, const io::BodyMember& m, std::vector<BodySpec>& out) {
+  const auto it = from.find(m.name);
+  if (it == from.end()) {
+    if (!m.many && !m.optional) out.emplace_back();
+    return;
+  }
+  within(token(m.name), [&] {
+    if (!m.many) {
+      read_body(*it, out.emplace_back());
+      return;
+    }
+    if (!it->is_array()) fail("", "expected an array of bodies, found " + type_of(*it));
+    for (std::size_t i = 0; i < it->size(); ++i) {
+      within(token(i), [&] { read_body((*it)[i], out.emplace_back()); });
+    }
+  });
 }
 
 // The members a node of the kind may have: everyone's, its schema's and its bodies'. Built once
@@ -77,7 +105,7 @@ const std::vector<std::string_view>& allowed_members(io::Tag<Op> tag) {
   static const std::vector<std::string_view> allowed = [&] {
     std::vector<std::string_view> out = {"name", "kind", "after", "reads", "writes"};
     for (const auto& item : schema.at("properties").items()) out.push_back(item.key());
-    for (const char* body : io::json_bodies(tag)) out.push_back(body);
+    for (const io::BodyMember& body : io::json_bodies(tag)) out.push_back(body.name);
     return out;
   }();
   return allowed;
@@ -102,13 +130,13 @@ void json_detail::read_node(nlohmann::json&& j, NodeSpec& v) {
   json common = json::object();
   const bool known = io::with_kind(v.kind, [&](auto tag) {
     expect_object(j, allowed_members(tag));
-    const std::vector<const char*> bodies = io::json_bodies(tag);
+    const std::vector<io::BodyMember> bodies = io::json_bodies(tag);
     j.erase("name");
     j.erase("kind");
     for (const char* key : {"after", "reads", "writes"}) take(j, key, common);
-    for (const char* body : bodies) take(j, body, common);
+    for (const io::BodyMember& body : bodies) take(j, body.name, common);
     v.fields = io::read_json(tag, std::move(j));
-    for (const char* body : bodies) v.bodies.push_back(read_nodes(common, body));
+    for (const io::BodyMember& body : bodies) read_bodies(common, body, v.bodies);
   });
   if (!known) fail("/kind", "unknown node kind '" + v.kind + "' (expected " + io::kind_names() + ")");
   v.after = read_names(common, "after");
@@ -254,8 +282,16 @@ void to_json(json& j, const NodeSpec& v) {
   j = json{{"name", v.name}, {"kind", v.kind}};
   for (const auto& item : v.fields.items()) j[item.key()] = item.value();
   io::with_kind(v.kind, [&](auto tag) {
-    const std::vector<const char*> members = io::json_bodies(tag);
-    for (std::size_t b = 0; b < members.size() && b < v.bodies.size(); ++b) j[members[b]] = v.bodies[b];
+    const std::vector<io::BodyMember> members = io::json_bodies(tag);
+    for (std::uint32_t b = 0; b < v.bodies.size(); ++b) {
+      const io::BodyPlace place = io::body_place(members, b);
+      if (place.member == nullptr) break;
+      if (place.member->many) {
+        j[place.member->name].push_back(v.bodies[b]);
+      } else {
+        j[place.member->name] = v.bodies[b];
+      }
+    }
   });
   if (!v.after.empty()) j["after"] = v.after;
   write_array(j, "reads", v.reads);
@@ -263,6 +299,20 @@ void to_json(json& j, const NodeSpec& v) {
 }
 
 void from_json(const json& j, NodeSpec& v) { read_node(json(j), v); }
+
+void to_json(json& j, const BodySpec& v) {
+  if (v.use.empty()) {
+    j = v.nodes;
+  } else {
+    j = json{{"use", v.use}};
+  }
+}
+
+void from_json(const json& j, BodySpec& v) {
+  json copy = j;
+  v = BodySpec{};
+  read_body(copy, v);
+}
 
 void to_json(json& j, const KernelFileSpec& v) {
   json params = json::array();
@@ -288,7 +338,7 @@ void from_json(const json& j, KernelFileSpec& v) {
       if (optional_member(params[i], "extent") != nullptr) p.extent = get_string(params[i], "extent");
       const std::string type = get_string(params[i], "type");
       if (!parse_param_type(type, p.type)) {
-        fail("/type", "unknown parameter type '" + type + "' (expected a scalar type such as f32, or a pointer such as f32* or const f32*)");
+        fail("/type", "unknown parameter type '" + type + "' (expected a scalar type such as f32, a pointer such as f32* or const f32*, or condition)");
       }
       v.params.push_back(std::move(p));
     });
@@ -302,9 +352,17 @@ void to_json(json& j, const GraphSpec& v) {
   if (!v.check_hazards) j["check_hazards"] = false;
   if (v.infer_edges) j["infer_edges"] = true;
   j["nodes"] = v.nodes;
+  if (!v.bodies.empty()) j["bodies"] = v.bodies;
 }
 
 void from_json(const json& j, GraphSpec& v) {
+  read_graph(j, v);
+  const JsonLimits limits;
+  std::vector<JsonProblem> problems = check_named_bodies(v, &limits);
+  if (!problems.empty()) throw JsonError(std::move(problems));
+}
+
+void json_detail::read_graph(const json& j, GraphSpec& v) {
   if (!j.is_object()) fail("", "expected a graph object, found " + type_of(j));
   // The version first: a newer file should say so rather than fail on a member it added.
   const json& version = member(j, "version");
@@ -312,12 +370,23 @@ void from_json(const json& j, GraphSpec& v) {
     fail("/version", "unsupported version " + version.dump() + " (this flowdsl reads version " +
                          std::to_string(json_format_version) + ")");
   }
-  expect_object(j, {"version", "name", "kernel_files", "buffers", "nodes", "check_hazards", "infer_edges"});
+  expect_object(j, {"version", "name", "kernel_files", "buffers", "nodes", "bodies", "check_hazards", "infer_edges"});
   v.version = json_format_version;
   v.name = get_string(j, "name");
   v.kernel_files = read_array<KernelFileSpec>(j, "kernel_files");
   v.buffers = read_array<BufferSpec>(j, "buffers");
   v.nodes = read_array<NodeSpec>(j, "nodes");
+  v.bodies.clear();
+  if (const json* bodies = optional_member(j, "bodies")) {
+    if (!bodies->is_object()) fail("/bodies", "expected an object of bodies by name, found " + type_of(*bodies));
+    for (const auto& item : bodies->items()) {
+      within("/bodies" + token(item.key()), [&] {
+        if (item.key().empty()) fail("", "expected a non-empty body name");
+        json nodes = item.value();
+        read_nodes(nodes, v.bodies[item.key()]);
+      });
+    }
+  }
   v.check_hazards = optional_member(j, "check_hazards") == nullptr || get_bool(j, "check_hazards");
   v.infer_edges = optional_member(j, "infer_edges") != nullptr && get_bool(j, "infer_edges");
 }

@@ -15,6 +15,8 @@
 
 namespace flowdsl {
 struct NodeSpec;
+struct GraphSpec;
+struct JsonLimits;
 }
 
 namespace flowdsl::json_detail {
@@ -24,6 +26,16 @@ using nlohmann::json;
 /// Reads a node as from_json(const json&, NodeSpec&) does, taking members from `node` rather
 /// than copying them (the parser's nodes, which it drops after reading).
 void read_node(json&& node, NodeSpec& out);
+
+/// Reads the members of a graph file but the checks of its named bodies' uses (which need its
+/// nodes: the parser reads those apart).
+void read_graph(const json& j, GraphSpec& out);
+
+/// The problems of the named bodies of `spec` and their uses: a use of a body not declared, a
+/// body that uses itself (directly or through others); with `limits`, a graph that has more
+/// nodes, or nests deeper, than they allow once every use is written out. Linear in the spec:
+/// each named body is measured once.
+std::vector<JsonProblem> check_named_bodies(const GraphSpec& spec, const JsonLimits* limits);
 
 /// A JSON pointer token: "~" becomes "~0" and "/" becomes "~1" (RFC 6901).
 std::string token(std::string_view key);

@@ -11,12 +11,14 @@ using flowdsl_test::contains;
 namespace {
 
 void scale_f32(int, float, const float*, float*) {}
+void decide(const float*, float, flowdsl::Condition) {}
 void host_fn(void*) {}
 
 const flowdsl::KernelRegistry& registry() {
   static flowdsl::KernelRegistry r;
   static const bool once = [] {
     r.add("scale_f32", scale_f32, {"n", "alpha", "x", "y"});
+    r.add("decide", decide, {"residual", "tolerance", "loop"});
     return true;
   }();
   (void)once;
@@ -93,4 +95,39 @@ TEST_CASE("A kernel declared without a name is shown by its registered name", "[
   const auto k = g.kernel("k", scale_f32).launch(1, 1);
   CHECK(std::get<flowdsl::KernelOp>(g.description().nodes[k.id()].op).kernel_name.empty());
   CHECK_THAT(flowdsl::to_dot(g), contains("kernel test_dot.registered_scale"));
+}
+
+TEST_CASE("Bodies are clusters labelled with what they are to their node", "[dot][conditional]") {
+  float buf[8];
+  flowdsl::Graph g;
+  auto choose = g.if_else("choose", flowdsl::ConditionDefault{1});
+  choose.body(0).kernel("scale", scale_f32, "scale_f32").launch(1, 32).args(8, 2.0f, buf, buf);
+  choose.body(1).empty("skip");
+  auto loop = g.while_loop("solve", flowdsl::ConditionDefault{1}).after(choose);
+  loop.body().kernel("decide", decide).launch(1, 32).args(buf, 0.5f, loop.condition());
+  auto bucket = g.switch_cases("bucket", 3, flowdsl::ConditionDefault{0}).after(loop);
+  for (std::uint32_t c = 0; c < 3; ++c) bucket.body(c).empty("case_node");
+  g.child("stage").after(bucket).body().empty("inside");
+
+  flowdsl::DotOptions options;
+  options.show_arguments = true;
+  options.registry = &registry();
+  const std::string dot = flowdsl::to_dot(g, options);
+  CHECK_THAT(dot, contains(R"x(n0 [label="choose\nif / else · default 1", fillcolor=wheat];)x"));
+  CHECK_THAT(dot, contains(R"x(label="solve\nwhile · default 1")x"));
+  CHECK_THAT(dot, contains(R"x(label="bucket\nswitch · 3 cases · default 0")x"));
+  CHECK_THAT(dot, contains("subgraph cluster_n0_0 {\n    label=\"then\";"));
+  CHECK_THAT(dot, contains("subgraph cluster_n0_1 {\n    label=\"else\";"));
+  CHECK_THAT(dot, contains("label=\"body (while)\";"));
+  CHECK_THAT(dot, contains("label=\"case 0\";"));
+  CHECK_THAT(dot, contains("label=\"case 2\";"));
+  CHECK_THAT(dot, contains("label=\"stage\";"));
+  CHECK_THAT(dot, contains(R"x(\nloop = condition of 'solve'")x"));
+  require_dot_accepts(dot, "dot_conditional.dot");
+
+  // Without show_arguments, no argument is shown; a condition of another graph is said to be one.
+  CHECK_THAT(flowdsl::to_dot(g), !contains("condition of"));
+  flowdsl::Graph other;
+  other.kernel("decide", decide).launch(1, 32).args(buf, 0.5f, loop.condition());
+  CHECK_THAT(flowdsl::to_dot(other, options), contains("loop = condition (of no node of this graph)"));
 }

@@ -328,6 +328,186 @@ TEST_CASE("Kernels declared in kernel_files are checked against their declared p
   CHECK(e.pointer() == "/kernel_files/0/params/0/type");
 }
 
+namespace {
+
+// A file whose "bodies" member is `bodies` and whose nodes are `nodes` (JSON texts).
+std::string file_with_bodies(const std::string& bodies, const std::string& nodes) {
+  return R"({"version": 1, "name": "t", "buffers": [{"name": "x", "type": "f32", "count": 1024}],
+    "bodies": )" + bodies + R"(, "nodes": )" + nodes + "}";
+}
+
+const std::string stage_body = R"({"stage": [
+    {"name": "copy", "kind": "memcpy", "dst": "x", "src": {"buffer": "x", "offset": 2048}, "bytes": 1024},
+    {"name": "join", "kind": "empty", "after": ["copy"]}]})";
+
+flowdsl::JsonError parse_error_of(const std::string& text, const flowdsl::JsonLimits& limits = {}) {
+  try {
+    (void)flowdsl::parse_graph(text, "test.json", limits);
+  } catch (const flowdsl::JsonError& e) {
+    return e;
+  }
+  FAIL("no JsonError for: " << text);
+  throw;  // not reached: FAIL throws
+}
+
+// Bodies b0 ... b<levels>: b0 holds one node, each next one two children using the one before,
+// so b<k> expands to 3 * 2^k - 2 nodes.
+std::string doubling_bodies(int levels) {
+  std::string bodies = R"({"b0": [{"name": "e", "kind": "empty"}])";
+  for (int k = 1; k <= levels; ++k) {
+    const std::string use = R"({"use": "b)" + std::to_string(k - 1) + R"("})";
+    bodies += R"(, "b)" + std::to_string(k) + R"(": [{"name": "l", "kind": "child", "nodes": )" + use +
+              R"(}, {"name": "r", "kind": "child", "nodes": )" + use + "}]";
+  }
+  return bodies + "}";
+}
+
+}  // namespace
+
+TEST_CASE("A named body is a copy at each use", "[json][bodies]") {
+  const std::string text = file_with_bodies(stage_body, R"([
+    {"name": "a", "kind": "child", "nodes": {"use": "stage"}},
+    {"name": "b", "kind": "child", "nodes": {"use": "stage"}, "after": ["a"]}])");
+  const flowdsl::GraphSpec spec = flowdsl::parse_graph(text);
+  REQUIRE(spec.bodies.count("stage") == 1);
+  CHECK(spec.nodes.at(1).bodies.at(0).use == "stage");
+  CHECK(spec.nodes.at(1).bodies.at(0).nodes.empty());
+  const std::string written = flowdsl::to_json_text(spec);
+  CHECK_THAT(written, contains(R"("use": "stage")"));
+  CHECK(flowdsl::to_json_text(flowdsl::parse_graph(written)) == written);
+
+  const flowdsl::BufferAddresses at = {{"x", fake(0x10000)}};
+  const flowdsl::Graph g = flowdsl::bind_graph(spec, at, registry());
+  const flowdsl::Description& d = g.description();
+  REQUIRE(d.nodes.size() == 6);
+  CHECK(flowdsl::node_path(d, 1) == "a/copy");
+  CHECK(flowdsl::node_path(d, 5) == "b/join");
+  // The same graph with its bodies inline: what describing it writes, and the same topology.
+  const flowdsl::GraphSpec inline_spec =
+      flowdsl::describe_graph(g, "t", spec.buffers, at, registry());
+  CHECK(inline_spec.bodies.empty());
+  CHECK(inline_spec.nodes.at(1).bodies.at(0).nodes.size() == 2);
+  CHECK(flowdsl::bind_graph(inline_spec, at, registry()).topology_hash() == g.topology_hash());
+}
+
+TEST_CASE("Problems inside a named body are reported at the body's pointer, once", "[json][bodies]") {
+  auto e = error_of(file_with_bodies(R"({"stage": [{"name": "copy", "kind": "memcpy", "dst": "nope", "src": "x", "bytes": 4}]})",
+                                     R"([{"name": "a", "kind": "child", "nodes": {"use": "stage"}},
+                                         {"name": "b", "kind": "child", "nodes": {"use": "stage"}}])"));
+  REQUIRE(e.problems().size() == 1);
+  CHECK(e.pointer() == "/bodies/stage/0/dst");
+  CHECK_THAT(e.what(), contains("unknown buffer 'nope'"));
+  // Validation names each copy by its path.
+  e = error_of(file_with_bodies(R"({"stage": [{"name": "copy", "kind": "memcpy", "dst": "x", "src": "x", "bytes": 0}]})",
+                                R"([{"name": "a", "kind": "child", "nodes": {"use": "stage"}},
+                                    {"name": "b", "kind": "child", "nodes": {"use": "stage"}}])"));
+  REQUIRE(e.problems().size() == 2);
+  CHECK(e.problems()[0].pointer == "/bodies/stage/0");
+  CHECK(e.problems()[1].pointer == "/bodies/stage/0");
+  CHECK_THAT(e.what(), contains("node 'a/copy' (memcpy): copies zero bytes"));
+  CHECK_THAT(e.what(), contains("node 'b/copy' (memcpy): copies zero bytes"));
+  // Read problems are the reader's, at the same pointers.
+  e = parse_error_of(file_with_bodies(R"({"stage": [{"name": "j", "kind": "empty", "agrs": 1}]})", "[]"));
+  CHECK(e.pointer() == "/bodies/stage/0/agrs");
+  e = parse_error_of(file_with_bodies(R"({"stage": {"use": "other"}})", "[]"));
+  CHECK(e.pointer() == "/bodies/stage");
+  CHECK_THAT(e.what(), contains("expected an array of nodes, found an object"));
+}
+
+TEST_CASE("A use of an undeclared body is reported at the use", "[json][bodies]") {
+  auto e = parse_error_of(file_with_bodies(stage_body, R"([{"name": "a", "kind": "child", "nodes": {"use": "stag"}}])"));
+  CHECK(e.pointer() == "/nodes/0/nodes/use");
+  CHECK_THAT(e.what(), contains("unknown body 'stag' (not declared under \"bodies\")"));
+  e = parse_error_of(file_with_bodies(R"({"loop": [{"name": "i", "kind": "if", "default": 1,
+                                          "then": [{"name": "e", "kind": "empty"}], "else": {"use": "gone"}}]})",
+                                      "[]"));
+  CHECK(e.pointer() == "/bodies/loop/0/else/use");
+  e = parse_error_of(file_with_bodies(stage_body, R"([{"name": "a", "kind": "child", "nodes": {"use": ""}}])"));
+  CHECK(e.pointer() == "/nodes/0/nodes/use");
+  e = parse_error_of(file_with_bodies(stage_body, R"([{"name": "a", "kind": "child", "nodes": {"use": "stage", "x": 1}}])"));
+  CHECK(e.pointer() == "/nodes/0/nodes/x");
+  // An unused named body is read, and not bound.
+  CHECK_NOTHROW(flowdsl::check_graph(
+      flowdsl::parse_graph(file_with_bodies(stage_body, R"([{"name": "e", "kind": "empty"}])")), registry()));
+}
+
+TEST_CASE("A named body that holds itself is reported with its cycle", "[json][bodies]") {
+  auto e = parse_error_of(file_with_bodies(
+      R"({"a": [{"name": "x", "kind": "child", "nodes": {"use": "b"}}],
+          "b": [{"name": "y", "kind": "switch", "default": 0, "cases": [[{"name": "e", "kind": "empty"}], {"use": "a"}]}]})",
+      R"([{"name": "top", "kind": "child", "nodes": {"use": "a"}}])"));
+  REQUIRE(e.problems().size() == 1);
+  CHECK(e.pointer() == "/bodies/b/0/cases/1/use");
+  CHECK_THAT(e.what(), contains("body 'a' uses itself: 'a' -> 'b' -> 'a'"));
+  const std::string itself = file_with_bodies(R"({"me": [{"name": "x", "kind": "child", "nodes": {"use": "me"}}]})", "[]");
+  e = parse_error_of(itself);
+  CHECK(e.pointer() == "/bodies/me/0/nodes/use");
+  CHECK_THAT(e.what(), contains("body 'me' uses itself: 'me' -> 'me'"));
+  // Reading a DOM (from_json) checks the same.
+  CHECK_THROWS_WITH(nlohmann::json::parse(itself).get<flowdsl::GraphSpec>(), contains("body 'me' uses itself"));
+  // A spec made in code is checked the same way before it is bound.
+  flowdsl::GraphSpec spec = flowdsl::parse_graph(file_with_bodies(stage_body, "[]"));
+  spec.bodies["stage"][1].kind = "child";
+  spec.bodies["stage"][1].bodies.push_back(flowdsl::BodySpec{{}, "stage"});
+  CHECK_THROWS_WITH(flowdsl::check_graph(spec, registry()), contains("body 'stage' uses itself"));
+}
+
+TEST_CASE("The node limit counts a named body at each use, so uses cannot multiply past it", "[json][bodies][limits]") {
+  flowdsl::JsonLimits limits;
+  limits.max_nodes = 1000;
+  const std::string top = R"([{"name": "top", "kind": "child", "nodes": {"use": "b10"}}])";
+  auto e = parse_error_of(file_with_bodies(doubling_bodies(10), top), limits);
+  CHECK(e.pointer() == "/nodes");
+  CHECK_THAT(e.what(), contains("3071 nodes, counting those of every body and each named body at each of its uses, "
+                                "exceed the limit of 1000"));
+  limits.max_nodes = 3071;
+  CHECK(flowdsl::parse_graph(file_with_bodies(doubling_bodies(10), top), "t", limits).bodies.size() == 11);
+  // Sixty levels would expand to 3 * 2^60 - 1 nodes: refused at once, for nesting as well.
+  e = parse_error_of(file_with_bodies(doubling_bodies(60), R"([{"name": "top", "kind": "child", "nodes": {"use": "b60"}}])"));
+  REQUIRE(e.problems().size() == 2);
+  CHECK_THAT(e.problems()[0].message, contains("3458764513820540927 nodes"));
+  CHECK_THAT(e.problems()[1].message,
+             contains("with each named body written out at its uses, the nodes nest 125 levels deep, over the limit of 32"));
+  // Inline bodies count too.
+  limits.max_nodes = 2;
+  e = parse_error_of(R"({"version": 1, "name": "t", "nodes": [{"name": "c", "kind": "child", "nodes": [
+                        {"name": "a", "kind": "empty"}, {"name": "b", "kind": "empty"}]}]})", limits);
+  CHECK_THAT(e.what(), contains("3 nodes, counting those of every body"));
+}
+
+// docs/contributing.md, "Documentation snippets": a ```json block that is a whole graph file
+// must read; one marked <!-- json: check --> must also pass check_graph with no registered
+// kernel (it declares its kernels in kernel_files).
+TEST_CASE("The graph files of docs/json-format.md read, and those marked so check", "[json][docs]") {
+  std::ifstream in(FLOWDSL_DOCS_DIR "/json-format.md");
+  REQUIRE(in);
+  std::size_t files = 0, checked = 0;
+  std::string line, previous, block;
+  bool in_json = false, check = false;
+  for (std::size_t number = 1; std::getline(in, line); ++number) {
+    if (in_json && line.rfind("```", 0) == 0) {
+      in_json = false;
+      if (block.find("\"version\"") == std::string::npos) continue;  // a fragment of a file
+      INFO("docs/json-format.md, block ending at line " << number);
+      ++files;
+      const flowdsl::GraphSpec spec = flowdsl::parse_graph(block, "json-format.md");
+      if (check) {
+        ++checked;
+        CHECK_NOTHROW(flowdsl::check_graph(spec, flowdsl::KernelRegistry{}, {}, "json-format.md"));
+      }
+    } else if (in_json) {
+      block += line + "\n";
+    } else if (line.rfind("```json", 0) == 0) {
+      in_json = true;
+      check = previous == "<!-- json: check -->";
+      block.clear();
+    }
+    if (!line.empty()) previous = line;
+  }
+  CHECK(files >= 2);
+  CHECK(checked >= 1);
+}
+
 TEST_CASE("docs/flowdsl.schema.json is the schema the node kinds give", "[json][schema]") {
   std::ifstream in(FLOWDSL_DOCS_DIR "/flowdsl.schema.json");
   REQUIRE(in);

@@ -93,7 +93,7 @@ TEST_CASE("Nodes read one at a time are the nodes of the file", "[json][limits]"
   REQUIRE(spec.nodes.size() == 3);  // a repeated member replaces the earlier one, as in a DOM
   CHECK(spec.nodes[0].name == "a");
   REQUIRE(spec.nodes[1].bodies.size() == 1);
-  CHECK(spec.nodes[1].bodies[0].at(0).name == "in");
+  CHECK(spec.nodes[1].bodies[0].nodes.at(0).name == "in");
   CHECK(spec.nodes[2].after == std::vector<std::string>{"a", "c"});
   CHECK(flowdsl::parse_graph(flowdsl::to_json_text(spec)).nodes.size() == 3);
 }

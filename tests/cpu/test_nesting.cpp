@@ -164,7 +164,7 @@ TEST_CASE("Child graphs travel through JSON with their bodies inline", "[nesting
   const flowdsl::GraphSpec spec = flowdsl::parse_graph(text);
   REQUIRE(spec.nodes.size() == 2);
   REQUIRE(spec.nodes[1].bodies.size() == 1);
-  CHECK(spec.nodes[1].bodies[0][1].bodies[0][0].name == "join");
+  CHECK(spec.nodes[1].bodies[0].nodes[1].bodies[0].nodes[0].name == "join");
   const flowdsl::Graph g = flowdsl::inspect_graph(spec, flowdsl::KernelRegistry{});
   CHECK(g.size() == 5);
 
@@ -201,8 +201,8 @@ TEST_CASE("A C++ graph with bodies is described as JSON with its bodies inline",
   const flowdsl::GraphSpec spec =
       flowdsl::describe_graph(g, "t", {flowdsl::BufferSpec{"x", flowdsl::ScalarType::f32, 64, {}, false}}, at, {});
   REQUIRE(spec.nodes.size() == 1);
-  REQUIRE(spec.nodes[0].bodies.at(0).size() == 2);
-  CHECK(spec.nodes[0].bodies[0][1].after == std::vector<std::string>{"copy"});
+  REQUIRE(spec.nodes[0].bodies.at(0).nodes.size() == 2);
+  CHECK(spec.nodes[0].bodies[0].nodes[1].after == std::vector<std::string>{"copy"});
   const flowdsl::Graph back = flowdsl::bind_graph(spec, at, {});
   CHECK(back.topology_hash() == g.topology_hash());
 }

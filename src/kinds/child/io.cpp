@@ -3,7 +3,7 @@
 
 namespace flowdsl::io {
 
-std::vector<const char*> json_bodies(Tag<ChildOp>) { return {"nodes"}; }
+std::vector<BodyMember> json_bodies(Tag<ChildOp>) { return {{"nodes", nullptr}}; }
 json json_schema(Tag<ChildOp>) { return {{"required", json::array()}, {"properties", json::object()}}; }
 json read_json(Tag<ChildOp>, json&&) { return json::object(); }
 

@@ -1,36 +1,87 @@
-// Conditional nodes in graph files and DOT dumps (first cut: bodies inline).
+// Conditional nodes (IF, WHILE, SWITCH) in graph files and DOT dumps: an optional "default"
+// (the value assigned at every launch) and the bodies: an IF's "then" and optional "else", a
+// WHILE's "body", a SWITCH's "cases" (an array of bodies, case i runs for value i).
+#include <limits>
+
 #include "io_facets.hpp"
 
 namespace flowdsl::io {
 
-std::vector<const char*> json_bodies(Tag<IfOp>) { return {"then", "else"}; }
-std::vector<const char*> json_bodies(Tag<WhileOp>) { return {"body"}; }
-std::vector<const char*> json_bodies(Tag<SwitchOp>) { return {}; }
-json json_schema(Tag<IfOp>) { return {{"required", json::array()}, {"properties", json::object()}}; }
-json json_schema(Tag<WhileOp>) { return {{"required", json::array()}, {"properties", json::object()}}; }
-json json_schema(Tag<SwitchOp>) { return {{"required", json::array()}, {"properties", json::object()}}; }
-json read_json(Tag<IfOp>, json&&) { return json::object(); }
-json read_json(Tag<WhileOp>, json&&) { return json::object(); }
-json read_json(Tag<SwitchOp>, json&&) { return json::object(); }
+using namespace json_detail;
 
-std::optional<NodeHandle> bind_json(Tag<IfOp>, const std::string& name, const json&, NodeBinder& binder) {
-  return binder.builder().if_then(name);
-}
-std::optional<NodeHandle> bind_json(Tag<WhileOp>, const std::string& name, const json&, NodeBinder& binder) {
-  return binder.builder().while_loop(name);
-}
-std::optional<NodeHandle> bind_json(Tag<SwitchOp>, const std::string& name, const json&, NodeBinder& binder) {
-  return binder.builder().switch_cases(name, 1);
+namespace {
+
+json schema_of_fields() {
+  return {{"required", json::array()},
+          {"properties", {{"default", {{"type", "integer"}, {"minimum", 0}, {"maximum", 4294967295u}}}}}};
 }
 
-json describe_json(const IfOp&, NodeDescriber&) { return json::object(); }
-json describe_json(const WhileOp&, NodeDescriber&) { return json::object(); }
-json describe_json(const SwitchOp&, NodeDescriber&) { return json::object(); }
-void dot_label(const IfOp&, DotLabel& label) { label.lines.push_back("if"); }
-void dot_label(const WhileOp&, DotLabel& label) { label.lines.push_back("while"); }
-void dot_label(const SwitchOp&, DotLabel& label) { label.lines.push_back("switch"); }
-const char* dot_colour(Tag<IfOp>) { return "khaki"; }
-const char* dot_colour(Tag<WhileOp>) { return "khaki"; }
-const char* dot_colour(Tag<SwitchOp>) { return "khaki"; }
+json read_fields(json&& node) {
+  json fields = json::object();
+  if (optional_member(node, "default") != nullptr) {
+    fields["default"] = get_unsigned(node, "default", std::numeric_limits<unsigned>::max());
+  }
+  return fields;
+}
+
+std::optional<ConditionDefault> default_of(const json& fields) {
+  const auto it = fields.find("default");
+  if (it == fields.end()) return std::nullopt;
+  return ConditionDefault{it->get<unsigned>()};
+}
+
+json describe_fields(const ConditionalFields& op) {
+  json fields = json::object();
+  if (op.default_value) fields["default"] = *op.default_value;
+  return fields;
+}
+
+// "while · default 1": the kind, then the default value if there is one.
+void label(const ConditionalFields& op, std::string kind, DotLabel& label) {
+  if (op.default_value) kind += " \xc2\xb7 default " + std::to_string(*op.default_value);
+  label.lines.push_back(std::move(kind));
+}
+
+}  // namespace
+
+std::vector<BodyMember> json_bodies(Tag<IfOp>) {
+  return {{"then", "then"}, {"else", "else", /*many=*/false, /*optional=*/true}};
+}
+std::vector<BodyMember> json_bodies(Tag<WhileOp>) { return {{"body", "body (while)"}}; }
+std::vector<BodyMember> json_bodies(Tag<SwitchOp>) { return {{"cases", "case", /*many=*/true}}; }
+
+json json_schema(Tag<IfOp>) { return schema_of_fields(); }
+json json_schema(Tag<WhileOp>) { return schema_of_fields(); }
+json json_schema(Tag<SwitchOp>) { return schema_of_fields(); }
+
+json read_json(Tag<IfOp>, json&& node) { return read_fields(std::move(node)); }
+json read_json(Tag<WhileOp>, json&& node) { return read_fields(std::move(node)); }
+json read_json(Tag<SwitchOp>, json&& node) { return read_fields(std::move(node)); }
+
+std::optional<NodeHandle> bind_json(Tag<IfOp>, const std::string& name, const json& fields, NodeBinder& binder) {
+  // With "else" the file gives two bodies.
+  if (binder.bodies() > 1) return binder.builder().if_else(name, default_of(fields));
+  return binder.builder().if_then(name, default_of(fields));
+}
+std::optional<NodeHandle> bind_json(Tag<WhileOp>, const std::string& name, const json& fields, NodeBinder& binder) {
+  return binder.builder().while_loop(name, default_of(fields));
+}
+std::optional<NodeHandle> bind_json(Tag<SwitchOp>, const std::string& name, const json& fields, NodeBinder& binder) {
+  return binder.builder().switch_cases(name, binder.bodies(), default_of(fields));
+}
+
+json describe_json(const IfOp& op, NodeDescriber&) { return describe_fields(op); }
+json describe_json(const WhileOp& op, NodeDescriber&) { return describe_fields(op); }
+json describe_json(const SwitchOp& op, NodeDescriber&) { return describe_fields(op); }
+
+void dot_label(const IfOp& op, DotLabel& lines) { label(op, op.has_else ? "if / else" : "if", lines); }
+void dot_label(const WhileOp& op, DotLabel& lines) { label(op, "while", lines); }
+void dot_label(const SwitchOp& op, DotLabel& lines) {
+  label(op, "switch \xc2\xb7 " + std::to_string(op.cases) + (op.cases == 1 ? " case" : " cases"), lines);
+}
+
+const char* dot_colour(Tag<IfOp>) { return "wheat"; }
+const char* dot_colour(Tag<WhileOp>) { return "wheat"; }
+const char* dot_colour(Tag<SwitchOp>) { return "wheat"; }
 
 }  // namespace flowdsl::io

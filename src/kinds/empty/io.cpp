@@ -3,7 +3,7 @@
 
 namespace flowdsl::io {
 
-std::vector<const char*> json_bodies(Tag<EmptyOp>) { return {}; }
+std::vector<BodyMember> json_bodies(Tag<EmptyOp>) { return {}; }
 json json_schema(Tag<EmptyOp>) { return {{"required", json::array()}, {"properties", json::object()}}; }
 json read_json(Tag<EmptyOp>, json&&) { return json::object(); }
 

@@ -7,7 +7,7 @@ namespace flowdsl::io {
 
 using namespace json_detail;
 
-std::vector<const char*> json_bodies(Tag<HostOp>) { return {}; }
+std::vector<BodyMember> json_bodies(Tag<HostOp>) { return {}; }
 
 json json_schema(Tag<HostOp>) {
   return {{"required", json::array({"function"})}, {"properties", {{"function", {{"type", "string"}}}}}};

@@ -62,10 +62,18 @@ std::string store_scalar(const json& v, unsigned char* out) {
   return {};
 }
 
-// One argument's bytes; false after reporting a problem at `where`.
+// One argument's bytes; false after reporting a problem at `where`. (A condition argument is
+// bound once the node is declared: see bind_json.)
 bool bind_argument(const json& value, const KernelParam& param, const std::string& where, NodeBinder& binder,
                    unsigned char* out) {
   const ParamType& type = param.type;
+  if (type.condition) {
+    if (value.is_string()) return true;
+    binder.problem(where, "wrong type: parameter '" + param.name +
+                              "' takes a condition, the name of a conditional node, found " +
+                              (value.is_object() ? std::string("a buffer reference") : type_of(value)));
+    return false;
+  }
   if (value.is_string() || value.is_object()) {
     BufferRef ref;
     from_json(value, ref);
@@ -126,11 +134,21 @@ json scalar_json(const ParamType& type, const void* bytes) {
   });
 }
 
+// A Condition argument as DOT shows it: the conditional node whose condition it is.
+std::string condition_text(const Description& d, std::uint64_t word) {
+  const std::uint32_t index = symbol::index_of(word);
+  if (!symbol::is_symbol(word) || index >= d.symbols.size() || symbol::offset_of(word) != 0) {
+    return "condition (of no node of this graph)";
+  }
+  return "condition of '" + node_path(d, d.symbols[index]) + "'";
+}
+
 }  // namespace
 
-std::vector<const char*> json_bodies(Tag<KernelOp>) { return {}; }
+std::vector<BodyMember> json_bodies(Tag<KernelOp>) { return {}; }
 
 json json_schema(Tag<KernelOp>) {
+  // A number (scalar), or a string: a buffer reference (pointer) or a conditional node's name (condition).
   const json argument = {{"oneOf", json::array({{{"type", "number"}}, {{"$ref", "#/$defs/buffer_ref"}}})}};
   json properties = {{"kernel", {{"type", "string"}}},
                      {"grid", {{"$ref", "#/$defs/dim"}}},
@@ -214,7 +232,19 @@ std::optional<NodeHandle> bind_json(Tag<KernelOp>, const std::string& name, cons
   if (fields.contains("grid")) node.grid(get_dim(fields, "grid"));
   if (fields.contains("block")) node.block(get_dim(fields, "block"));
   if (fields.contains("shared_bytes")) node.shared_memory(fields.at("shared_bytes").get<std::uint32_t>());
-  for (const Value& v : values) node.set_bytes(info->params[v.index].name, v.bytes, info->params[v.index].type.size());
+  for (const Value& v : values) {
+    const KernelParam& p = info->params[v.index];
+    if (!p.type.condition) {
+      node.set_bytes(p.name, v.bytes, p.type.size());
+      continue;
+    }
+    // The conditional node it names may be declared later in the file: the binder sets the
+    // argument once it is. A name that finds none is reported; the graph is then not built.
+    const std::string& target = args.at(p.name).get_ref<const std::string&>();
+    (void)binder.condition(target, "/args" + token(p.name), [node, name = p.name](Condition c) mutable {
+      node.set(name, c);
+    });
+  }
   return NodeHandle(node);
 }
 
@@ -251,6 +281,11 @@ json describe_json(const KernelOp& op, NodeDescriber& describer) {
       args[p.name] = describer.locate(ptr, where);
       continue;
     }
+    if (p.type.condition) {
+      std::string target = describer.condition_name(op.args.word(i), where);
+      if (!target.empty()) args[p.name] = std::move(target);
+      continue;
+    }
     json value = scalar_json(p.type, op.args.data(i));
     if (value.is_number_float() && !std::isfinite(value.get<double>())) {
       describer.problem(where, "the value is not finite; JSON has no form for it");
@@ -275,6 +310,8 @@ void dot_label(const KernelOp& op, DotLabel& label) {
     const std::string name = info ? info->params[i].name : "#" + std::to_string(i);
     if (!op.args.bound(i)) {
       label.lines.push_back(name + " = (unset)");
+    } else if (op.args.kind(i) == SlotKind::condition) {
+      label.lines.push_back(name + " = " + condition_text(label.description, op.args.word(i)));
     } else if (info && info->params[i].type.size() == op.args.slot_size(i)) {
       label.lines.push_back(name + " = " + value_text(info->params[i].type, op.args.data(i), &label.description));
     } else {

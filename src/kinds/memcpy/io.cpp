@@ -6,7 +6,7 @@ namespace flowdsl::io {
 
 using namespace json_detail;
 
-std::vector<const char*> json_bodies(Tag<MemcpyOp>) { return {}; }
+std::vector<BodyMember> json_bodies(Tag<MemcpyOp>) { return {}; }
 
 json json_schema(Tag<MemcpyOp>) {
   return {{"required", json::array({"dst", "src", "bytes"})},

@@ -8,7 +8,7 @@ namespace flowdsl::io {
 
 using namespace json_detail;
 
-std::vector<const char*> json_bodies(Tag<MemsetOp>) { return {}; }
+std::vector<BodyMember> json_bodies(Tag<MemsetOp>) { return {}; }
 
 json json_schema(Tag<MemsetOp>) {
   return {{"required", json::array({"dst", "value", "count"})},
