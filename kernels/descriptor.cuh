@@ -92,9 +92,9 @@ struct arity<void (*)(P...)> : std::integral_constant<std::size_t, sizeof...(P)>
 
 /// The node of kernel D<T...> with D's launch shape for these arguments, every argument bound.
 template <class D, class... T, class... A>
-auto declare(Graph& g, std::string node, const A&... args) {
+auto declare(Into g, std::string node, const A&... args) {
   const LaunchShape shape = D::template shape<T...>(args...);
-  return g.kernel(std::move(node), D::template kernel<T...>(), D::name)
+  return g.builder().kernel(std::move(node), D::template kernel<T...>(), D::name)
       .launch(shape.grid, shape.block, shape.shared_bytes)
       .args(args...);
 }
@@ -119,7 +119,7 @@ void register_kernels(KernelRegistry& registry) {
 }
 
 /// The finishing node of a two-pass sum (reduce.cu): out[0] = sum of partials (or its sqrt).
-KernelNode<std::int32_t, const double*, std::int32_t, float*> declare_sum_finish(Graph& g, std::string name, std::int32_t count,
+KernelNode<std::int32_t, const double*, std::int32_t, float*> declare_sum_finish(Into g, std::string name, std::int32_t count,
                                                                                 const double* partials, bool take_sqrt,
                                                                                 float* out);
 
