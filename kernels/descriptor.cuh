@@ -75,7 +75,7 @@ struct Descriptor {
   static constexpr const char* note = "";     ///< appended to the summary
 };
 
-/// Type suffixes of registered names: "f32", "f16", "bf16".
+/// Type suffixes of registered names: "f32", "f16", "bf16", "i32".
 template <class T>
 const char* suffix();
 template <>
@@ -84,6 +84,8 @@ template <>
 inline const char* suffix<__half>() { return "f16"; }
 template <>
 inline const char* suffix<__nv_bfloat16>() { return "bf16"; }
+template <>
+inline const char* suffix<std::int32_t>() { return "i32"; }
 
 template <class F>
 struct arity;
@@ -128,5 +130,6 @@ void register_reductions(KernelRegistry& registry);
 void register_batching(KernelRegistry& registry);
 void register_simulation(KernelRegistry& registry);
 void register_matmul(KernelRegistry& registry);
+void register_conditions(KernelRegistry& registry);
 
 }  // namespace flowdsl::kernels::detail

@@ -26,6 +26,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "flowdsl/condition.hpp"
 #include "flowdsl/graph.hpp"
 #include "flowdsl/registry.hpp"
 
@@ -178,6 +179,31 @@ template <class T>
 KernelNode<i32, i32, i32, const T*, const T*, const float*, i32, float*> matmul(Into g, std::string name, i32 m, i32 n, i32 k,
                                                                                 const T* a, const T* b, const float* bias,
                                                                                 Activation act, float* c);
+
+// ---------------------------------------------------------------- conditions -----------------
+//
+// Kernels that set a conditional node's value (flowdsl/kinds/conditional.hpp) from a value on
+// the device, so that the graph decides without a copy to the host: one block of 32 threads, of
+// which one sets the condition. Declare them where CUDA allows the setter: in the conditional
+// node's body (a WHILE's must be there) or in the body holding the node, ahead of it.
+
+/// \brief cond = 1 when value[0] > threshold, else 0 (NaN: 0). For a WHILE that iterates while a
+/// residual is above a tolerance, or an IF on a statistic.
+KernelNode<const float*, float, Condition> condition_greater(Into g, std::string name, const float* value, float threshold,
+                                                             Condition cond);
+/// \brief cond = 1 when value[0] < threshold, else 0 (NaN: 0).
+KernelNode<const float*, float, Condition> condition_less(Into g, std::string name, const float* value, float threshold,
+                                                          Condition cond);
+/// \brief cond = value[0] - lower when lower <= value[0] <= upper, else upper - lower + 1: a
+/// SWITCH of upper - lower + 1 cases runs case value[0] - lower, or none for a value out of
+/// range. (For an empty range, lower > upper, or one of 2^32 - 1 values or more, out of range
+/// sets 0xFFFFFFFF.)
+KernelNode<const i32*, i32, i32, Condition> condition_case(Into g, std::string name, const i32* value, i32 lower, i32 upper,
+                                                           Condition cond);
+/// \brief cond = the power-of-two bucket of count[0]: the smallest b with 2^b >= count[0] (0 for
+/// count[0] <= 1), at most cases - 1 (0 when cases < 1). With a SWITCH of 8 cases whose case b
+/// handles a batch padded to 2^b: counts 1, 2, 3..4, 5..8, ..., 65..128 and above pick 0 .. 7.
+KernelNode<const i32*, i32, Condition> condition_bucket(Into g, std::string name, const i32* count, i32 cases, Condition cond);
 
 // ---------------------------------------------------------------- registry -------------------
 

@@ -49,3 +49,11 @@ extern const __half* d_x16_const;
 extern const __half* d_w;
 extern const float* d_bias;
 extern float* d_h;
+
+// docs/kernels.md: a heat plate iterated to convergence inside a WHILE node.
+extern std::int32_t nx, ny;
+extern float alpha;
+extern float* d_u;
+extern float* d_v;
+extern double* d_partials;
+extern float* d_residual;
