@@ -1,12 +1,32 @@
 #!/usr/bin/env python3
-"""Turns flowdsl_bench's JSON into the Markdown tables of docs/performance.md, with each
-figure checked against its target. Usage: python3 bench/report.py bench.json"""
+"""Turns flowdsl_bench's or conditional_bench's JSON into the Markdown tables of
+docs/performance.md, with each figure checked against its target.
+Usage: python3 bench/report.py bench.json"""
 import json
 import sys
 
 
+def conditional_tables(data):
+    """conditional_bench: WHILE iterations (GPU) and the hit launch of a nested graph (host)."""
+    fig = {(f["figure"], f["variant"], f["width"]): (f["n"], f["us"]) for f in data["figures"]}
+    print(f"GPU: {data['gpu']}, driver {data['driver_version']}, runtime {data['runtime_version']}.\n")
+    print("| figure | N | raw (µs) | flowdsl (µs) | ratio | target |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    rows = [("WHILE iteration, GPU (body: 1 kernel)", "while iteration gpu", 1, 1.05),
+            ("WHILE iteration, GPU (body: kernel + decide)", "while iteration gpu", 2, 1.05),
+            ("hit launch, host (kernel, child graph, IF)", "hit launch host", 0, 1.10)]
+    for label, figure, width, target in rows:
+        n, raw = fig[(figure, "raw", width)]
+        flow = fig[(figure, "flowdsl", width)][1]
+        mark = "" if flow <= target * raw else " ✗"
+        print(f"| {label} | {n} | {raw:.3f} | {flow:.3f} | {flow / raw:.3f}{mark} | ≤ {target:.2f} |")
+
+
 def main(path):
     data = json.load(open(path))
+    if data.get("bench") == "conditional":
+        conditional_tables(data)
+        return
     fig = {}
     for f in data["figures"]:
         fig[(f["figure"], f["variant"], f["n"], f["width"], f["k"])] = f["us"]

@@ -39,17 +39,17 @@ void register_batching(KernelRegistry& registry) { FLOWDSL_REGISTER_LIST(registr
 }  // namespace detail
 
 template <class T>
-KernelNode<i32, i32, float, const T*, const i32*, T*, u8*> pad(Graph& g, std::string name, i32 batch, i32 width, float pad_value,
+KernelNode<i32, i32, float, const T*, const i32*, T*, u8*> pad(Into g, std::string name, i32 batch, i32 width, float pad_value,
                                                                const T* values, const i32* offsets, T* out, u8* mask) {
   return detail::declare<detail::Pad, T>(g, std::move(name), batch, width, pad_value, values, offsets, out, mask);
 }
 template <class T>
-KernelNode<i32, i32, float, const T*, const i32*, T*> crop(Graph& g, std::string name, i32 batch, i32 width, float pad_value,
+KernelNode<i32, i32, float, const T*, const i32*, T*> crop(Into g, std::string name, i32 batch, i32 width, float pad_value,
                                                            const T* in, const i32* offsets, T* values) {
   return detail::declare<detail::Crop, T>(g, std::move(name), batch, width, pad_value, in, offsets, values);
 }
 template <class T>
-KernelNode<i32, i32, const i32*, i32, const T*, T*> gather_rows(Graph& g, std::string name, i32 count, i32 cols, const i32* index,
+KernelNode<i32, i32, const i32*, i32, const T*, T*> gather_rows(Into g, std::string name, i32 count, i32 cols, const i32* index,
                                                                i32 src_rows, const T* in, T* out) {
   return detail::declare<detail::GatherRows, T>(g, std::move(name), count, cols, index, src_rows, in, out);
 }

@@ -75,7 +75,7 @@ struct Descriptor {
   static constexpr const char* note = "";     ///< appended to the summary
 };
 
-/// Type suffixes of registered names: "f32", "f16", "bf16".
+/// Type suffixes of registered names: "f32", "f16", "bf16", "i32".
 template <class T>
 const char* suffix();
 template <>
@@ -84,6 +84,8 @@ template <>
 inline const char* suffix<__half>() { return "f16"; }
 template <>
 inline const char* suffix<__nv_bfloat16>() { return "bf16"; }
+template <>
+inline const char* suffix<std::int32_t>() { return "i32"; }
 
 template <class F>
 struct arity;
@@ -92,9 +94,9 @@ struct arity<void (*)(P...)> : std::integral_constant<std::size_t, sizeof...(P)>
 
 /// The node of kernel D<T...> with D's launch shape for these arguments, every argument bound.
 template <class D, class... T, class... A>
-auto declare(Graph& g, std::string node, const A&... args) {
+auto declare(Into g, std::string node, const A&... args) {
   const LaunchShape shape = D::template shape<T...>(args...);
-  return g.kernel(std::move(node), D::template kernel<T...>(), D::name)
+  return g.builder().kernel(std::move(node), D::template kernel<T...>(), D::name)
       .launch(shape.grid, shape.block, shape.shared_bytes)
       .args(args...);
 }
@@ -119,7 +121,7 @@ void register_kernels(KernelRegistry& registry) {
 }
 
 /// The finishing node of a two-pass sum (reduce.cu): out[0] = sum of partials (or its sqrt).
-KernelNode<std::int32_t, const double*, std::int32_t, float*> declare_sum_finish(Graph& g, std::string name, std::int32_t count,
+KernelNode<std::int32_t, const double*, std::int32_t, float*> declare_sum_finish(Into g, std::string name, std::int32_t count,
                                                                                 const double* partials, bool take_sqrt,
                                                                                 float* out);
 
@@ -128,5 +130,6 @@ void register_reductions(KernelRegistry& registry);
 void register_batching(KernelRegistry& registry);
 void register_simulation(KernelRegistry& registry);
 void register_matmul(KernelRegistry& registry);
+void register_conditions(KernelRegistry& registry);
 
 }  // namespace flowdsl::kernels::detail

@@ -49,48 +49,48 @@ void register_elementwise(KernelRegistry& registry) { FLOWDSL_REGISTER_LIST(regi
 }  // namespace detail
 
 template <class T>
-KernelNode<i64, float, T*> fill(Graph& g, std::string name, i64 n, float value, T* out) {
+KernelNode<i64, float, T*> fill(Into g, std::string name, i64 n, float value, T* out) {
   return detail::declare<detail::Fill, T>(g, std::move(name), n, value, out);
 }
 template <class T>
-KernelNode<i64, float, float, T*> iota(Graph& g, std::string name, i64 n, float start, float step, T* out) {
+KernelNode<i64, float, float, T*> iota(Into g, std::string name, i64 n, float start, float step, T* out) {
   return detail::declare<detail::Iota, T>(g, std::move(name), n, start, step, out);
 }
 template <class T>
-KernelNode<i64, float, const T*, T*> scale(Graph& g, std::string name, i64 n, float a, const T* x, T* y) {
+KernelNode<i64, float, const T*, T*> scale(Into g, std::string name, i64 n, float a, const T* x, T* y) {
   return detail::declare<detail::Scale, T>(g, std::move(name), n, a, x, y);
 }
 template <class T>
-KernelNode<i64, float, const T*, T*> axpy(Graph& g, std::string name, i64 n, float a, const T* x, T* y) {
+KernelNode<i64, float, const T*, T*> axpy(Into g, std::string name, i64 n, float a, const T* x, T* y) {
   return detail::declare<detail::Axpy, T>(g, std::move(name), n, a, x, y);
 }
 template <class T>
-KernelNode<i64, const T*, const T*, T*> add(Graph& g, std::string name, i64 n, const T* a, const T* b, T* out) {
+KernelNode<i64, const T*, const T*, T*> add(Into g, std::string name, i64 n, const T* a, const T* b, T* out) {
   return detail::declare<detail::Add, T>(g, std::move(name), n, a, b, out);
 }
 template <class T>
-KernelNode<i64, const T*, const T*, T*> multiply(Graph& g, std::string name, i64 n, const T* a, const T* b, T* out) {
+KernelNode<i64, const T*, const T*, T*> multiply(Into g, std::string name, i64 n, const T* a, const T* b, T* out) {
   return detail::declare<detail::Multiply, T>(g, std::move(name), n, a, b, out);
 }
 template <class T>
-KernelNode<i64, float, float, const T*, T*> clamp(Graph& g, std::string name, i64 n, float lo, float hi, const T* x, T* y) {
+KernelNode<i64, float, float, const T*, T*> clamp(Into g, std::string name, i64 n, float lo, float hi, const T* x, T* y) {
   return detail::declare<detail::Clamp, T>(g, std::move(name), n, lo, hi, x, y);
 }
 template <class T>
-KernelNode<i64, i32, i32, const T*, const T*, T*> bias_activation(Graph& g, std::string name, i64 rows, i32 cols,
+KernelNode<i64, i32, i32, const T*, const T*, T*> bias_activation(Into g, std::string name, i64 rows, i32 cols,
                                                                    Activation act, const T* x, const T* bias, T* y) {
   return detail::declare<detail::BiasActivation, T>(g, std::move(name), rows, cols, static_cast<i32>(act), x, bias, y);
 }
 template <class In, class Out>
-KernelNode<i64, const In*, Out*> cast(Graph& g, std::string name, i64 n, const In* x, Out* y) {
+KernelNode<i64, const In*, Out*> cast(Into g, std::string name, i64 n, const In* x, Out* y) {
   return detail::declare<detail::Cast, In, Out>(g, std::move(name), n, x, y);
 }
 template <class T>
-KernelNode<i64, u64, float, float, T*> random_uniform(Graph& g, std::string name, i64 n, u64 seed, float lo, float hi, T* out) {
+KernelNode<i64, u64, float, float, T*> random_uniform(Into g, std::string name, i64 n, u64 seed, float lo, float hi, T* out) {
   return detail::declare<detail::RandomUniform, T>(g, std::move(name), n, seed, lo, hi, out);
 }
 template <class T>
-KernelNode<i64, u64, float, float, T*> random_normal(Graph& g, std::string name, i64 n, u64 seed, float mean, float stddev, T* out) {
+KernelNode<i64, u64, float, float, T*> random_normal(Into g, std::string name, i64 n, u64 seed, float mean, float stddev, T* out) {
   return detail::declare<detail::RandomNormal, T>(g, std::move(name), n, seed, mean, stddev, out);
 }
 

@@ -33,7 +33,7 @@ void register_matmul(KernelRegistry& registry) { register_kernels<void, Matmul>(
 }  // namespace detail
 
 template <class T>
-KernelNode<i32, i32, i32, const T*, const T*, const float*, i32, float*> matmul(Graph& g, std::string name, i32 m, i32 n, i32 k,
+KernelNode<i32, i32, i32, const T*, const T*, const float*, i32, float*> matmul(Into g, std::string name, i32 m, i32 n, i32 k,
                                                                                 const T* a, const T* b, const float* bias,
                                                                                 Activation act, float* c) {
   return detail::declare<detail::Matmul, T>(g, std::move(name), m, n, k, a, b, bias, static_cast<i32>(act), c);

@@ -59,7 +59,7 @@ FLOWDSL_ROW_KERNELS(FLOWDSL_ROW_KERNEL)
 
 /// The warp kernel of D for short rows, the block kernel for long ones.
 template <template <int> class D, class T, class... A>
-auto declare_by_row(Graph& g, std::string name, i32 rows, i32 cols, const A&... rest) {
+auto declare_by_row(Into g, std::string name, i32 rows, i32 cols, const A&... rest) {
   return short_rows(cols) ? declare<D<32>, T>(g, std::move(name), rows, cols, rest...)
                           : declare<D<row_block>, T>(g, std::move(name), rows, cols, rest...);
 }
@@ -90,7 +90,7 @@ struct OneBlock : Descriptor {
 FLOWDSL_SUM_KERNELS(FLOWDSL_KERNEL)
 }  // namespace
 
-KernelNode<i32, const double*, i32, float*> declare_sum_finish(Graph& g, std::string name, i32 count, const double* partials,
+KernelNode<i32, const double*, i32, float*> declare_sum_finish(Into g, std::string name, i32 count, const double* partials,
                                                                bool take_sqrt, float* out) {
   return declare<SumFinish>(g, std::move(name), count, partials, take_sqrt ? 1 : 0, out);
 }
@@ -104,33 +104,33 @@ void register_reductions(KernelRegistry& registry) {
 }  // namespace detail
 
 template <class T>
-KernelNode<i32, i32, const T*, float*> row_sum(Graph& g, std::string name, i32 rows, i32 cols, const T* x, float* out) {
+KernelNode<i32, i32, const T*, float*> row_sum(Into g, std::string name, i32 rows, i32 cols, const T* x, float* out) {
   return detail::declare_by_row<detail::RowSum, T>(g, std::move(name), rows, cols, x, out);
 }
 template <class T>
-KernelNode<i32, i32, const T*, float*> row_max(Graph& g, std::string name, i32 rows, i32 cols, const T* x, float* out) {
+KernelNode<i32, i32, const T*, float*> row_max(Into g, std::string name, i32 rows, i32 cols, const T* x, float* out) {
   return detail::declare_by_row<detail::RowMax, T>(g, std::move(name), rows, cols, x, out);
 }
 template <class T>
-KernelNode<i32, i32, const T*, float*> row_mean(Graph& g, std::string name, i32 rows, i32 cols, const T* x, float* out) {
+KernelNode<i32, i32, const T*, float*> row_mean(Into g, std::string name, i32 rows, i32 cols, const T* x, float* out) {
   return detail::declare_by_row<detail::RowMean, T>(g, std::move(name), rows, cols, x, out);
 }
 template <class T>
-KernelNode<i32, i32, const T*, i32*> row_argmax(Graph& g, std::string name, i32 rows, i32 cols, const T* x, i32* out) {
+KernelNode<i32, i32, const T*, i32*> row_argmax(Into g, std::string name, i32 rows, i32 cols, const T* x, i32* out) {
   return detail::declare_by_row<detail::RowArgmax, T>(g, std::move(name), rows, cols, x, out);
 }
 template <class T>
-KernelNode<i32, i32, const T*, T*> softmax(Graph& g, std::string name, i32 rows, i32 cols, const T* x, T* y) {
+KernelNode<i32, i32, const T*, T*> softmax(Into g, std::string name, i32 rows, i32 cols, const T* x, T* y) {
   return detail::declare_by_row<detail::Softmax, T>(g, std::move(name), rows, cols, x, y);
 }
 template <class T>
-KernelNode<i32, i32, float, const T*, const float*, const float*, T*> layer_norm(Graph& g, std::string name, i32 rows, i32 cols,
+KernelNode<i32, i32, float, const T*, const float*, const float*, T*> layer_norm(Into g, std::string name, i32 rows, i32 cols,
                                                                                  float eps, const T* x, const float* gamma,
                                                                                  const float* beta, T* y) {
   return detail::declare_by_row<detail::LayerNorm, T>(g, std::move(name), rows, cols, eps, x, gamma, beta, y);
 }
 template <class T>
-SumNodes<T> sum(Graph& g, const std::string& name, i64 n, const T* x, double* partials, float* out) {
+SumNodes<T> sum(Into g, const std::string& name, i64 n, const T* x, double* partials, float* out) {
   auto partial = detail::declare<detail::SumPartial, T>(g, name + ".partial", n, x, partials);
   auto finish = detail::declare_sum_finish(g, name, static_cast<i32>(detail::sum_blocks<T>(n)), partials, false, out);
   finish.after(partial);

@@ -204,6 +204,18 @@ void cartpole_step(CartPoleEnv& e, std::uint64_t seed, std::uint64_t env, int ma
   }
 }
 
+std::uint32_t condition_case(std::int32_t value, std::int32_t lower, std::int32_t upper) {
+  if (lower <= value && value <= upper) return static_cast<std::uint32_t>(std::int64_t{value} - lower);
+  const std::int64_t span = std::int64_t{upper} - lower + 1;
+  return span >= 1 && span < 0xFFFFFFFFll ? static_cast<std::uint32_t>(span) : 0xFFFFFFFFu;
+}
+
+std::uint32_t condition_bucket(std::int32_t count, std::int32_t cases) {
+  std::uint32_t bucket = 0;
+  while (bucket < 31 && (std::int64_t{1} << bucket) < count) ++bucket;
+  return std::min<std::uint32_t>(bucket, cases < 1 ? 0u : static_cast<std::uint32_t>(cases - 1));
+}
+
 std::vector<double> matmul(int m, int n, int k, const Floats& a, const Floats& b, const Floats& bias, int act) {
   std::vector<double> c(std::size_t(m) * n, 0.0);
   for (int i = 0; i < m; ++i) {

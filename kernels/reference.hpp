@@ -71,6 +71,13 @@ struct CartPoleEnv {
 /// \brief One step of environment `env` with reset-on-done, as kernels::cartpole_step does it.
 void cartpole_step(CartPoleEnv& e, std::uint64_t seed, std::uint64_t env, int max_steps, int action);
 
+/// \brief The value condition.case sets: value - lower when lower <= value <= upper, else
+/// upper - lower + 1 (0xFFFFFFFF when the range is empty or holds 2^32 - 1 values or more).
+std::uint32_t condition_case(std::int32_t value, std::int32_t lower, std::int32_t upper);
+/// \brief The value condition.bucket sets: the smallest b with 2^b >= count (0 for count <= 1),
+/// at most cases - 1 (0 when cases < 1).
+std::uint32_t condition_bucket(std::int32_t count, std::int32_t cases);
+
 /// \brief c = act(a b + bias) for row-major a[m, k], b[k, n] (bias may be empty), in double.
 std::vector<double> matmul(int m, int n, int k, const Floats& a, const Floats& b, const Floats& bias, int act);
 

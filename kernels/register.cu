@@ -10,6 +10,7 @@ void register_builtins(KernelRegistry& registry) {
   detail::register_batching(registry);
   detail::register_simulation(registry);
   detail::register_matmul(registry);
+  detail::register_conditions(registry);
 }
 
 }  // namespace flowdsl::kernels

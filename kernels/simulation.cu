@@ -41,16 +41,21 @@ FLOWDSL_SIMULATION_KERNELS(FLOWDSL_KERNEL)
 void register_simulation(KernelRegistry& registry) { FLOWDSL_REGISTER_LIST(registry, FLOWDSL_SIMULATION_KERNELS); }
 }  // namespace detail
 
-Heat2dNodes heat2d_step(Graph& g, const std::string& name, i32 nx, i32 ny, float alpha, const float* u, float* u_next,
+Heat2dNodes heat2d_step(Into g, const std::string& name, i32 nx, i32 ny, float alpha, const float* u, float* u_next,
                         double* partials, float* residual) {
-  auto step = detail::declare<detail::Heat2dStep>(g, name + ".step", nx, ny, alpha, u, u_next, partials);
+  auto step = heat2d_stencil(g, name + ".step", nx, ny, alpha, u, u_next, partials);
   const auto blocks = static_cast<i32>(detail::heat_grid(nx, ny).volume());
   auto finish = detail::declare_sum_finish(g, name, blocks, partials, true, residual);
   finish.after(step);
   return Heat2dNodes{step, finish};
 }
 
-KernelNode<i32, u64, i32, const i32*, float*, float*, i32*, i32*, u8*> cartpole_step(Graph& g, std::string name, i32 n, u64 seed,
+KernelNode<i32, i32, float, const float*, float*, double*> heat2d_stencil(Into g, std::string name, i32 nx, i32 ny, float alpha,
+                                                                          const float* u, float* u_next, double* partials) {
+  return detail::declare<detail::Heat2dStep>(g, std::move(name), nx, ny, alpha, u, u_next, partials);
+}
+
+KernelNode<i32, u64, i32, const i32*, float*, float*, i32*, i32*, u8*> cartpole_step(Into g, std::string name, i32 n, u64 seed,
                                                                                      i32 max_steps, const i32* action, float* state,
                                                                                      float* reward_sum, i32* episode_steps,
                                                                                      i32* episodes, u8* done) {
@@ -58,7 +63,7 @@ KernelNode<i32, u64, i32, const i32*, float*, float*, i32*, i32*, u8*> cartpole_
                                                episodes, done);
 }
 
-KernelNode<i32, u64, float*, float*, i32*, i32*, u8*> cartpole_reset(Graph& g, std::string name, i32 n, u64 seed, float* state,
+KernelNode<i32, u64, float*, float*, i32*, i32*, u8*> cartpole_reset(Into g, std::string name, i32 n, u64 seed, float* state,
                                                                      float* reward_sum, i32* episode_steps, i32* episodes, u8* done) {
   return detail::declare<detail::CartpoleReset>(g, std::move(name), n, seed, state, reward_sum, episode_steps, episodes, done);
 }

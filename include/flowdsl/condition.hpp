@@ -12,6 +12,9 @@
 ///   loop.body().kernel("decide", keep_going).launch(1, 32).args(d_residual, 1e-4f, loop.condition());
 /// \endcode
 ///
+/// The kernel library's condition kernels (flowdsl/kernels.hpp: condition_greater, condition_less,
+/// condition_case, condition_bucket) set a condition from a value in device memory.
+///
 /// Host code needs no CUDA header for this file; device code compiled by nvcc gets `set`.
 
 #include <cstdint>

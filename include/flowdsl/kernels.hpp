@@ -9,10 +9,15 @@
 /// arithmetic is done in float. Pointers need only the alignment of their element type;
 /// 16-byte-aligned ones take the vectorised path.
 ///
+/// Each launcher declares its node where it is told (Into): at the top level of a Graph, or in
+/// a body of a node (a child graph's, a conditional node's).
+///
 /// \code
 ///   flowdsl::Graph g;
 ///   auto k = flowdsl::kernels::axpy(g, "axpy", n, 2.0f, d_x, d_y);   // y = 2 x + y
 ///   k.arg<1>(3.0f);                                                     // next launch: y = 3 x + y
+///   auto loop = g.while_loop("refine", flowdsl::ConditionDefault{1});
+///   flowdsl::kernels::scale(loop.body(), "halve", n, 0.5f, d_y, d_y);  // in the loop's body
 /// \endcode
 
 #include <cstdint>
@@ -21,6 +26,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "flowdsl/condition.hpp"
 #include "flowdsl/graph.hpp"
 #include "flowdsl/registry.hpp"
 
@@ -31,53 +37,67 @@ using i32 = std::int32_t;
 using u8 = std::uint8_t;
 using u64 = std::uint64_t;
 
+/// \brief Where a launcher declares its node: the top level of a Graph, or a body of a node
+/// (`stage.body()`, `loop.body()`, `cases.body(2)`). Converts from either, so that a launcher
+/// takes `g` and `loop.body()` alike. A non-owning reference, valid while the Graph lives.
+class Into {
+ public:
+  Into(Graph& graph) : body_(&graph.state(), no_node, 0) {}  // the top level is body 0 of no node
+  Into(Body body) : body_(body) {}
+  /// \brief The builder the node is declared with.
+  Body& builder() noexcept { return body_; }
+
+ private:
+  Body body_;
+};
+
 /// \brief Activation applied after a bias (an i32 kernel parameter: values are stable).
 enum class Activation : std::int32_t { none = 0, relu = 1, gelu = 2, silu = 3 };
 
 // ---------------------------------------------------------------- elementwise ----------------
 
 /// \brief out[i] = value.
-template <class T> KernelNode<i64, float, T*> fill(Graph& g, std::string name, i64 n, float value, T* out);
+template <class T> KernelNode<i64, float, T*> fill(Into g, std::string name, i64 n, float value, T* out);
 /// \brief out[i] = start + step * i.
-template <class T> KernelNode<i64, float, float, T*> iota(Graph& g, std::string name, i64 n, float start, float step, T* out);
+template <class T> KernelNode<i64, float, float, T*> iota(Into g, std::string name, i64 n, float start, float step, T* out);
 /// \brief y[i] = a * x[i] (x may equal y).
-template <class T> KernelNode<i64, float, const T*, T*> scale(Graph& g, std::string name, i64 n, float a, const T* x, T* y);
+template <class T> KernelNode<i64, float, const T*, T*> scale(Into g, std::string name, i64 n, float a, const T* x, T* y);
 /// \brief y[i] = a * x[i] + y[i].
-template <class T> KernelNode<i64, float, const T*, T*> axpy(Graph& g, std::string name, i64 n, float a, const T* x, T* y);
+template <class T> KernelNode<i64, float, const T*, T*> axpy(Into g, std::string name, i64 n, float a, const T* x, T* y);
 /// \brief out[i] = a[i] + b[i].
-template <class T> KernelNode<i64, const T*, const T*, T*> add(Graph& g, std::string name, i64 n, const T* a, const T* b, T* out);
+template <class T> KernelNode<i64, const T*, const T*, T*> add(Into g, std::string name, i64 n, const T* a, const T* b, T* out);
 /// \brief out[i] = a[i] * b[i].
-template <class T> KernelNode<i64, const T*, const T*, T*> multiply(Graph& g, std::string name, i64 n, const T* a, const T* b, T* out);
+template <class T> KernelNode<i64, const T*, const T*, T*> multiply(Into g, std::string name, i64 n, const T* a, const T* b, T* out);
 /// \brief y[i] = min(max(x[i], lo), hi).
-template <class T> KernelNode<i64, float, float, const T*, T*> clamp(Graph& g, std::string name, i64 n, float lo, float hi, const T* x, T* y);
+template <class T> KernelNode<i64, float, float, const T*, T*> clamp(Into g, std::string name, i64 n, float lo, float hi, const T* x, T* y);
 /// \brief y[r, c] = act(x[r, c] + bias[c]) over a row-major [rows, cols] tensor, in one pass.
 template <class T>
-KernelNode<i64, i32, i32, const T*, const T*, T*> bias_activation(Graph& g, std::string name, i64 rows, i32 cols,
+KernelNode<i64, i32, i32, const T*, const T*, T*> bias_activation(Into g, std::string name, i64 rows, i32 cols,
                                                                    Activation act, const T* x, const T* bias, T* y);
 
 /// \brief y[i] = (Out) x[i], rounding to nearest even. In, Out: float, __half, __nv_bfloat16.
-template <class In, class Out> KernelNode<i64, const In*, Out*> cast(Graph& g, std::string name, i64 n, const In* x, Out* y);
+template <class In, class Out> KernelNode<i64, const In*, Out*> cast(Into g, std::string name, i64 n, const In* x, Out* y);
 
 /// \brief out[i] = lo + (hi - lo) * u(seed, i), u in [0, 1) from a counter-based hash: the
 /// same (seed, i) gives the same value on any grid and on the host (reference::uniform).
 /// Elements 2k and 2k + 1 take two 24-bit fields of one hash of (seed, k).
 template <class T>
-KernelNode<i64, u64, float, float, T*> random_uniform(Graph& g, std::string name, i64 n, u64 seed, float lo, float hi, T* out);
+KernelNode<i64, u64, float, float, T*> random_uniform(Into g, std::string name, i64 n, u64 seed, float lo, float hi, T* out);
 /// \brief out[i] = mean + stddev * z(seed, i), z standard normal: elements 2k and 2k + 1 are
 /// the cosine and sine outputs of one Box–Muller transform of the hash of (seed, k).
 template <class T>
-KernelNode<i64, u64, float, float, T*> random_normal(Graph& g, std::string name, i64 n, u64 seed, float mean, float stddev, T* out);
+KernelNode<i64, u64, float, float, T*> random_normal(Into g, std::string name, i64 n, u64 seed, float mean, float stddev, T* out);
 
 // ---------------------------------------------------------------- reductions -----------------
 
 /// \brief out[r] = sum of row r of a row-major [rows, cols] tensor (float accumulation).
-template <class T> KernelNode<i32, i32, const T*, float*> row_sum(Graph& g, std::string name, i32 rows, i32 cols, const T* x, float* out);
+template <class T> KernelNode<i32, i32, const T*, float*> row_sum(Into g, std::string name, i32 rows, i32 cols, const T* x, float* out);
 /// \brief out[r] = max of row r (-inf for an empty row).
-template <class T> KernelNode<i32, i32, const T*, float*> row_max(Graph& g, std::string name, i32 rows, i32 cols, const T* x, float* out);
+template <class T> KernelNode<i32, i32, const T*, float*> row_max(Into g, std::string name, i32 rows, i32 cols, const T* x, float* out);
 /// \brief out[r] = mean of row r.
-template <class T> KernelNode<i32, i32, const T*, float*> row_mean(Graph& g, std::string name, i32 rows, i32 cols, const T* x, float* out);
+template <class T> KernelNode<i32, i32, const T*, float*> row_mean(Into g, std::string name, i32 rows, i32 cols, const T* x, float* out);
 /// \brief out[r] = index of the largest element of row r (the first one on ties; -1 if empty).
-template <class T> KernelNode<i32, i32, const T*, i32*> row_argmax(Graph& g, std::string name, i32 rows, i32 cols, const T* x, i32* out);
+template <class T> KernelNode<i32, i32, const T*, i32*> row_argmax(Into g, std::string name, i32 rows, i32 cols, const T* x, i32* out);
 
 /// \brief Partial sums per block, then one block adds them: deterministic for a given n and
 /// grid (no atomics), accumulated in double.
@@ -88,14 +108,14 @@ struct SumNodes {
   KernelNode<i32, const double*, i32, float*> finish;  ///< out[0] = sum of the partials (sqrt if asked)
 };
 /// \brief out[0] = sum of x[0 .. n). `partials`: sum_max_partials doubles of scratch.
-template <class T> SumNodes<T> sum(Graph& g, const std::string& name, i64 n, const T* x, double* partials, float* out);
+template <class T> SumNodes<T> sum(Into g, const std::string& name, i64 n, const T* x, double* partials, float* out);
 
 /// \brief Row-wise softmax of a [rows, cols] tensor, max-subtracted (stable for any inputs).
-template <class T> KernelNode<i32, i32, const T*, T*> softmax(Graph& g, std::string name, i32 rows, i32 cols, const T* x, T* y);
+template <class T> KernelNode<i32, i32, const T*, T*> softmax(Into g, std::string name, i32 rows, i32 cols, const T* x, T* y);
 /// \brief Row-wise layer normalisation: y = (x - mean) / sqrt(var + eps) * gamma + beta
 /// (biased variance; gamma and beta have cols elements).
 template <class T>
-KernelNode<i32, i32, float, const T*, const float*, const float*, T*> layer_norm(Graph& g, std::string name, i32 rows, i32 cols,
+KernelNode<i32, i32, float, const T*, const float*, const float*, T*> layer_norm(Into g, std::string name, i32 rows, i32 cols,
                                                                                  float eps, const T* x, const float* gamma,
                                                                                  const float* beta, T* y);
 
@@ -105,17 +125,17 @@ KernelNode<i32, i32, float, const T*, const float*, const float*, T*> layer_norm
 /// values[offsets[b] .. offsets[b+1]); longer rows are cut at width. out gets pad_value and
 /// mask 0 past each row's end, mask 1 where a value was copied. `mask` may be null.
 template <class T>
-KernelNode<i32, i32, float, const T*, const i32*, T*, u8*> pad(Graph& g, std::string name, i32 batch, i32 width, float pad_value,
+KernelNode<i32, i32, float, const T*, const i32*, T*, u8*> pad(Into g, std::string name, i32 batch, i32 width, float pad_value,
                                                                const T* values, const i32* offsets, T* out, u8* mask);
 /// \brief The inverse of pad: writes each row back to values[offsets[b] ..]; the part of a
 /// row that did not fit in width gets pad_value.
 template <class T>
-KernelNode<i32, i32, float, const T*, const i32*, T*> crop(Graph& g, std::string name, i32 batch, i32 width, float pad_value,
+KernelNode<i32, i32, float, const T*, const i32*, T*> crop(Into g, std::string name, i32 batch, i32 width, float pad_value,
                                                            const T* in, const i32* offsets, T* values);
 /// \brief out[r, :] = in[index[r], :] for r < count (cols columns); an index outside
 /// [0, src_rows) yields a row of zeros.
 template <class T>
-KernelNode<i32, i32, const i32*, i32, const T*, T*> gather_rows(Graph& g, std::string name, i32 count, i32 cols, const i32* index,
+KernelNode<i32, i32, const i32*, i32, const T*, T*> gather_rows(Into g, std::string name, i32 count, i32 cols, const i32* index,
                                                                i32 src_rows, const T* in, T* out);
 
 // ---------------------------------------------------------------- simulation -----------------
@@ -127,8 +147,14 @@ struct Heat2dNodes {
   KernelNode<i32, i32, float, const float*, float*, double*> step;
   KernelNode<i32, const double*, i32, float*> finish;
 };
-Heat2dNodes heat2d_step(Graph& g, const std::string& name, i32 nx, i32 ny, float alpha, const float* u, float* u_next,
+Heat2dNodes heat2d_step(Into g, const std::string& name, i32 nx, i32 ny, float alpha, const float* u, float* u_next,
                         double* partials, float* residual);
+
+/// \brief The step of heat2d_step without its residual: u_next from u, and the squared change
+/// per block into `partials` (sum_max_partials doubles), left unfinished. For a step whose
+/// residual is not needed, e.g. the first of two steps before a convergence test.
+KernelNode<i32, i32, float, const float*, float*, double*> heat2d_stencil(Into g, std::string name, i32 nx, i32 ny, float alpha,
+                                                                          const float* u, float* u_next, double* partials);
 
 /// \brief CartPole-v1 (gym rules: gravity 9.8, cart 1.0, pole 0.1, half-length 0.5, force 10,
 /// tau 0.02, Euler; done when |x| > 2.4 or |theta| > 12 degrees, or after max_steps steps when
@@ -136,12 +162,12 @@ Heat2dNodes heat2d_step(Graph& g, const std::string& name, i32 nx, i32 ny, float
 /// theta_dot. Each step adds reward 1 to reward_sum[e]; a finished environment counts an
 /// episode, sets done[e] = 1 and restarts from a state uniform in [-0.05, 0.05) drawn from
 /// (seed, e, episodes[e]).
-KernelNode<i32, u64, i32, const i32*, float*, float*, i32*, i32*, u8*> cartpole_step(Graph& g, std::string name, i32 n, u64 seed,
+KernelNode<i32, u64, i32, const i32*, float*, float*, i32*, i32*, u8*> cartpole_step(Into g, std::string name, i32 n, u64 seed,
                                                                                      i32 max_steps, const i32* action, float* state,
                                                                                      float* reward_sum, i32* episode_steps,
                                                                                      i32* episodes, u8* done);
 /// \brief Sets every environment to its initial state for `seed` (episode 0) and zeroes the counters.
-KernelNode<i32, u64, float*, float*, i32*, i32*, u8*> cartpole_reset(Graph& g, std::string name, i32 n, u64 seed, float* state,
+KernelNode<i32, u64, float*, float*, i32*, i32*, u8*> cartpole_reset(Into g, std::string name, i32 n, u64 seed, float* state,
                                                                      float* reward_sum, i32* episode_steps, i32* episodes, u8* done);
 
 // ---------------------------------------------------------------- matrix multiply -------------
@@ -150,9 +176,34 @@ KernelNode<i32, u64, float*, float*, i32*, i32*, u8*> cartpole_reset(Graph& g, s
 /// T = __half or __nv_bfloat16 runs on tensor cores; T = float on the FMA units (exact float).
 /// `bias` may be null.
 template <class T>
-KernelNode<i32, i32, i32, const T*, const T*, const float*, i32, float*> matmul(Graph& g, std::string name, i32 m, i32 n, i32 k,
+KernelNode<i32, i32, i32, const T*, const T*, const float*, i32, float*> matmul(Into g, std::string name, i32 m, i32 n, i32 k,
                                                                                 const T* a, const T* b, const float* bias,
                                                                                 Activation act, float* c);
+
+// ---------------------------------------------------------------- conditions -----------------
+//
+// Kernels that set a conditional node's value (flowdsl/kinds/conditional.hpp) from a value on
+// the device, so that the graph decides without a copy to the host: one block of 32 threads, of
+// which one sets the condition. Declare them where CUDA allows the setter: in the conditional
+// node's body (a WHILE's must be there) or in the body holding the node, ahead of it.
+
+/// \brief cond = 1 when value[0] > threshold, else 0 (NaN: 0). For a WHILE that iterates while a
+/// residual is above a tolerance, or an IF on a statistic.
+KernelNode<const float*, float, Condition> condition_greater(Into g, std::string name, const float* value, float threshold,
+                                                             Condition cond);
+/// \brief cond = 1 when value[0] < threshold, else 0 (NaN: 0).
+KernelNode<const float*, float, Condition> condition_less(Into g, std::string name, const float* value, float threshold,
+                                                          Condition cond);
+/// \brief cond = value[0] - lower when lower <= value[0] <= upper, else upper - lower + 1: a
+/// SWITCH of upper - lower + 1 cases runs case value[0] - lower, or none for a value out of
+/// range. (For an empty range, lower > upper, or one of 2^32 - 1 values or more, out of range
+/// sets 0xFFFFFFFF.)
+KernelNode<const i32*, i32, i32, Condition> condition_case(Into g, std::string name, const i32* value, i32 lower, i32 upper,
+                                                           Condition cond);
+/// \brief cond = the power-of-two bucket of count[0]: the smallest b with 2^b >= count[0] (0 for
+/// count[0] <= 1), at most cases - 1 (0 when cases < 1). With a SWITCH of 8 cases whose case b
+/// handles a batch padded to 2^b: counts 1, 2, 3..4, 5..8, ..., 65..128 and above pick 0 .. 7.
+KernelNode<const i32*, i32, Condition> condition_bucket(Into g, std::string name, const i32* count, i32 cases, Condition cond);
 
 // ---------------------------------------------------------------- registry -------------------
 

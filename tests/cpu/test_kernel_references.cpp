@@ -1,6 +1,8 @@
 // The host references of the kernel library where they carry logic of their own: padding and
-// masks, CartPole's rules and resets, softmax on large inputs, the stencil, random numbers.
+// masks, CartPole's rules and resets, softmax on large inputs, the stencil, random numbers, the
+// values the condition kernels set.
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 #include "catch.hpp"
@@ -179,4 +181,31 @@ TEST_CASE("Matmul reference adds the bias and applies the activation", "[referen
   const ref::Floats b = {1, 0, 0, 1, 1, -1};  // 3 x 2
   CHECK(ref::matmul(2, 2, 3, a, b, {}, 0) == std::vector<double>{4, -1, 10, -1});
   CHECK(ref::matmul(2, 2, 3, a, b, {1, 1}, 1) == std::vector<double>{5, 0, 11, 0});
+}
+
+TEST_CASE("A case is the offset in its range, and one past the last case outside it", "[reference][condition]") {
+  CHECK(ref::condition_case(-2, -2, 1) == 0);
+  CHECK(ref::condition_case(1, -2, 1) == 3);
+  CHECK(ref::condition_case(2, -2, 1) == 4);   // a SWITCH of 4 cases runs none
+  CHECK(ref::condition_case(-3, -2, 1) == 4);
+  CHECK(ref::condition_case(7, 7, 7) == 0);
+  CHECK(ref::condition_case(8, 7, 7) == 1);
+  CHECK(ref::condition_case(0, 1, 0) == 0xFFFFFFFFu);  // empty range: no case at all
+  const std::int32_t lowest = std::numeric_limits<std::int32_t>::min(), highest = std::numeric_limits<std::int32_t>::max();
+  CHECK(ref::condition_case(highest, lowest, highest) == 0xFFFFFFFFu);  // 2^32 values: every one in range
+  CHECK(ref::condition_case(lowest, lowest + 1, highest) == 0xFFFFFFFFu);  // 2^32 - 1 cases do not fit
+  CHECK(ref::condition_case(lowest, lowest + 2, highest) == 0xFFFFFFFEu);
+}
+
+TEST_CASE("A bucket is the smallest power of two holding the count, clamped to the cases", "[reference][condition]") {
+  const std::int32_t counts[] = {-5, 0, 1, 2, 3, 4, 5, 8, 9, 64, 65, 128, 129, 1000};
+  const std::uint32_t buckets[] = {0, 0, 0, 1, 2, 2, 3, 3, 4, 6, 7, 7, 7, 7};  // 8 cases: 1, 2, 4, ..., 128
+  for (std::size_t i = 0; i < std::size(counts); ++i) {
+    INFO("count " << counts[i]);
+    CHECK(ref::condition_bucket(counts[i], 8) == buckets[i]);
+  }
+  CHECK(ref::condition_bucket(1000, 16) == 10);
+  CHECK(ref::condition_bucket(std::numeric_limits<std::int32_t>::max(), 40) == 31);
+  CHECK(ref::condition_bucket(100, 1) == 0);
+  CHECK(ref::condition_bucket(100, 0) == 0);
 }

@@ -56,5 +56,12 @@ void keep_going(const float* residual, float tolerance, flowdsl::Condition loop)
 extern flowdsl::Dim3 grid, block;
 extern float* d_a;
 extern float* d_b;
-extern const float* d_residual;
 extern float tol;
+
+// docs/kernels.md: a heat plate iterated to convergence inside a WHILE node.
+extern std::int32_t nx, ny;
+extern float alpha;
+extern float* d_u;
+extern float* d_v;
+extern double* d_partials;
+extern float* d_residual;

@@ -34,8 +34,8 @@ void collect_events(const std::vector<NodeSpec>& nodes, std::set<std::string>& o
 
 }  // namespace
 
-std::vector<const char*> json_bodies(Tag<EventRecordOp>) { return {}; }
-std::vector<const char*> json_bodies(Tag<EventWaitOp>) { return {}; }
+std::vector<BodyMember> json_bodies(Tag<EventRecordOp>) { return {}; }
+std::vector<BodyMember> json_bodies(Tag<EventWaitOp>) { return {}; }
 json json_schema(Tag<EventRecordOp>) { return event_schema(); }
 json json_schema(Tag<EventWaitOp>) { return event_schema(); }
 json read_json(Tag<EventRecordOp>, json&& node) { return {{"event", get_string(node, "event")}}; }

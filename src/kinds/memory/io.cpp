@@ -20,8 +20,8 @@ NodeId alloc_of(const Description& d, const FreeOp& op) {
 
 }  // namespace
 
-std::vector<const char*> json_bodies(Tag<AllocOp>) { return {}; }
-std::vector<const char*> json_bodies(Tag<FreeOp>) { return {}; }
+std::vector<BodyMember> json_bodies(Tag<AllocOp>) { return {}; }
+std::vector<BodyMember> json_bodies(Tag<FreeOp>) { return {}; }
 
 json json_schema(Tag<AllocOp>) {
   return {{"required", json::array({"bytes"})}, {"properties", {{"bytes", {{"$ref", "#/$defs/count"}}}}}};
