@@ -1,7 +1,7 @@
 // An optional stage skipped on the device: the energy of x (the sum of its squares) decides,
 // through an IF node, whether y is x re-normalised row by row (layer normalisation) or x as it
 // is; the statistic never travels to the host. The C++ twin of
-// samples/conditional/renormalise_if.json (same nodes, names and launch shapes). Runs both
+// samples/renormalise_if.json (same nodes, names and launch shapes). Runs both
 // outcomes, a threshold under the energy and then one over it (a parameter update of the
 // deciding kernel), and checks y against the host reference each time.
 #include <cmath>

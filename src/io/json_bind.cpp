@@ -32,6 +32,7 @@ class Binder final : public io::NodeBinder {
     if (!uses.empty()) throw JsonError(std::move(uses), source);
     index_buffers();
     index_allocs(spec_.nodes, "/nodes");
+    for (const auto& [name, nodes] : spec_.bodies) index_allocs(nodes, "/bodies" + token(name), true);
     graph_.check_hazards(spec_.check_hazards);
     reserve();
     Body top(&graph_.state(), no_node, 0);
@@ -120,17 +121,27 @@ class Binder final : public io::NodeBinder {
     std::string pointer;   ///< the node's JSON pointer
   };
 
-  // Every alloc of the file, bodies included, so that a node may name one declared after it.
-  void index_allocs(const std::vector<NodeSpec>& nodes, const std::string& array) {
+  // Every alloc of the file, inline bodies included, so that a node may name one declared after
+  // it. A named body is declared again at each use, so it may hold no alloc (its name would
+  // stand for several); `named` says the nodes are those of one.
+  void index_allocs(const std::vector<NodeSpec>& nodes, const std::string& array, bool named = false) {
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       const NodeSpec& node = nodes[i];
       const std::string at = array + token(i);
-      std::vector<const char*> members;
+      std::vector<io::BodyMember> members;
       io::with_kind(node.kind, [&](auto tag) { members = io::json_bodies(tag); });
-      for (std::size_t b = 0; b < node.bodies.size() && b < members.size(); ++b) {
-        index_allocs(node.bodies[b], at + "/" + members[b]);
+      for (std::uint32_t b = 0; b < node.bodies.size(); ++b) {
+        const io::BodyPlace place = io::body_place(members, b);
+        if (place.member == nullptr) break;
+        if (node.bodies[b].use.empty()) index_allocs(node.bodies[b].nodes, at + place.pointer(), named);
       }
       if (node.kind != AllocOp::kind) continue;
+      if (named) {
+        problems_.push_back({at + "/kind", "alloc '" + node.name +
+                                               "' sits in a named body: each use declares the body again, and an "
+                                               "alloc's name must stand for one allocation; declare it inline"});
+        continue;
+      }
       if (buffers_.count(node.name) != 0) {
         problems_.push_back({at + "/name", "alloc '" + node.name +
                                                "' has the name of a buffer: buffers and allocs are referenced by name alike"});

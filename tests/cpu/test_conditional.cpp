@@ -96,7 +96,7 @@ TEST_CASE("A host node inside a WHILE body is reported naming both nodes", "[con
   l.body.host("log", host_fn).after(l.decided);
   const auto all = messages(l.g);
   REQUIRE(all.size() == 1);
-  CHECK(all[0] == "node 'solve/log' (host): a host node cannot run inside conditional node 'solve' (CUDA allows "
+  CHECK(all[0] == "node 'solve/log' (host): cannot run inside conditional node 'solve' (CUDA allows "
                   "kernel, memcpy, memset, empty, child and conditional nodes there)");
 }
 

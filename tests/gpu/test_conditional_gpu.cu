@@ -385,7 +385,7 @@ TEST_CASE("CUDA's rules for conditional nodes are refused before anything reache
   const Case cases[] = {
       {"a host node in a body",
        [](flowdsl::Graph& g, int*) { g.if_then("gate", flowdsl::ConditionDefault{1}).body().host("log", nothing); },
-       "node 'gate/log' (host): a host node cannot run inside conditional node 'gate' (CUDA allows kernel, memcpy, "
+       "node 'gate/log' (host): cannot run inside conditional node 'gate' (CUDA allows kernel, memcpy, "
        "memset, empty, child and conditional nodes there)"},
       {"a conditional node in a child graph",
        [](flowdsl::Graph& g, int*) {

@@ -159,12 +159,30 @@ flowdsl::Graph heat2d_in_cpp(const Buffers& b) {
   return g;
 }
 
+flowdsl::Graph renormalise_if_in_cpp(const Buffers& b) {
+  const std::int64_t n = 65536;
+  const int rows = 64, cols = 1024;
+  const float* x = b.f32("x");
+  flowdsl::Graph g;
+  auto keep = g.memcpy("keep", b.f32("y"), x, n * 4);
+  auto square = fk::multiply(g, "square", n, x, x, b.f32("squares"));
+  auto sum = fk::sum(g, "total", n, static_cast<const float*>(b.f32("squares")), b.get<double>("partials"), b.f32("energy"));
+  sum.partial.after(square);
+  auto renorm = g.if_then("renorm");
+  auto too_large = fk::condition_greater(g, "too_large", b.f32("energy"), 20000.0f, renorm.condition()).after(sum.finish);
+  renorm.after(keep, too_large);
+  fk::layer_norm(renorm.body(), "layer_norm", rows, cols, 1e-5f, x, static_cast<const float*>(b.f32("gamma")),
+                 static_cast<const float*>(b.f32("beta")), b.f32("y"));
+  return g;
+}
+
 }  // namespace
 
 TEST_CASE("flowdsl run on every sample writes what the same graph built in C++ computes", "[json][cli][gpu]") {
   const std::map<std::string, flowdsl::Graph (*)(const Buffers&)> twins = {
       {"diamond", diamond_in_cpp},       {"pipeline", pipeline_in_cpp}, {"mlp_inference", mlp_inference_in_cpp},
-      {"preprocess", preprocess_in_cpp}, {"rl_cartpole", rl_cartpole_in_cpp}, {"heat2d", heat2d_in_cpp}};
+      {"preprocess", preprocess_in_cpp}, {"rl_cartpole", rl_cartpole_in_cpp}, {"heat2d", heat2d_in_cpp},
+      {"renormalise_if", renormalise_if_in_cpp}};
   std::size_t samples = 0;
   for (const auto& entry : std::filesystem::directory_iterator(FLOWDSL_SAMPLES_DIR)) {
     if (entry.path().extension() != ".json") continue;

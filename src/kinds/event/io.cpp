@@ -25,7 +25,7 @@ json describe_event(CudaEvent event, NodeDescriber& describer) {
 
 void collect_events(const std::vector<NodeSpec>& nodes, std::set<std::string>& out) {
   for (const NodeSpec& node : nodes) {
-    for (const auto& body : node.bodies) collect_events(body, out);
+    for (const BodySpec& body : node.bodies) collect_events(body.nodes, out);  // named bodies: below
     if (node.kind != EventRecordOp::kind && node.kind != EventWaitOp::kind) continue;
     const auto event = node.fields.find("event");
     if (event != node.fields.end() && event->is_string()) out.insert(event->get<std::string>());
@@ -79,6 +79,7 @@ namespace flowdsl {
 std::vector<std::string> event_names(const GraphSpec& spec) {
   std::set<std::string> names;
   io::collect_events(spec.nodes, names);
+  for (const auto& named : spec.bodies) io::collect_events(named.second, names);
   return {names.begin(), names.end()};
 }
 
