@@ -39,6 +39,16 @@ void launch_eagerly(const Graph& graph, cudaStream_t stream) { launch_eagerly(gr
 
 void launch_eagerly(const Graph& graph, cudaStream_t stream, const AfterNode& after_node) {
   const Plan& plan = graph.plan();
+  // Refused before anything runs: a kernel ahead of a conditional node would take its condition,
+  // which exists only in a graph.
+  const Description& d = graph.description();
+  for (NodeId id = 0; id < d.nodes.size(); ++id) {
+    if (is_conditional(d.nodes[id].op)) {
+      throw UsageError("flowdsl: node '" + node_path(d, id) +
+                       "' is a conditional node: its condition is set on the device while a graph runs, so it cannot "
+                       "run node by node (launch_eagerly, debug mode); launch the graph through a Runtime");
+    }
+  }
   EagerRun run{graph.description(), plan, stream, after_node, std::vector<std::uint64_t>(plan.position.size(), 0)};
   if (!plan.graph_memory) {
     run_steps(run, plan.steps);

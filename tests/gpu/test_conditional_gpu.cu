@@ -444,5 +444,17 @@ TEST_CASE("Conditional nodes do not run node by node", "[conditional][gpu][eager
                     contains("node 'count' is a conditional node: its condition is set on the device while a graph runs"));
   flowdsl::Runtime debug(flowdsl::RuntimeOptions{8, true});
   CHECK_THROWS_AS(debug.launch(g, stream), flowdsl::UsageError);
+
+  // A kernel ahead of an IF takes its condition: refused before anything runs, by the same rule.
+  DeviceBuffer<int> counter(1);
+  counter.upload(std::vector<int>{7});
+  flowdsl::Graph upstream;
+  auto gate = upstream.if_then("gate");
+  upstream.kernel("set", keep_below_kernel).launch(1, 32).args(static_cast<const int*>(counter.get()), 10, gate.condition()).before(gate);
+  gate.body().kernel("bump", increment_kernel).launch(1, 32).args(counter.get());
+  CHECK_THROWS_WITH(flowdsl::launch_eagerly(upstream, stream.get()),
+                    contains("node 'gate' is a conditional node: its condition is set on the device while a graph runs"));
+  CHECK_THROWS_WITH(debug.launch(upstream, stream), contains("node 'gate' is a conditional node"));
   CUDA_REQUIRE(cudaStreamSynchronize(stream.get()));
+  CHECK(counter.download()[0] == 7);  // nothing ran
 }
