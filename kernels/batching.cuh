@@ -64,6 +64,7 @@ __device__ __forceinline__ void pad_chunks(std::int32_t batch, std::int32_t widt
 template <class T>
 __global__ void pad_kernel(std::int32_t batch, std::int32_t width, float pad_value, const T* values,
                            const std::int32_t* offsets, T* out, std::uint8_t* mask) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
   constexpr int V = 16 / sizeof(T);
   const bool vectorised = width % V == 0 && aligned<16>(out) && (mask == nullptr || aligned<V>(mask));
   if (vectorised) {
@@ -78,6 +79,7 @@ __global__ void pad_kernel(std::int32_t batch, std::int32_t width, float pad_val
 template <class T>
 __global__ void crop_kernel(std::int32_t batch, std::int32_t width, float pad_value, const T* in, const std::int32_t* offsets,
                             T* values) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
   constexpr int R = batching_rows;
   const T pad = from_float<T>(pad_value);
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
@@ -133,6 +135,7 @@ __device__ __forceinline__ void gather_chunks(std::int32_t count, std::int32_t c
 template <class T>
 __global__ void gather_rows_kernel(std::int32_t count, std::int32_t cols, const std::int32_t* index, std::int32_t src_rows,
                                    const T* in, T* out) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
   constexpr int V = 16 / sizeof(T);
   if (cols % V == 0 && aligned<16>(in) && aligned<16>(out)) {
     gather_chunks<V>(count, cols, index, src_rows, in, out);

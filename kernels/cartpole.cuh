@@ -17,6 +17,7 @@ __device__ __forceinline__ void cartpole_initial(std::uint64_t seed, std::uint64
 __global__ void cartpole_step_kernel(std::int32_t n, std::uint64_t seed, std::int32_t max_steps, const std::int32_t* action,
                                      float* state, float* reward_sum, std::int32_t* episode_steps, std::int32_t* episodes,
                                      std::uint8_t* done) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
   constexpr float gravity = 9.8f, masspole = 0.1f, total_mass = 1.1f, length = 0.5f, polemass_length = 0.05f,
                   force_mag = 10.0f, tau = 0.02f;
   constexpr float theta_threshold = 12.0f * 2.0f * 3.14159265358979f / 360.0f, x_threshold = 2.4f;
@@ -56,6 +57,7 @@ __global__ void cartpole_step_kernel(std::int32_t n, std::uint64_t seed, std::in
 
 __global__ void cartpole_reset_kernel(std::int32_t n, std::uint64_t seed, float* state, float* reward_sum,
                                       std::int32_t* episode_steps, std::int32_t* episodes, std::uint8_t* done) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
   for (std::int32_t e = blockIdx.x * blockDim.x + threadIdx.x; e < n; e += gridDim.x * blockDim.x) {
     cartpole_initial(seed, e, 0, state, n);
     reward_sum[e] = 0.0f;

@@ -11,6 +11,7 @@ struct IdentityOp {
 };
 
 template <class In, class Out>
-__global__ void cast_kernel(std::int64_t n, const In* x, Out* y) { transform(n, IdentityOp{}, y, x); }
+__global__ void cast_kernel(std::int64_t n, const In* x, Out* y) {
+  ::flowdsl::kernels::detail::programmatic_prologue(); transform(n, IdentityOp{}, y, x); }
 
 }  // namespace flowdsl::kernels::detail

@@ -35,6 +35,18 @@ __device__ __forceinline__ bool aligned(const void* p) {
   return (reinterpret_cast<std::uintptr_t>(p) % Bytes) == 0;
 }
 
+/// Programmatic dependent launch (EdgeKind::programmatic): lets the kernels that depend on this
+/// one programmatically launch now (they wait for its results themselves), then waits until the
+/// kernels this one depends on programmatically have completed and their writes are visible.
+/// Both are no-ops for a kernel launched without programmatic edges. Every built-in kernel calls
+/// it first, so any edge between two built-in kernels may be programmatic.
+__device__ __forceinline__ void programmatic_prologue() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 

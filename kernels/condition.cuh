@@ -14,12 +14,14 @@ constexpr std::uint32_t condition_block = 32;
 /// 1 when value[0] > threshold, else 0 (NaN compares false: 0).
 template <class T>
 __global__ void __launch_bounds__(condition_block) condition_greater_kernel(const T* value, T threshold, Condition cond) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
   if (threadIdx.x == 0) cond.set(value[0] > threshold ? 1u : 0u);
 }
 
 /// 1 when value[0] < threshold, else 0 (NaN compares false: 0).
 template <class T>
 __global__ void __launch_bounds__(condition_block) condition_less_kernel(const T* value, T threshold, Condition cond) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
   if (threadIdx.x == 0) cond.set(value[0] < threshold ? 1u : 0u);
 }
 
@@ -28,6 +30,7 @@ __global__ void __launch_bounds__(condition_block) condition_less_kernel(const T
 /// the range is empty).
 template <class T>
 __global__ void __launch_bounds__(condition_block) condition_case_kernel(const T* value, T lower, T upper, Condition cond) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
   if (threadIdx.x != 0) return;
   const std::int64_t v = value[0];
   const std::int64_t span = static_cast<std::int64_t>(upper) - lower + 1;
@@ -40,6 +43,7 @@ __global__ void __launch_bounds__(condition_block) condition_case_kernel(const T
 /// at most cases - 1 (0 when cases < 1).
 template <class T>
 __global__ void __launch_bounds__(condition_block) condition_bucket_kernel(const T* count, T cases, Condition cond) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
   if (threadIdx.x != 0) return;
   const T c = count[0];
   // For c >= 2, 2^b >= c exactly when b >= bit length of c - 1.

@@ -144,24 +144,32 @@ struct ClampOp {
 };
 
 template <class T>
-__global__ void fill_kernel(std::int64_t n, float value, T* out) { transform(n, FillOp{value}, out); }
+__global__ void fill_kernel(std::int64_t n, float value, T* out) {
+  ::flowdsl::kernels::detail::programmatic_prologue(); transform(n, FillOp{value}, out); }
 template <class T>
-__global__ void iota_kernel(std::int64_t n, float start, float step, T* out) { transform(n, IotaOp{start, step}, out); }
+__global__ void iota_kernel(std::int64_t n, float start, float step, T* out) {
+  ::flowdsl::kernels::detail::programmatic_prologue(); transform(n, IotaOp{start, step}, out); }
 template <class T>
-__global__ void scale_kernel(std::int64_t n, float a, const T* x, T* y) { transform(n, ScaleOp{a}, y, x); }
+__global__ void scale_kernel(std::int64_t n, float a, const T* x, T* y) {
+  ::flowdsl::kernels::detail::programmatic_prologue(); transform(n, ScaleOp{a}, y, x); }
 template <class T>
-__global__ void axpy_kernel(std::int64_t n, float a, const T* x, T* y) { transform(n, AxpyOp{a}, y, x, static_cast<const T*>(y)); }
+__global__ void axpy_kernel(std::int64_t n, float a, const T* x, T* y) {
+  ::flowdsl::kernels::detail::programmatic_prologue(); transform(n, AxpyOp{a}, y, x, static_cast<const T*>(y)); }
 template <class T>
-__global__ void add_kernel(std::int64_t n, const T* a, const T* b, T* out) { transform(n, AddOp{}, out, a, b); }
+__global__ void add_kernel(std::int64_t n, const T* a, const T* b, T* out) {
+  ::flowdsl::kernels::detail::programmatic_prologue(); transform(n, AddOp{}, out, a, b); }
 template <class T>
-__global__ void multiply_kernel(std::int64_t n, const T* a, const T* b, T* out) { transform(n, MultiplyOp{}, out, a, b); }
+__global__ void multiply_kernel(std::int64_t n, const T* a, const T* b, T* out) {
+  ::flowdsl::kernels::detail::programmatic_prologue(); transform(n, MultiplyOp{}, out, a, b); }
 template <class T>
-__global__ void clamp_kernel(std::int64_t n, float lo, float hi, const T* x, T* y) { transform(n, ClampOp{lo, hi}, y, x); }
+__global__ void clamp_kernel(std::int64_t n, float lo, float hi, const T* x, T* y) {
+  ::flowdsl::kernels::detail::programmatic_prologue(); transform(n, ClampOp{lo, hi}, y, x); }
 
 /// y[r, c] = act(x[r, c] + bias[c]). Rows are spread over grid.y (grid-stride), columns over
 /// grid.x; no division per element. Vectorised when every row starts on a 16-byte boundary.
 template <class T>
 __global__ void bias_activation_kernel(std::int64_t rows, std::int32_t cols, std::int32_t act, const T* x, const T* bias, T* y) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
   constexpr int V = 16 / sizeof(T);
   const bool vectorised = cols % V == 0 && aligned<16>(x) && aligned<16>(y) && aligned<16>(bias);
   const int per_thread = vectorised ? V : 1;

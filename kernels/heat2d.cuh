@@ -14,6 +14,7 @@ constexpr int heat_block_x = 32, heat_block_y = 8;
 __global__ void __launch_bounds__(heat_block_x* heat_block_y) heat2d_step_kernel(std::int32_t nx, std::int32_t ny, float alpha,
                                                                                  const float* u, float* next,
                                                                                  double* partials) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
   double squares = 0.0;
   for (std::int32_t i = blockIdx.y * blockDim.y + threadIdx.y; i < ny; i += gridDim.y * blockDim.y) {
     for (std::int32_t j = blockIdx.x * blockDim.x + threadIdx.x; j < nx; j += gridDim.x * blockDim.x) {

@@ -77,6 +77,7 @@ __device__ __noinline__ void layer_norm_streaming(int rows, int cols, float eps,
 template <int TPR, class T>
 __global__ void __launch_bounds__(row_block, TPR == row_block ? 4 : 3) layer_norm_kernel(int rows, int cols, float eps, const T* x, const float* gamma,
                                                                const float* beta, T* y) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
   __shared__ float scratch[2][row_block / 32];
   constexpr int V = 16 / sizeof(T);
   const bool vectorised = cols % V == 0 && aligned<16>(x) && aligned<16>(y) && aligned<16>(gamma) && aligned<16>(beta);

@@ -68,6 +68,7 @@ __device__ __forceinline__ void load_tiles(bool vector_path, int m, int n, int k
 template <class T>
 __global__ void __launch_bounds__(mm::threads) matmul_tensor_kernel(std::int32_t m, std::int32_t n, std::int32_t k, const T* a,
                                                                     const T* b, const float* bias, std::int32_t act, float* c) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
   using namespace nvcuda;
   __shared__ __align__(128) T sa[2][mm::bm * mm::a_stride];
   __shared__ __align__(128) T sb[2][mm::bk * mm::b_stride];
@@ -135,6 +136,7 @@ constexpr int bm = 64, bn = 64, bk = 16, threads = 256;
 __global__ void __launch_bounds__(mmf::threads) matmul_float_kernel(std::int32_t m, std::int32_t n, std::int32_t k, const float* a,
                                                                     const float* b, const float* bias, std::int32_t act,
                                                                     float* c) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
   __shared__ float sa[mmf::bk][mmf::bm + 4];  // transposed: sa[kk][row]
   __shared__ float sb[mmf::bk][mmf::bn + 4];
   const int row0 = blockIdx.y * mmf::bm, col0 = blockIdx.x * mmf::bn;

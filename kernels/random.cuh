@@ -128,10 +128,12 @@ __device__ __forceinline__ void fill_pairs(std::int64_t n, const Op& op, T* __re
 
 template <class T>
 __global__ void random_uniform_kernel(std::int64_t n, std::uint64_t seed, float lo, float hi, T* out) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
   fill_pairs(n, UniformPairOp{seed, lo, hi}, out);
 }
 template <class T>
 __global__ void random_normal_kernel(std::int64_t n, std::uint64_t seed, float mean, float stddev, T* out) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
   fill_pairs(n, NormalPairOp{seed, mean, stddev}, out);
 }
 

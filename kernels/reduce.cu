@@ -9,6 +9,7 @@ namespace detail {
 
 __global__ void __launch_bounds__(row_block) sum_finish_kernel(std::int32_t count, const double* partials,
                                                                std::int32_t take_sqrt, float* out) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
   double acc = 0.0;
   for (int i = threadIdx.x; i < count; i += blockDim.x) acc += partials[i];
   __shared__ typename cub::BlockReduce<double, row_block>::TempStorage temp;

@@ -13,6 +13,7 @@ enum class RowOp { sum, max, mean };
 
 template <int TPR, class T, RowOp Op>
 __global__ void __launch_bounds__(row_block) row_reduce_kernel(int rows, int cols, const T* x, float* out) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
   const RowGroups<TPR> groups;
   // Uniform trip count across the block when TPR == row_block (group_reduce synchronises).
   for (int row = groups.first(); row < rows; row += groups.stride()) {
@@ -31,6 +32,7 @@ __global__ void __launch_bounds__(row_block) row_reduce_kernel(int rows, int col
 
 template <int TPR, class T>
 __global__ void __launch_bounds__(row_block) row_argmax_kernel(int rows, int cols, const T* x, std::int32_t* out) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
   const RowGroups<TPR> groups;
   for (int row = groups.first(); row < rows; row += groups.stride()) {
     const T* r = x + static_cast<std::int64_t>(row) * cols;
@@ -44,6 +46,7 @@ __global__ void __launch_bounds__(row_block) row_argmax_kernel(int rows, int col
 /// partials[blockIdx.x] = sum of this block's grid-stride share of x, in double.
 template <class T>
 __global__ void __launch_bounds__(row_block) sum_partial_kernel(std::int64_t n, const T* x, double* partials) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
   constexpr int V = 16 / sizeof(T);
   double acc = 0.0;
   const std::int64_t thread = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;

@@ -55,6 +55,7 @@ __device__ __noinline__ void softmax_streaming(int rows, int cols, const T* x, T
 /// warp; TPR = row_block: rows of up to 4096 columns cached by the block. Longer rows stream.
 template <int TPR, class T>
 __global__ void __launch_bounds__(row_block, TPR == row_block ? 4 : 3) softmax_kernel(int rows, int cols, const T* x, T* y) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
   __shared__ float scratch[2][row_block / 32];
   constexpr int V = 16 / sizeof(T);
   const bool vectorised = cols % V == 0 && aligned<16>(x) && aligned<16>(y);

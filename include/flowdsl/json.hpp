@@ -100,6 +100,9 @@ struct NodeSpec {
   /// if it has one; a WHILE's "body"; each of a SWITCH's "cases".
   std::vector<BodySpec> bodies;
   std::vector<std::string> after;   ///< names of the nodes (of the same body) this one runs after
+  /// Indices into `after` of the programmatic edges (`{"node": "k1", "programmatic": true}`),
+  /// ascending; the others are full.
+  std::vector<std::uint32_t> programmatic;
   std::vector<AccessSpec> reads, writes;
 };
 

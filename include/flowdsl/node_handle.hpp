@@ -22,7 +22,7 @@ namespace detail {
 /// moves of the Graph that owns it.
 class GraphState;
 
-void add_edge(GraphState& state, NodeRef&& from, NodeRef&& to);
+void add_edge(GraphState& state, NodeRef&& from, NodeRef&& to, EdgeKind kind = EdgeKind::full);
 /// Resolves `name` among the nodes of the body that holds node `beside`.
 NodeRef resolve(const GraphState& state, NodeId beside, std::string_view name);
 const std::string& node_name(const GraphState& state, NodeId id);
@@ -80,6 +80,14 @@ class NodeHandleBase {
     return self();
   }
   /// \brief Every node given (handles or names of the same body) runs after this one.
+  /// \brief A programmatic edge from `predecessor` (EdgeKind::programmatic): both must be
+  /// kernel nodes, and this kernel must wait for the predecessor's results before reading them
+  /// (every built-in kernel does).
+  template <class T>
+  Derived& after(const T& predecessor, Programmatic) {
+    detail::add_edge(*state_, Target(predecessor).ref(*state_, id_), NodeRef{id_, {}}, EdgeKind::programmatic);
+    return self();
+  }
   template <class... Ts>
   Derived& before(const Ts&... successors) {
     (detail::add_edge(*state_, NodeRef{id_, {}}, Target(successors).ref(*state_, id_)), ...);

@@ -135,9 +135,19 @@ struct NodeRef {
   std::string name;  ///< used when id == no_node
 };
 
-/// \brief Ordering type of an edge. Only full dependencies exist today; programmatic-launch
-/// edges will add a kind here without changing the rest of the description.
-enum class EdgeKind : std::uint8_t { full };
+/// \brief Ordering type of an edge. Structure (hashed).
+///
+/// - `full`: `to` starts after `from` has completed.
+/// - `programmatic`: kernel to kernel only (Hopper and later): `to` may be launched while `from`
+///   still runs, as soon as every block of `from` has started or signalled (CUDA's programmatic
+///   dependent launch, `cudaGraphDependencyTypeProgrammatic`). `to` must wait for `from`'s results
+///   itself before reading them (`griddepcontrol.wait`, cudaGridDependencySynchronize()); every
+///   built-in kernel does. A kernel that does not wait may read stale memory.
+enum class EdgeKind : std::uint8_t { full, programmatic };
+
+/// \brief Tag asking for a programmatic edge: `k2.after(k1, flowdsl::programmatic)`.
+struct Programmatic {};
+inline constexpr Programmatic programmatic{};
 
 /// \brief `to` runs after `from` completes.
 struct Edge {

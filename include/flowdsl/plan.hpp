@@ -16,6 +16,9 @@ struct PlanStep {
   NodeId node;                       ///< index into Description::nodes
   std::vector<std::uint32_t> deps;   ///< indices of earlier steps of the same body, ascending, no duplicates
   std::vector<std::uint32_t> bodies; ///< per body of the node: its index in Plan::bodies
+  /// The deps reached through a programmatic edge (EdgeKind::programmatic), ascending; the
+  /// others are full. Empty in most graphs.
+  std::vector<std::uint32_t> programmatic;
 };
 
 /// \brief A validated description in deterministic topological order.
@@ -61,8 +64,8 @@ Plan lower(const Description& description);
 ///
 /// Covers: node count; per step in plan order its kind, its structure (kernel: function, launch
 /// shape and argument count; memset: element size) and its dependencies as step indices, each
-/// with its edge kind (all edges are full dependencies today); for a step holding bodies, then
-/// each body's step count and steps, in the same way.
+/// with its edge kind (full or programmatic); for a step holding bodies, then each body's step
+/// count and steps, in the same way.
 /// Excludes names, parameters (arguments, pointers, sizes, values, host data) and declared
 /// accesses. Equal topology with other parameters hashes equal.
 std::uint64_t topology_hash(const Description& description, const Plan& plan);

@@ -51,8 +51,8 @@ NodeId GraphState::add_node(std::string&& name, Operation&& op, NodeId parent, s
   return id;
 }
 
-void GraphState::add_edge(NodeRef&& from, NodeRef&& to) {
-  description_.edges.push_back(Edge{std::move(from), std::move(to), EdgeKind::full});
+void GraphState::add_edge(NodeRef&& from, NodeRef&& to, EdgeKind kind) {
+  description_.edges.push_back(Edge{std::move(from), std::move(to), kind});
   plan_.reset();
 }
 
@@ -159,7 +159,9 @@ void GraphState::changes_since(std::uint64_t version, std::vector<NodeId>& out) 
 
 // The free functions node handles and the kinds' factories go through.
 
-void add_edge(GraphState& state, NodeRef&& from, NodeRef&& to) { state.add_edge(std::move(from), std::move(to)); }
+void add_edge(GraphState& state, NodeRef&& from, NodeRef&& to, EdgeKind kind) {
+  state.add_edge(std::move(from), std::move(to), kind);
+}
 
 NodeRef resolve(const GraphState& state, NodeId beside, std::string_view name) {
   const Node& near = state.description().nodes[beside];
@@ -225,7 +227,7 @@ void append_graph(GraphState& into, NodeId parent, std::uint32_t body, const Gra
     into.node(id).accesses = n.accesses;
   }
   const auto remap = [base](const NodeRef& ref) { return ref.id == no_node ? ref : NodeRef{base + ref.id, {}}; };
-  for (const Edge& e : d.edges) into.add_edge(remap(e.from), remap(e.to));  // temporaries: moved in
+  for (const Edge& e : d.edges) into.add_edge(remap(e.from), remap(e.to), e.kind);  // temporaries: moved in
   for (const NamedBuffer& b : d.buffers) {
     const auto& known = into.description().buffers;
     const bool same = std::any_of(known.begin(), known.end(), [&](const NamedBuffer& k) {

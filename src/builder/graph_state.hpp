@@ -20,7 +20,7 @@ class GraphState {
   GraphState& operator=(const GraphState&) = delete;
 
   NodeId add_node(std::string&& name, Operation&& op, NodeId parent, std::uint32_t body);
-  void add_edge(NodeRef&& from, NodeRef&& to);
+  void add_edge(NodeRef&& from, NodeRef&& to, EdgeKind kind = EdgeKind::full);
   void reserve(std::size_t nodes, std::size_t edges);
   /// Replaces every edge (edge inference); a topology change.
   void set_edges(std::vector<Edge>&& edges);

@@ -114,7 +114,8 @@ class DotWriter {
     for (const Edge& e : d_.edges) {
       const std::string from = endpoint(e.from, e.to.id);
       const std::string to = endpoint(e.to, e.from.id);
-      out_ += "  " + from + " -> " + to + ";\n";
+      out_ += "  " + from + " -> " + to +
+              (e.kind == EdgeKind::programmatic ? " [style=dashed, label=\"programmatic\", fontsize=9]" : "") + ";\n";
     }
   }
 

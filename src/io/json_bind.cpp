@@ -319,7 +319,14 @@ class Binder final : public io::NodeBinder {
         if (!handle) continue;
         // By handle when the first node of that name was declared: the node a name resolves
         // to, without a lookup in the builder's index of names.
-        if (const auto& before = frame.handles[found->second]) {
+        const bool programmatic = std::binary_search(node.programmatic.begin(), node.programmatic.end(),
+                                                     static_cast<std::uint32_t>(j));
+        const auto& before = frame.handles[found->second];
+        if (programmatic && before) {
+          NodeHandle(*handle).after(*before, flowdsl::programmatic);
+        } else if (programmatic) {
+          NodeHandle(*handle).after(node.after[j], flowdsl::programmatic);
+        } else if (before) {
           NodeHandle(*handle).after(*before);
         } else {
           NodeHandle(*handle).after(node.after[j]);

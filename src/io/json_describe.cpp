@@ -164,7 +164,9 @@ class Describer final : public io::NodeDescriber {
       problems_.push_back({"/nodes", "an edge leads to node '" + e.to.name + "', which is not declared"});
       return;
     }
-    spec_of(to).after.push_back(e.from.id == no_node ? e.from.name : d.nodes[e.from.id].name);
+    NodeSpec& spec = spec_of(to);
+    spec.after.push_back(e.from.id == no_node ? e.from.name : d.nodes[e.from.id].name);
+    if (e.kind == EdgeKind::programmatic) spec.programmatic.push_back(static_cast<std::uint32_t>(spec.after.size() - 1));
   }
 
   // The node named `name` in the body of `beside` (the top level when unknown).

@@ -1,6 +1,7 @@
 // Graph files: the ADL serialisers of the spec types (schema only: no registry, no buffers;
 // binding checks the rest); json_parse.cpp parses. Each kind reads its own members
 // (src/kinds/<kind>/io.cpp).
+#include <algorithm>
 #include <limits>
 
 #include "flowdsl/json.hpp"
@@ -54,6 +55,31 @@ std::vector<std::string> read_names(const json& j, const char* key) {
     within(token(key) + token(i), [&] { out.push_back(as_string((*array)[i])); });
   }
   return out;
+}
+
+// "after": node names, or {"node": name, "programmatic": bool} for an edge of another kind.
+void read_after(const json& j, NodeSpec& v) {
+  const json* array = optional_member(j, "after");
+  if (array == nullptr) return;
+  if (!array->is_array()) fail("/after", "expected an array of node names, found " + type_of(*array));
+  for (std::size_t i = 0; i < array->size(); ++i) {
+    within("/after" + token(i), [&] {
+      const json& item = (*array)[i];
+      if (!item.is_object()) {
+        v.after.push_back(as_string(item));
+        return;
+      }
+      for (const auto& member : item.items()) {
+        if (member.key() != "node" && member.key() != "programmatic") {
+          fail(token(member.key()), "unknown member (an edge has \"node\" and \"programmatic\")");
+        }
+      }
+      v.after.push_back(get_string(item, "node"));
+      const json* kind = optional_member(item, "programmatic");
+      if (kind != nullptr && !kind->is_boolean()) fail("/programmatic", "expected true or false, found " + type_of(*kind));
+      if (kind != nullptr && kind->get<bool>()) v.programmatic.push_back(static_cast<std::uint32_t>(v.after.size() - 1));
+    });
+  }
 }
 
 // Reads an array of nodes, taking their members.
@@ -139,7 +165,7 @@ void json_detail::read_node(nlohmann::json&& j, NodeSpec& v) {
     for (const io::BodyMember& body : bodies) read_bodies(common, body, v.bodies);
   });
   if (!known) fail("/kind", "unknown node kind '" + v.kind + "' (expected " + io::kind_names() + ")");
-  v.after = read_names(common, "after");
+  read_after(common, v);
   v.reads = read_array<AccessSpec>(common, "reads");
   v.writes = read_array<AccessSpec>(common, "writes");
 }
@@ -293,7 +319,16 @@ void to_json(json& j, const NodeSpec& v) {
       }
     }
   });
-  if (!v.after.empty()) j["after"] = v.after;
+  if (!v.after.empty()) {
+    json& after = j["after"] = json::array();
+    for (std::uint32_t i = 0; i < v.after.size(); ++i) {
+      if (std::binary_search(v.programmatic.begin(), v.programmatic.end(), i)) {
+        after.push_back({{"node", v.after[i]}, {"programmatic", true}});
+      } else {
+        after.push_back(v.after[i]);
+      }
+    }
+  }
   write_array(j, "reads", v.reads);
   write_array(j, "writes", v.writes);
 }

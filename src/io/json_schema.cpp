@@ -59,7 +59,8 @@ const char* const fixed_schema = R"json(
     "buffer": {"type": "object", "required": ["name", "type", "count"], "additionalProperties": false, "properties": {"name": {"type": "string", "minLength": 1}, "type": {"$ref": "#/$defs/scalar_type"}, "count": {"type": "integer", "minimum": 1}, "init": {"$ref": "#/$defs/init"}, "output": {"type": "boolean"}}},
     "kernel_file": {"type": "object", "required": ["name", "file", "symbol", "params"], "additionalProperties": false, "properties": {"name": {"type": "string"}, "file": {"type": "string"}, "symbol": {"type": "string"}, "params": {"type": "array", "items": {"type": "object", "required": ["name", "type"], "additionalProperties": false, "properties": {"name": {"type": "string"}, "type": {"$ref": "#/$defs/param_type"}, "extent": {"type": "string"}}}}}},
     "body": {"oneOf": [{"type": "array", "items": {"$ref": "#/$defs/node"}}, {"type": "object", "required": ["use"], "additionalProperties": false, "properties": {"use": {"type": "string", "minLength": 1}}}]},
-    "common": {"name": {"type": "string"}, "after": {"type": "array", "items": {"type": "string"}}, "reads": {"type": "array", "items": {"$ref": "#/$defs/access"}}, "writes": {"type": "array", "items": {"$ref": "#/$defs/access"}}}
+    "after": {"type": "array", "items": {"oneOf": [{"type": "string"}, {"type": "object", "required": ["node"], "additionalProperties": false, "properties": {"node": {"type": "string"}, "programmatic": {"type": "boolean"}}}]}},
+    "common": {"name": {"type": "string"}, "after": {"$ref": "#/$defs/after"}, "reads": {"type": "array", "items": {"$ref": "#/$defs/access"}}, "writes": {"type": "array", "items": {"$ref": "#/$defs/access"}}}
   }
 })json";
 
@@ -71,7 +72,7 @@ json node_schema() {
                {"properties",
                 {{"name", {{"type", "string"}}},
                  {"kind", {{"enum", json::array()}}},
-                 {"after", {{"type", "array"}, {"items", {{"type", "string"}}}}},
+                 {"after", {{"$ref", "#/$defs/after"}}},
                  {"reads", access_array},
                  {"writes", access_array}}},
                {"allOf", json::array()}};

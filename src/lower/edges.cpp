@@ -73,6 +73,9 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag) {
 
   std::vector<std::pair<NodeId, NodeId>> pairs;  // (to, from)
   pairs.reserve(d.edges.size());
+  std::vector<std::uint64_t> programmatic, full;  // (to << 32 | from), of programmatic edges only
+  const bool any_programmatic =
+      std::any_of(d.edges.begin(), d.edges.end(), [](const Edge& e) { return e.kind == EdgeKind::programmatic; });
   for (const Edge& e : d.edges) {
     const NodeId from = resolve(e.from, e.to.id != no_node && e.to.id < count ? e.to.id : no_node);
     const NodeId to = resolve(e.to, from);
@@ -90,9 +93,39 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag) {
                    "' crosses a body boundary: both ends of an edge must lie in one body");
     } else {
       pairs.emplace_back(to, from);
+      if (!any_programmatic) continue;
+      const std::uint64_t key = (std::uint64_t{to} << 32) | from;
+      if (e.kind == EdgeKind::full) {
+        full.push_back(key);
+      } else if (!std::holds_alternative<KernelOp>(d.nodes[from].op) || !std::holds_alternative<KernelOp>(d.nodes[to].op)) {
+        diag.add({node_path(d, from), node_path(d, to)},
+                 "programmatic edge from '" + node_path(d, from) + "' (" + std::string(kind_name(d.nodes[from].op)) +
+                     ") to '" + node_path(d, to) + "' (" + std::string(kind_name(d.nodes[to].op)) +
+                     "): programmatic edges join two kernel nodes");
+      } else {
+        programmatic.push_back(key);
+      }
     }
   }
-  return ResolvedEdges{make_adjacency(count, pairs)};
+  ResolvedEdges out{make_adjacency(count, pairs), {}};
+  if (!programmatic.empty()) {
+    std::sort(programmatic.begin(), programmatic.end());
+    programmatic.erase(std::unique(programmatic.begin(), programmatic.end()), programmatic.end());
+    std::sort(full.begin(), full.end());
+    for (std::uint64_t key : programmatic) {
+      if (!std::binary_search(full.begin(), full.end(), key)) continue;
+      const auto from = static_cast<NodeId>(key & 0xffffffffu), to = static_cast<NodeId>(key >> 32);
+      diag.add({node_path(d, from), node_path(d, to)}, "edge from '" + node_path(d, from) + "' to '" + node_path(d, to) +
+                                                           "' is declared both full and programmatic: keep one");
+    }
+    out.programmatic = std::move(programmatic);
+  }
+  return out;
+}
+
+bool ResolvedEdges::is_programmatic(NodeId from, NodeId to) const {
+  return !programmatic.empty() &&
+         std::binary_search(programmatic.begin(), programmatic.end(), (std::uint64_t{to} << 32) | from);
 }
 
 std::vector<NodeId> topological_order(const ResolvedEdges& edges, std::size_t count) {

@@ -21,9 +21,13 @@ struct Adjacency {
   std::size_t count(NodeId i) const { return offsets[i + 1] - offsets[i]; }
 };
 
-/// Predecessors of each node, without self-edges or unresolvable edges.
+/// Predecessors of each node, without self-edges or unresolvable edges, and which of those
+/// edges are programmatic.
 struct ResolvedEdges {
   Adjacency predecessors;
+  std::vector<std::uint64_t> programmatic;  ///< (to << 32 | from), ascending; empty in most graphs
+
+  bool is_programmatic(NodeId from, NodeId to) const;
 };
 
 /// Resolves names to ids (within the body of the edge's other end); reports edges to unknown

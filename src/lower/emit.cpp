@@ -1,6 +1,8 @@
 // Emission: device checks, then native nodes in plan order with canonical dependencies.
 #include "emit.hpp"
 
+#include <algorithm>
+
 namespace flowdsl::lowering {
 namespace {
 
@@ -22,7 +24,11 @@ class Emitter {
     std::vector<cudaGraphNode_t> deps;
     for (const PlanStep& step : steps) {
       deps.clear();
-      for (std::uint32_t dep : step.deps) deps.push_back(natives[dep]);
+      for (std::uint32_t dep : step.deps) {  // full edges; programmatic ones follow the node
+        if (step.programmatic.empty() || !std::binary_search(step.programmatic.begin(), step.programmatic.end(), dep)) {
+          deps.push_back(natives[dep]);
+        }
+      }
       const Node& node = d_.nodes[step.node];
       const std::string nested = node.parent == no_node ? std::string() : node_path(d_, step.node);
       NativeNode native{graph, deps, node.parent == no_node ? node.name : nested, [&](std::uint32_t index) {
@@ -36,6 +42,15 @@ class Emitter {
                         symbols_, out_.values[plan_.position[step.node]]};
       natives.push_back(std::visit([&](const auto& op) { return add_native(op, native); }, node.op));
       out_.nodes[plan_.position[step.node]] = natives.back();
+      for (std::uint32_t dep : step.programmatic) {
+        // The consumer may launch once every block of the producer has started or signalled
+        // (cudaTriggerProgrammaticLaunchCompletion); it waits for the results itself.
+        cudaGraphEdgeData edge{};
+        edge.type = cudaGraphDependencyTypeProgrammatic;
+        edge.from_port = cudaGraphKernelNodePortProgrammatic;
+        check(cudaGraphAddDependencies(graph, &natives[dep], &natives.back(), &edge, 1), "cudaGraphAddDependencies",
+              native.path.c_str());
+      }
     }
   }
 

@@ -12,12 +12,14 @@ namespace {
 // The step of node `id`, its dependencies given by `index_of` each predecessor, ascending.
 template <class IndexOf>
 PlanStep step_of(const lowering::ResolvedEdges& edges, NodeId id, IndexOf index_of) {
-  PlanStep step{id, {}, {}};
+  PlanStep step{id, {}, {}, {}};
   step.deps.reserve(edges.predecessors.count(id));
   for (const NodeId* pred = edges.predecessors.begin(id); pred != edges.predecessors.end(id); ++pred) {
     step.deps.push_back(index_of(*pred));
+    if (edges.is_programmatic(*pred, id)) step.programmatic.push_back(step.deps.back());
   }
   std::sort(step.deps.begin(), step.deps.end());
+  std::sort(step.programmatic.begin(), step.programmatic.end());
   return step;
 }
 
@@ -95,7 +97,10 @@ void hash_steps(const Description& d, const Plan& plan, const std::vector<PlanSt
     std::visit([&](const auto& o) { lowering::hash_structure(o, h); }, op);
     h.add(step.deps.size());
     for (std::uint32_t dep : step.deps) {
-      h.add((std::uint64_t{dep} << 8) | static_cast<std::uint64_t>(EdgeKind::full));
+      const bool programmatic = !step.programmatic.empty() &&
+                                std::binary_search(step.programmatic.begin(), step.programmatic.end(), dep);
+      h.add((std::uint64_t{dep} << 8) |
+            static_cast<std::uint64_t>(programmatic ? EdgeKind::programmatic : EdgeKind::full));
     }
     for (std::uint32_t body : step.bodies) {
       h.add(plan.bodies[body].size());

@@ -1,6 +1,7 @@
 // Structure summaries of plans and their comparison, for explaining cache misses.
 #include "structure.hpp"
 
+#include <algorithm>
 #include <unordered_map>
 #include <variant>
 
@@ -19,7 +20,10 @@ void summarize(const Description& d, const Plan& plan, const std::vector<PlanSte
           describe_structure(op, node.fields);
         },
         d.nodes[step.node].op);
-    for (std::uint32_t dep : step.deps) node.after.push_back(node_path(d, steps[dep].node));
+    for (std::uint32_t dep : step.deps) {
+      const bool programmatic = std::binary_search(step.programmatic.begin(), step.programmatic.end(), dep);
+      node.after.push_back(node_path(d, steps[dep].node) + (programmatic ? " (programmatic)" : ""));
+    }
     for (std::uint32_t body : step.bodies) summarize(d, plan, plan.bodies[body], out);
   }
 }
