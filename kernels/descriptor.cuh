@@ -107,8 +107,9 @@ void register_instance(KernelRegistry& registry, Types<T...>) {
                 "flowdsl: a kernel descriptor must name every parameter of its kernel once");
   std::string name = std::string(D::name) + D::variant;
   ((name += std::string(".") + suffix<T>()), ...);
+  // Every kernel of the library starts with programmatic_prologue(): it waits for its producers.
   registry.add(std::move(name), D::template kernel<T...>(), {std::begin(D::params), std::end(D::params)},
-               std::string(D::summary) + D::note);
+               std::string(D::summary) + D::note, /*waits_for_producers=*/true);
 }
 template <class D, class... I>
 void register_instances(KernelRegistry& registry, Instances<I...>) {

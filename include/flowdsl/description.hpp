@@ -53,6 +53,10 @@ struct Description {
   /// Whether validation looks for nodes that touch the same bytes, one of them writing, with
   /// no path between them (docs/errors.md, "Hazards"). Not part of the topology.
   bool check_hazards = true;
+  /// Whether every full edge between two kernels that wait for their producers
+  /// (KernelInfo::waits_for_producers: the built-in kernels) is made programmatic
+  /// (Graph::programmatic_edges). Changes the plan and the topology.
+  bool programmatic_edges = false;
 };
 
 /// \brief The path of node `id` from the top level: "outer/loop/step".

@@ -136,6 +136,10 @@ class Graph : public Builder<Graph>, public detail::Factories<Graph, Operation> 
   /// them writing, with no path between them (on by default; off for graphs that mean it,
   /// e.g. atomics into one buffer from parallel nodes). Not part of the topology.
   Graph& check_hazards(bool on);
+  /// \brief Makes every edge between two kernels that wait for their producers (the built-in
+  /// kernels: KernelInfo::waits_for_producers) programmatic, as if declared with
+  /// `after(k, flowdsl::programmatic)` (off by default). Bodies included. Changes the topology.
+  Graph& programmatic_edges(bool on);
   /// \brief Nodes declared, in every body.
   std::size_t size() const noexcept { return description().nodes.size(); }
 

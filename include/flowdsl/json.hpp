@@ -126,6 +126,8 @@ struct GraphSpec {
   std::map<std::string, std::vector<NodeSpec>, std::less<>> bodies;
   bool check_hazards = true;  ///< validation reports hazards (Graph::check_hazards)
   bool infer_edges = false;   ///< binding adds the edges the accesses imply (flowdsl::infer_edges)
+  /// Edges between built-in kernels are programmatic (Graph::programmatic_edges).
+  bool programmatic_edges = false;
 };
 
 /// \brief Host functions known by name, for host nodes (a file cannot carry code).

@@ -121,6 +121,10 @@ struct KernelInfo {
   /// One per parameter, parsed from KernelParam::extent by KernelRegistry::add (empty for
   /// scalars and for pointers without a declared extent).
   std::vector<Extent> extents;
+  /// Whether the kernel waits for its producers before reading what they wrote (and lets its
+  /// dependents launch early), so that its edges may be programmatic: every built-in kernel
+  /// does (Graph::programmatic_edges).
+  bool waits_for_producers = false;
 
   /// \brief Index of the parameter called `param`, or params.size() when there is none.
   std::size_t index_of(std::string_view param) const noexcept;
@@ -147,12 +151,13 @@ class KernelRegistry {
   ///         number of parameters.
   template <class... Params>
   const KernelInfo& add(std::string name, void (*function)(Params...), std::vector<std::string> param_names,
-                        std::string summary = {}) {
+                        std::string summary = {}, bool waits_for_producers = false) {
     if (param_names.size() != sizeof...(Params)) {
       throw UsageError("flowdsl: kernel '" + name + "' takes " + std::to_string(sizeof...(Params)) +
                        " parameters but " + std::to_string(param_names.size()) + " names were given");
     }
-    KernelInfo info{std::move(name), reinterpret_cast<const void*>(function), {}, std::move(summary), {}};
+    KernelInfo info{std::move(name), reinterpret_cast<const void*>(function), {}, std::move(summary), {},
+                    waits_for_producers};
     const ParamType types[] = {param_type_of<Params>()..., ParamType{}};
     for (std::size_t i = 0; i < sizeof...(Params); ++i) info.params.push_back(split_param(param_names[i], types[i]));
     return add(std::move(info));

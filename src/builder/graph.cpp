@@ -72,6 +72,12 @@ void GraphState::add_buffer(NamedBuffer&& buffer) {
   plan_.reset();
 }
 
+void GraphState::set_programmatic_edges(bool on) {
+  if (description_.programmatic_edges == on) return;
+  description_.programmatic_edges = on;
+  plan_.reset();
+}
+
 void GraphState::set_check_hazards(bool on) {
   if (description_.check_hazards == on) return;
   description_.check_hazards = on;
@@ -290,6 +296,11 @@ Graph& Graph::buffer(std::string name, const void* ptr, std::size_t bytes) {
 
 Graph& Graph::check_hazards(bool on) {
   state_->set_check_hazards(on);
+  return *this;
+}
+
+Graph& Graph::programmatic_edges(bool on) {
+  state_->set_programmatic_edges(on);
   return *this;
 }
 std::uint64_t Graph::uid() const noexcept { return state_->uid(); }

@@ -27,6 +27,7 @@ class GraphState {
   /// Names a memory range; validation reads it, so the plan is dropped.
   void add_buffer(NamedBuffer&& buffer);
   void set_check_hazards(bool on);
+  void set_programmatic_edges(bool on);
   /// The symbol standing for node `id`'s native value (symbol::make), made on first request.
   /// \throws UsageError past symbol::max_symbols
   std::uint64_t symbol(NodeId id);

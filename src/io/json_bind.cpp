@@ -34,6 +34,7 @@ class Binder final : public io::NodeBinder {
     index_allocs(spec_.nodes, "/nodes");
     for (const auto& [name, nodes] : spec_.bodies) index_allocs(nodes, "/bodies" + token(name), true);
     graph_.check_hazards(spec_.check_hazards);
+    graph_.programmatic_edges(spec_.programmatic_edges);
     reserve();
     Body top(&graph_.state(), no_node, 0);
     add_nodes(spec_.nodes, top, "/nodes");

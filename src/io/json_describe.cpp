@@ -23,6 +23,8 @@ class Describer final : public io::NodeDescriber {
   GraphSpec run(std::string name) {
     spec_.name = std::move(name);
     const Description& d = graph_.description();
+    spec_.check_hazards = d.check_hazards;
+    spec_.programmatic_edges = d.programmatic_edges;
     // Each node's spec goes into the list of its body, found through its parent's spec.
     index_.resize(d.nodes.size(), 0);
     for (NodeId id = 0; id < d.nodes.size(); ++id) add_node(id);

@@ -75,7 +75,20 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag) {
   pairs.reserve(d.edges.size());
   std::vector<std::uint64_t> programmatic, full;  // (to << 32 | from), of programmatic edges only
   const bool any_programmatic =
+      d.programmatic_edges ||
       std::any_of(d.edges.begin(), d.edges.end(), [](const Edge& e) { return e.kind == EdgeKind::programmatic; });
+  // Graph::programmatic_edges: a full edge between two kernels that wait for their producers.
+  std::unordered_map<const void*, bool> waits;  // by kernel function
+  const auto waits_for_producers = [&](NodeId id) {
+    const auto* op = std::get_if<KernelOp>(&d.nodes[id].op);
+    if (op == nullptr) return false;
+    const auto [it, added] = waits.try_emplace(op->function, false);
+    if (added) {
+      const KernelInfo* info = op->info != nullptr ? op->info : KernelRegistry::global().find_function(op->function);
+      it->second = info != nullptr && info->waits_for_producers;
+    }
+    return it->second;
+  };
   for (const Edge& e : d.edges) {
     const NodeId from = resolve(e.from, e.to.id != no_node && e.to.id < count ? e.to.id : no_node);
     const NodeId to = resolve(e.to, from);
@@ -95,7 +108,9 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag) {
       pairs.emplace_back(to, from);
       if (!any_programmatic) continue;
       const std::uint64_t key = (std::uint64_t{to} << 32) | from;
-      if (e.kind == EdgeKind::full) {
+      if (e.kind == EdgeKind::full && d.programmatic_edges && waits_for_producers(from) && waits_for_producers(to)) {
+        programmatic.push_back(key);
+      } else if (e.kind == EdgeKind::full) {
         full.push_back(key);
       } else if (!std::holds_alternative<KernelOp>(d.nodes[from].op) || !std::holds_alternative<KernelOp>(d.nodes[to].op)) {
         diag.add({node_path(d, from), node_path(d, to)},

@@ -102,6 +102,14 @@ TEST_CASE("JSON writes a programmatic edge as an object and reads it back", "[pr
   const nlohmann::json written = spec.nodes[1];
   CHECK(written["after"] == nlohmann::json::parse(R"([{"node": "first", "programmatic": true}])"));
 
+  // The graph-wide switch, read and bound.
+  std::string with_switch = text;
+  with_switch.insert(with_switch.find('{') + 1, "\"programmatic_edges\": true, ");
+  const flowdsl::GraphSpec switched = flowdsl::parse_graph(with_switch, "pdl.json");
+  CHECK(switched.programmatic_edges);
+  CHECK(flowdsl::inspect_graph(switched, registry()).description().programmatic_edges);
+  CHECK(nlohmann::json(switched)["programmatic_edges"] == true);
+
   // A full edge written as an object, and problems at their pointers.
   const auto full = flowdsl::parse_graph(R"({"version": 1, "name": "t", "nodes": [
       {"name": "a", "kind": "empty"}, {"name": "b", "kind": "empty", "after": [{"node": "a", "programmatic": false}]}]})");
@@ -119,4 +127,40 @@ TEST_CASE("DOT draws a programmatic edge dashed", "[programmatic][dot]") {
   const std::string dot = flowdsl::to_dot(Chain(true).g);
   CHECK_THAT(dot, contains("[style=dashed, label=\"programmatic\""));
   CHECK_THAT(flowdsl::to_dot(Chain(false).g), !contains("programmatic"));
+}
+
+TEST_CASE("programmatic_edges makes the edges between kernels that wait for their producers programmatic",
+          "[programmatic][switch]") {
+  flowdsl::KernelRegistry waiting;
+  waiting.add("waits", scale_f32, {"n", "alpha", "x: n", "y: n"}, "", /*waits_for_producers=*/true);
+  const flowdsl::KernelInfo& info = *waiting.find("waits");
+  auto build = [&](const flowdsl::KernelInfo* kernel, bool on) {
+    flowdsl::Graph g;
+    auto first = g.kernel("first", *kernel).launch(1, 256);
+    first.set("n", 256).set("alpha", 2.0f).set<const float*>("x", x).set<float*>("y", y);
+    auto second = g.kernel("second", *kernel).launch(1, 256);
+    second.set("n", 256).set("alpha", 3.0f).set<const float*>("x", y).set<float*>("y", z).after(first);
+    auto fill = g.memset("fill", x, 0, 16).after(second);
+    (void)fill;
+    g.programmatic_edges(on);
+    return g;
+  };
+  const flowdsl::Graph on = build(&info, true), off = build(&info, false);
+  CHECK(on.plan().steps[1].programmatic == std::vector<std::uint32_t>{0});
+  CHECK(on.plan().steps[2].programmatic.empty());  // kernel to memset stays full
+  CHECK(off.plan().steps[1].programmatic.empty());
+  CHECK(on.topology_hash() != off.topology_hash());
+  // The same graph with the edge declared programmatic hashes equal.
+  flowdsl::Graph by_hand;
+  {
+    auto first = by_hand.kernel("first", info).launch(1, 256);
+    first.set("n", 256).set("alpha", 2.0f).set<const float*>("x", x).set<float*>("y", y);
+    auto second = by_hand.kernel("second", info).launch(1, 256);
+    second.set("n", 256).set("alpha", 3.0f).set<const float*>("x", y).set<float*>("y", z).after(first, flowdsl::programmatic);
+    by_hand.memset("fill", x, 0, 16).after(second);
+  }
+  CHECK(by_hand.topology_hash() == on.topology_hash());
+  // A kernel that does not say it waits (scale_f32 of the test registry) keeps its full edges.
+  const flowdsl::Graph plain = build(registry().find("scale_f32"), true);
+  CHECK(plain.plan().steps[1].programmatic.empty());
 }
