@@ -1,5 +1,5 @@
 # Runs a command and checks its exit status (and optionally its output), for ctest.
-#   -DCOMMAND="a;b;c"  -DEXPECT=<status>  [-DOUTPUT_HAS=<text>]
+#   -DCOMMAND="a;b;c"  -DEXPECT=<status>  [-DOUTPUT_HAS=<regex>]  [-DOUTPUT_LACKS=<regex>]
 #   [-DNO_DEVICE_OK=ON]: exit 2 saying "no CUDA device" also passes (run on machines without a GPU)
 #   [-DTHEN_DOT=<file>]: afterwards, `dot -Tsvg <file>` must succeed
 execute_process(COMMAND ${COMMAND} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -13,6 +13,9 @@ if(NOT status STREQUAL "${EXPECT}")
 endif()
 if(DEFINED OUTPUT_HAS AND NOT "${out}${err}" MATCHES "${OUTPUT_HAS}")
   message(FATAL_ERROR "output lacks '${OUTPUT_HAS}'")
+endif()
+if(DEFINED OUTPUT_LACKS AND "${out}${err}" MATCHES "${OUTPUT_LACKS}")
+  message(FATAL_ERROR "output has '${CMAKE_MATCH_0}', matching '${OUTPUT_LACKS}'")
 endif()
 if(DEFINED THEN_DOT)
   find_program(DOT dot)

@@ -131,3 +131,21 @@ TEST_CASE("Bodies are clusters labelled with what they are to their node", "[dot
   other.kernel("decide", decide).launch(1, 32).args(buf, 0.5f, loop.condition());
   CHECK_THAT(flowdsl::to_dot(other, options), contains("loop = condition (of no node of this graph)"));
 }
+
+TEST_CASE("Arguments and operands name the buffer they point into, with the offset", "[dot][buffers]") {
+  float input[16], output[16], unnamed[4];
+  flowdsl::Graph g;
+  g.buffer("input", input, sizeof input).buffer("output", output, sizeof output);
+  auto k = g.kernel("scale", scale_f32, "scale_f32").launch(1, 32).args(8, 2.0f, input + 2, unnamed);
+  g.memcpy("copy", output + 4, input, 16).after(k);
+  g.memset("clear", output, 0, 16).after("copy");
+
+  flowdsl::DotOptions options;
+  options.show_arguments = true;
+  options.registry = &registry();
+  const std::string dot = flowdsl::to_dot(g, options);
+  CHECK_THAT(dot, contains(R"x(\nx = input+8\ny = 0x)x"));  // an address in no named buffer stays an address
+  CHECK_THAT(dot, contains(R"x(\ninput -> output+16")x"));
+  CHECK_THAT(dot, contains(R"x(\noutput = 0")x"));
+  require_dot_accepts(dot, "dot_buffer_names.dot");
+}
