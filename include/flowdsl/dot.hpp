@@ -19,6 +19,12 @@ struct DotOptions {
   /// (Graph::buffer, a graph file's buffers), "scratch+64" in an alloc's memory; an address in
   /// neither is shown as the address.
   bool show_arguments = false;
+  /// Draw the data flow too: every named buffer (Graph::buffer, a graph file's buffers), each
+  /// alloc's memory and each other address the nodes touch as a parallelogram, with an edge
+  /// from a buffer to each node that reads it and from each node that writes it to the buffer
+  /// (flowdsl::accesses_of: declared and derived accesses), labelled with the byte ranges
+  /// when they are not the whole buffer.
+  bool data_flow = false;
   /// Registry used to name and type kernel arguments; may be null.
   const KernelRegistry* registry = nullptr;
   /// The report of the graph's last Runtime::launch: shown in the graph's title
@@ -33,7 +39,8 @@ struct DotOptions {
 /// a child graph's body with the node's path, an IF's "then" and "else", a WHILE's
 /// "body (while)", a SWITCH's "case 0", "case 1"... Conditional nodes show their default value,
 /// and with `show_arguments` a kernel's Condition argument names its conditional node and
-/// pointers name the buffer they point into.
+/// pointers name the buffer they point into. With `data_flow`, buffers are drawn too, with
+/// their read and write edges.
 ///
 /// Every user string is escaped: any node name (quotes, backslashes, newlines, control
 /// characters, invalid UTF-8, which becomes U+FFFD) yields valid DOT. Needs no GPU and does

@@ -109,11 +109,9 @@ int validate(const std::string& file) {
   return exit_ok;
 }
 
-int dot(const std::string& file, const std::string& out, bool arguments) {
+int dot(const std::string& file, const std::string& out, flowdsl::DotOptions options) {
   const flowdsl::GraphSpec spec = flowdsl::read_graph_file(file);
   const flowdsl::Graph graph = flowdsl::inspect_graph(spec, flowdsl::KernelRegistry::global(), host_functions(), file);
-  flowdsl::DotOptions options;
-  options.show_arguments = arguments;
   options.registry = &flowdsl::KernelRegistry::global();
   const std::string text = flowdsl::to_dot(graph, options);
   if (out.empty() || out == "-") {
@@ -337,13 +335,16 @@ int main(int argc, char** argv) {
 
   std::string file, out;
   RunOptions run_options;
-  bool arguments = false;
+  flowdsl::DotOptions dot_options;
   CLI::App* validate_cmd = app.add_subcommand("validate", "Check a graph file completely; no GPU needed");
   validate_cmd->add_option("FILE", file, "graph file (.json)")->required();
   CLI::App* dot_cmd = app.add_subcommand("dot", "Write a graph file as Graphviz DOT; no GPU needed");
   dot_cmd->add_option("FILE", file, "graph file (.json)")->required();
   dot_cmd->add_option("-o,--output", out, "output file (default: standard output)");
-  dot_cmd->add_flag("--args", arguments, "show kernel arguments and copy operands");
+  dot_cmd->add_flag("--args", dot_options.show_arguments,
+                    "show kernel arguments and copy operands (pointers by buffer: input+256)");
+  dot_cmd->add_flag("--data-flow", dot_options.data_flow,
+                    "draw the buffers too, with an edge for each read (buffer -> node) and write (node -> buffer)");
   CLI::App* run_cmd = app.add_subcommand("run", "Allocate and initialise the buffers, run the graph N times");
   run_cmd->add_option("FILE", file, "graph file (.json)")->required();
   run_cmd->add_option("-n,--iterations", run_options.iterations, "number of launches")->check(CLI::Range(1, 1000000));
@@ -368,7 +369,7 @@ int main(int argc, char** argv) {
   try {
     flowdsl::kernels::register_builtins(flowdsl::KernelRegistry::global());
     if (validate_cmd->parsed()) return validate(file);
-    if (dot_cmd->parsed()) return dot(file, out, arguments);
+    if (dot_cmd->parsed()) return dot(file, out, dot_options);
     if (run_cmd->parsed()) return run(file, run_options);
     if (info_cmd->parsed()) return info(markdown);
     if (schema_cmd->parsed()) return schema();

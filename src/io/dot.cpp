@@ -6,6 +6,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "dot_data_flow.hpp"
 #include "dot_text.hpp"
 #include "io_facets.hpp"
 
@@ -35,6 +36,7 @@ class DotWriter {
     }
     body(no_node, 0, "  ");
     edges();
+    if (options_.data_flow) out_ += io::data_flow_dot(d_, addresses_);
     return out_ + extras_ + "}\n";
   }
 
