@@ -22,23 +22,18 @@
 #include "flowdsl/flowdsl.hpp"
 #include "flowdsl/kernel_files.hpp"
 #include "flowdsl/kernels.hpp"
+#include "loaded_file.hpp"
 #include "npy.hpp"
 
 namespace {
+
+using flowdsl::cli::EnvironmentError;
+using flowdsl::cli::InputError;
 
 constexpr int exit_ok = 0;
 constexpr int exit_invalid = 1;
 constexpr int exit_environment = 2;
 constexpr int exit_internal = 3;
-
-// A problem with the environment (no device, old driver), reported as one sentence.
-struct EnvironmentError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-// A problem with an input file other than the graph file (a .npy file, an output folder).
-struct InputError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 void noop(void*) {}
 
@@ -48,16 +43,7 @@ const flowdsl::HostFunctions& host_functions() {
   return hosts;
 }
 
-std::string folder_of(const std::string& path) {
-  const std::size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? std::string(".") : path.substr(0, slash == 0 ? 1 : slash);
-}
-
-flowdsl::GraphSpec checked_spec(const std::string& file) {
-  flowdsl::GraphSpec spec = flowdsl::read_graph_file(file);
-  flowdsl::check_graph(spec, flowdsl::KernelRegistry::global(), host_functions(), file);
-  return spec;
-}
+flowdsl::GraphSpec checked_spec(const std::string& file) { return flowdsl::cli::checked_spec(file, host_functions()); }
 
 // Names of the kernels the nodes use (inline bodies included) whose pointer parameters do not all
 // declare an extent, so that nodes of them are not checked against their buffers.
@@ -123,22 +109,6 @@ int dot(const std::string& file, const std::string& out, flowdsl::DotOptions opt
   return exit_ok;
 }
 
-void require_device() {
-  int devices = 0, driver = 0;
-  const cudaError_t status = cudaGetDeviceCount(&devices);
-  (void)cudaDriverGetVersion(&driver);  // 0 when no driver is installed at all
-  if (status == cudaErrorInsufficientDriver && driver > 0) {
-    throw EnvironmentError("the installed CUDA driver is too old for this build of flowdsl (CUDA runtime " +
-                           std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10) +
-                           "); update the driver to run graphs.");
-  }
-  if (status != cudaSuccess || devices == 0) {
-    throw EnvironmentError("no CUDA device is available, so graphs cannot be run here (validate and dot work without one).");
-  }
-}
-
-using DeviceMemory = flowdsl::UniqueHandle<void*, &cudaFree>;
-
 struct RunOptions {
   int iterations = 1;
   std::string out_dir;
@@ -149,66 +119,17 @@ struct RunOptions {
 int run(const std::string& file, const RunOptions& run_options) {
   const int iterations = run_options.iterations;
   const std::string& out_dir = run_options.out_dir;
-  require_device();
-  const flowdsl::GraphSpec spec = checked_spec(file);
-  const std::string base = folder_of(file);
-
-  // Kernels from files go into a registry that lives no longer than their libraries.
-  flowdsl::KernelRegistry registry;
-  for (const flowdsl::KernelInfo* info : flowdsl::KernelRegistry::global().list()) registry.add(*info);
-  const std::vector<flowdsl::KernelLibrary> libraries = flowdsl::load_kernel_files(spec, base, registry);
-
-  // Refuse before allocating or reading anything: the buffers must fit in the device's free
-  // memory, and .npy headers must match their buffers.
-  int device = 0;
-  std::size_t free_bytes = 0, total_bytes = 0;
-  flowdsl::check(cudaGetDevice(&device), "cudaGetDevice");
-  flowdsl::check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
-  if (auto refusal = flowdsl::cli::memory_refusal(spec, free_bytes, device)) throw EnvironmentError(*refusal);
-  for (const flowdsl::BufferSpec& b : spec.buffers) {
-    try {
-      flowdsl::cli::check_initial_contents(b, base);
-    } catch (const std::runtime_error& e) {
-      throw InputError("buffer '" + b.name + "': " + e.what());
-    }
-  }
-
-  std::vector<DeviceMemory> memory;
-  flowdsl::BufferAddresses addresses;
-  std::uint64_t total = 0;
-  for (const flowdsl::BufferSpec& b : spec.buffers) {
-    void* ptr = nullptr;
-    flowdsl::check(cudaMalloc(&ptr, b.bytes()), ("cudaMalloc for buffer '" + b.name + "'").c_str());
-    memory.emplace_back(ptr);
-    auto* device_bytes = static_cast<unsigned char*>(ptr);
-    try {
-      flowdsl::cli::produce_initial_contents(
-          b, base, flowdsl::cli::staging_bytes, [&](const unsigned char* data, std::size_t bytes, std::uint64_t offset) {
-            flowdsl::check(cudaMemcpy(device_bytes + offset, data, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
-          });
-    } catch (const flowdsl::CudaError&) {
-      throw;
-    } catch (const std::runtime_error& e) {
-      throw InputError("buffer '" + b.name + "': " + e.what());
-    }
-    addresses.emplace(b.name, ptr);
-    total += b.bytes();
-  }
+  flowdsl::cli::require_device();
+  const flowdsl::cli::LoadedFile loaded(file, host_functions());
+  const flowdsl::GraphSpec& spec = loaded.spec();
+  const flowdsl::Graph& graph = loaded.graph();
+  const int device = loaded.device();
   std::printf("%s: %zu buffers (%.1f MiB) allocated and initialised\n", spec.name.c_str(), spec.buffers.size(),
-              static_cast<double>(total) / (1 << 20));
+              static_cast<double>(loaded.buffer_bytes()) / (1 << 20));
 
-  // The tool makes one event for each name the file's event nodes use: they order the graph's
-  // launches with one another.
-  std::vector<flowdsl::EventHandle> events;
-  flowdsl::Externals externals(host_functions());
-  for (const std::string& name : flowdsl::event_names(spec)) {
-    events.push_back(flowdsl::make_event(cudaEventDisableTiming));
-    externals.events.emplace(name, events.back().get());
-  }
-  const flowdsl::Graph graph = flowdsl::bind_graph(spec, addresses, registry, externals, file);
   flowdsl::RuntimeOptions options;
   options.debug = run_options.debug;
-  options.registry = &registry;
+  options.registry = &loaded.registry();
   flowdsl::Runtime runtime(options);
   if (run_options.explain) std::printf("explain: %s\n", runtime.explain(graph).text().c_str());
   const flowdsl::StreamHandle stream = flowdsl::make_stream();
@@ -253,7 +174,7 @@ int run(const std::string& file, const RunOptions& run_options) {
     try {
       flowdsl::cli::NpyWriter writer(path, b.type, b.count);
       std::vector<unsigned char> host(std::min<std::uint64_t>(b.bytes(), flowdsl::cli::staging_bytes));
-      const auto* device_bytes = static_cast<const unsigned char*>(addresses.at(b.name));
+      const auto* device_bytes = static_cast<const unsigned char*>(loaded.address(b.name));
       for (std::uint64_t offset = 0; offset < b.bytes(); offset += host.size()) {
         const std::size_t n = std::min<std::uint64_t>(host.size(), b.bytes() - offset);
         flowdsl::check(cudaMemcpy(host.data(), device_bytes + offset, n, cudaMemcpyDeviceToHost), "cudaMemcpy");
