@@ -123,6 +123,9 @@ struct GraphSpec {
   std::map<std::string, std::vector<NodeSpec>, std::less<>> bodies;
   bool check_hazards = true;  ///< validation reports hazards (Graph::check_hazards)
   bool infer_edges = false;   ///< binding adds the edges the accesses imply (flowdsl::infer_edges)
+  /// Items (requests, samples, images) one launch processes, for throughput in items/s
+  /// (`flowdsl bench`); 0: not declared. Not part of the graph.
+  std::uint64_t items_per_launch = 0;
 };
 
 /// \brief Host functions known by name, for host nodes (a file cannot carry code).
