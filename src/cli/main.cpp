@@ -1,4 +1,4 @@
-// The `flowdsl` command-line tool: validate, dot, run, info and schema for JSON graph files.
+// The `flowdsl` command-line tool: validate, dot, run, bench, info and schema for JSON graph files.
 //
 // Exit codes: 0 ok, 1 invalid input (file, arguments, a node at fault in a --debug run),
 // 2 environment (no CUDA device, driver too old, out of device memory, buffers larger than the
@@ -18,6 +18,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "bench.hpp"
 #include "buffers.hpp"
 #include "flowdsl/flowdsl.hpp"
 #include "flowdsl/kernel_files.hpp"
@@ -247,7 +248,7 @@ void set_log_level(const std::string& level) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"flowdsl: check, draw and run JSON graph descriptions as CUDA graphs.\n"
+  CLI::App app{"flowdsl: check, draw, run and benchmark JSON graph descriptions as CUDA graphs.\n"
                "Exit codes: 0 ok, 1 invalid input, 2 environment (no device, old driver), 3 internal error."};
   app.require_subcommand(1);
   std::string log_level = "warn";
@@ -275,6 +276,18 @@ int main(int argc, char** argv) {
                     "run node by node, checking each node for CUDA errors and NaN outputs (also FLOWDSL_DEBUG=1)");
   run_cmd->add_flag("--explain", run_options.explain,
                     "say whether the first launch, and the one after the last, hits, updates or misses the cache");
+  CLI::App* bench_cmd = app.add_subcommand(
+      "bench", "Launch the graph again and again: latency percentiles, throughput, GPU busy, host time, memory");
+  flowdsl::cli::BenchOptions bench_options;
+  bench_cmd->add_option("FILE", file, "graph file (.json)")->required();
+  bench_cmd->add_option("-n,--iterations", bench_options.iterations,
+                        "launches measured one at a time, then as many back to back (default 1000)")
+      ->check(CLI::Range(1, 1000000));
+  bench_cmd->add_option("--warmup", bench_options.warmup,
+                        "launches before measuring; the first instantiates the executable (default 10)")
+      ->check(CLI::Range(1, 1000000));
+  bench_cmd->add_option("--json", bench_options.json_out,
+                        "write every figure, with the GPU and the driver and runtime versions, to this JSON file");
   CLI::App* info_cmd = app.add_subcommand("info", "Devices, CUDA versions, registered kernels");
   bool markdown = false;
   info_cmd->add_flag("--markdown", markdown, "only the registered kernels, as the Markdown table of docs/kernels.md");
@@ -292,6 +305,10 @@ int main(int argc, char** argv) {
     if (validate_cmd->parsed()) return validate(file);
     if (dot_cmd->parsed()) return dot(file, out, dot_options);
     if (run_cmd->parsed()) return run(file, run_options);
+    if (bench_cmd->parsed()) {
+      flowdsl::cli::bench(file, host_functions(), bench_options);
+      return exit_ok;
+    }
     if (info_cmd->parsed()) return info(markdown);
     if (schema_cmd->parsed()) return schema();
   } catch (const EnvironmentError& e) {
