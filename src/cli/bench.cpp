@@ -121,6 +121,9 @@ float elapsed_ms(const EventHandle& start, const EventHandle& stop) {
 // Launches one at a time: each launch call timed, then the stream synchronised.
 Run latency_run(Runtime& runtime, const Graph& graph, cudaStream_t stream, int iterations) {
   Run run;
+  run.host_us.reserve(iterations);
+  run.latency_us.reserve(iterations);
+  run.span_us.reserve(iterations);
   const EventHandle start = make_event();
   const EventHandle stop = make_event();
   Progress progress("latency run", iterations);
@@ -149,6 +152,7 @@ Run back_to_back_run(Runtime& runtime, const Graph& graph, cudaStream_t stream, 
   std::vector<std::pair<EventHandle, EventHandle>> events;
   for (int i = 0; i < std::min(ring, iterations); ++i) events.emplace_back(make_event(), make_event());
   Run run;
+  run.host_us.reserve(iterations);  // no reallocation among the launches
   run.span_us.reserve(iterations);
   const auto read = [&](int slot) {
     check(cudaEventSynchronize(events[slot].second.get()), "cudaEventSynchronize");
