@@ -54,10 +54,13 @@ def write_npy(name, descr, fmt, values):
     return "data/" + name
 
 
-def write_graph(name, buffers, nodes):
+def write_graph(name, buffers, nodes, items_per_launch=None):
     lines = ['{', '  "version": 1,', '  "name": %s,' % json.dumps(name), '  "buffers": [']
     lines += ["    " + json.dumps(b) + ("," if i + 1 < len(buffers) else "") for i, b in enumerate(buffers)]
-    lines += ["  ],", '  "nodes": [']
+    lines += ["  ],"]
+    if items_per_launch is not None:  # for `flowdsl bench`: items/s
+        lines += ['  "items_per_launch": %d,' % items_per_launch]
+    lines += ['  "nodes": [']
     lines += ["    " + json.dumps(n) + ("," if i + 1 < len(nodes) else "") for i, n in enumerate(nodes)]
     lines += ["  ]", "}", ""]
     with open(os.path.join(HERE, name + ".json"), "w") as f:
@@ -137,7 +140,7 @@ def mlp_inference():
         kernel("argmax", argmax, argmax_grid, 256, {"rows": batch, "cols": classes, "x": "probs", "out": "classes"},
                ["softmax"]),
     ]
-    write_graph("mlp_inference", buffers, nodes)
+    write_graph("mlp_inference", buffers, nodes, items_per_launch=batch)  # requests
 
 
 def preprocess():
@@ -170,7 +173,7 @@ def preprocess():
         kernel("to_bf16", "cast.f32.bf16", elementwise_grid(n), 256, {"n": n, "x": "normalised", "y": "out"},
                ["normalise"]),
     ]
-    write_graph("preprocess", buffers, nodes)
+    write_graph("preprocess", buffers, nodes, items_per_launch=batch)  # images
 
 
 def rl_cartpole():

@@ -14,8 +14,17 @@ namespace flowdsl {
 /// \brief What to_dot shows besides names, kinds, kernels, launch shapes and edges.
 struct DotOptions {
   /// Show each node's bound parameters: kernel arguments (by parameter name and typed when
-  /// `registry` knows the kernel, as bytes otherwise), copy and memset operands.
+  /// `registry` knows the kernel, as bytes otherwise), copy and memset operands. Pointers are
+  /// shown by the memory they point into: "input", "input+256" in a named buffer
+  /// (Graph::buffer, a graph file's buffers), "scratch+64" in an alloc's memory; an address in
+  /// neither is shown as the address.
   bool show_arguments = false;
+  /// Draw the data flow too: every named buffer (Graph::buffer, a graph file's buffers), each
+  /// alloc's memory and each other address the nodes touch as a parallelogram, with an edge
+  /// from a buffer to each node that reads it and from each node that writes it to the buffer
+  /// (flowdsl::accesses_of: declared and derived accesses), labelled with the byte ranges
+  /// when they are not the whole buffer.
+  bool data_flow = false;
   /// Registry used to name and type kernel arguments; may be null.
   const KernelRegistry* registry = nullptr;
   /// The report of the graph's last Runtime::launch: shown in the graph's title
@@ -29,7 +38,9 @@ struct DotOptions {
 /// are drawn as clusters beside it, tied to it by dotted lines and labelled with what they are:
 /// a child graph's body with the node's path, an IF's "then" and "else", a WHILE's
 /// "body (while)", a SWITCH's "case 0", "case 1"... Conditional nodes show their default value,
-/// and with `show_arguments` a kernel's Condition argument names its conditional node.
+/// and with `show_arguments` a kernel's Condition argument names its conditional node and
+/// pointers name the buffer they point into. With `data_flow`, buffers are drawn too, with
+/// their read and write edges.
 ///
 /// Every user string is escaped: any node name (quotes, backslashes, newlines, control
 /// characters, invalid UTF-8, which becomes U+FFFD) yields valid DOT. Needs no GPU and does

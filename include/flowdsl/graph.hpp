@@ -128,7 +128,7 @@ class Graph : public Builder<Graph>, public detail::Factories<Graph, Operation> 
   /// \brief Names the `bytes` bytes at `ptr` (device or host memory). Validation then checks
   /// every registered kernel's pointer into it against its end (extents, flowdsl/extent.hpp),
   /// takes an access of unknown extent inside it to end where it ends, and names it in
-  /// messages. Not part of the topology. JSON graphs name every buffer of their file.
+  /// messages and DOT dumps ("x+256"). Not part of the topology. JSON graphs name every buffer of their file.
   /// \throws UsageError for an empty name, a null or empty range, a name given twice or a
   ///         range overlapping another named buffer.
   Graph& buffer(std::string name, const void* ptr, std::size_t bytes);

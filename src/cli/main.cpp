@@ -1,4 +1,4 @@
-// The `flowdsl` command-line tool: validate, dot, run, info and schema for JSON graph files.
+// The `flowdsl` command-line tool: validate, dot, run, bench, info and schema for JSON graph files.
 //
 // Exit codes: 0 ok, 1 invalid input (file, arguments, a node at fault in a --debug run),
 // 2 environment (no CUDA device, driver too old, out of device memory, buffers larger than the
@@ -18,27 +18,23 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "bench.hpp"
 #include "buffers.hpp"
 #include "flowdsl/flowdsl.hpp"
 #include "flowdsl/kernel_files.hpp"
 #include "flowdsl/kernels.hpp"
+#include "loaded_file.hpp"
 #include "npy.hpp"
 
 namespace {
+
+using flowdsl::cli::EnvironmentError;
+using flowdsl::cli::InputError;
 
 constexpr int exit_ok = 0;
 constexpr int exit_invalid = 1;
 constexpr int exit_environment = 2;
 constexpr int exit_internal = 3;
-
-// A problem with the environment (no device, old driver), reported as one sentence.
-struct EnvironmentError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-// A problem with an input file other than the graph file (a .npy file, an output folder).
-struct InputError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 void noop(void*) {}
 
@@ -48,16 +44,7 @@ const flowdsl::HostFunctions& host_functions() {
   return hosts;
 }
 
-std::string folder_of(const std::string& path) {
-  const std::size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? std::string(".") : path.substr(0, slash == 0 ? 1 : slash);
-}
-
-flowdsl::GraphSpec checked_spec(const std::string& file) {
-  flowdsl::GraphSpec spec = flowdsl::read_graph_file(file);
-  flowdsl::check_graph(spec, flowdsl::KernelRegistry::global(), host_functions(), file);
-  return spec;
-}
+flowdsl::GraphSpec checked_spec(const std::string& file) { return flowdsl::cli::checked_spec(file, host_functions()); }
 
 // Names of the kernels the nodes use (inline bodies included) whose pointer parameters do not all
 // declare an extent, so that nodes of them are not checked against their buffers.
@@ -109,11 +96,9 @@ int validate(const std::string& file) {
   return exit_ok;
 }
 
-int dot(const std::string& file, const std::string& out, bool arguments) {
+int dot(const std::string& file, const std::string& out, flowdsl::DotOptions options) {
   const flowdsl::GraphSpec spec = flowdsl::read_graph_file(file);
   const flowdsl::Graph graph = flowdsl::inspect_graph(spec, flowdsl::KernelRegistry::global(), host_functions(), file);
-  flowdsl::DotOptions options;
-  options.show_arguments = arguments;
   options.registry = &flowdsl::KernelRegistry::global();
   const std::string text = flowdsl::to_dot(graph, options);
   if (out.empty() || out == "-") {
@@ -125,22 +110,6 @@ int dot(const std::string& file, const std::string& out, bool arguments) {
   return exit_ok;
 }
 
-void require_device() {
-  int devices = 0, driver = 0;
-  const cudaError_t status = cudaGetDeviceCount(&devices);
-  (void)cudaDriverGetVersion(&driver);  // 0 when no driver is installed at all
-  if (status == cudaErrorInsufficientDriver && driver > 0) {
-    throw EnvironmentError("the installed CUDA driver is too old for this build of flowdsl (CUDA runtime " +
-                           std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10) +
-                           "); update the driver to run graphs.");
-  }
-  if (status != cudaSuccess || devices == 0) {
-    throw EnvironmentError("no CUDA device is available, so graphs cannot be run here (validate and dot work without one).");
-  }
-}
-
-using DeviceMemory = flowdsl::UniqueHandle<void*, &cudaFree>;
-
 struct RunOptions {
   int iterations = 1;
   std::string out_dir;
@@ -151,66 +120,17 @@ struct RunOptions {
 int run(const std::string& file, const RunOptions& run_options) {
   const int iterations = run_options.iterations;
   const std::string& out_dir = run_options.out_dir;
-  require_device();
-  const flowdsl::GraphSpec spec = checked_spec(file);
-  const std::string base = folder_of(file);
-
-  // Kernels from files go into a registry that lives no longer than their libraries.
-  flowdsl::KernelRegistry registry;
-  for (const flowdsl::KernelInfo* info : flowdsl::KernelRegistry::global().list()) registry.add(*info);
-  const std::vector<flowdsl::KernelLibrary> libraries = flowdsl::load_kernel_files(spec, base, registry);
-
-  // Refuse before allocating or reading anything: the buffers must fit in the device's free
-  // memory, and .npy headers must match their buffers.
-  int device = 0;
-  std::size_t free_bytes = 0, total_bytes = 0;
-  flowdsl::check(cudaGetDevice(&device), "cudaGetDevice");
-  flowdsl::check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
-  if (auto refusal = flowdsl::cli::memory_refusal(spec, free_bytes, device)) throw EnvironmentError(*refusal);
-  for (const flowdsl::BufferSpec& b : spec.buffers) {
-    try {
-      flowdsl::cli::check_initial_contents(b, base);
-    } catch (const std::runtime_error& e) {
-      throw InputError("buffer '" + b.name + "': " + e.what());
-    }
-  }
-
-  std::vector<DeviceMemory> memory;
-  flowdsl::BufferAddresses addresses;
-  std::uint64_t total = 0;
-  for (const flowdsl::BufferSpec& b : spec.buffers) {
-    void* ptr = nullptr;
-    flowdsl::check(cudaMalloc(&ptr, b.bytes()), ("cudaMalloc for buffer '" + b.name + "'").c_str());
-    memory.emplace_back(ptr);
-    auto* device_bytes = static_cast<unsigned char*>(ptr);
-    try {
-      flowdsl::cli::produce_initial_contents(
-          b, base, flowdsl::cli::staging_bytes, [&](const unsigned char* data, std::size_t bytes, std::uint64_t offset) {
-            flowdsl::check(cudaMemcpy(device_bytes + offset, data, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
-          });
-    } catch (const flowdsl::CudaError&) {
-      throw;
-    } catch (const std::runtime_error& e) {
-      throw InputError("buffer '" + b.name + "': " + e.what());
-    }
-    addresses.emplace(b.name, ptr);
-    total += b.bytes();
-  }
+  flowdsl::cli::require_device();
+  const flowdsl::cli::LoadedFile loaded(file, host_functions());
+  const flowdsl::GraphSpec& spec = loaded.spec();
+  const flowdsl::Graph& graph = loaded.graph();
+  const int device = loaded.device();
   std::printf("%s: %zu buffers (%.1f MiB) allocated and initialised\n", spec.name.c_str(), spec.buffers.size(),
-              static_cast<double>(total) / (1 << 20));
+              static_cast<double>(loaded.buffer_bytes()) / (1 << 20));
 
-  // The tool makes one event for each name the file's event nodes use: they order the graph's
-  // launches with one another.
-  std::vector<flowdsl::EventHandle> events;
-  flowdsl::Externals externals(host_functions());
-  for (const std::string& name : flowdsl::event_names(spec)) {
-    events.push_back(flowdsl::make_event(cudaEventDisableTiming));
-    externals.events.emplace(name, events.back().get());
-  }
-  const flowdsl::Graph graph = flowdsl::bind_graph(spec, addresses, registry, externals, file);
   flowdsl::RuntimeOptions options;
   options.debug = run_options.debug;
-  options.registry = &registry;
+  options.registry = &loaded.registry();
   flowdsl::Runtime runtime(options);
   if (run_options.explain) std::printf("explain: %s\n", runtime.explain(graph).text().c_str());
   const flowdsl::StreamHandle stream = flowdsl::make_stream();
@@ -255,7 +175,7 @@ int run(const std::string& file, const RunOptions& run_options) {
     try {
       flowdsl::cli::NpyWriter writer(path, b.type, b.count);
       std::vector<unsigned char> host(std::min<std::uint64_t>(b.bytes(), flowdsl::cli::staging_bytes));
-      const auto* device_bytes = static_cast<const unsigned char*>(addresses.at(b.name));
+      const auto* device_bytes = static_cast<const unsigned char*>(loaded.address(b.name));
       for (std::uint64_t offset = 0; offset < b.bytes(); offset += host.size()) {
         const std::size_t n = std::min<std::uint64_t>(host.size(), b.bytes() - offset);
         flowdsl::check(cudaMemcpy(host.data(), device_bytes + offset, n, cudaMemcpyDeviceToHost), "cudaMemcpy");
@@ -328,7 +248,7 @@ void set_log_level(const std::string& level) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"flowdsl: check, draw and run JSON graph descriptions as CUDA graphs.\n"
+  CLI::App app{"flowdsl: check, draw, run and benchmark JSON graph descriptions as CUDA graphs.\n"
                "Exit codes: 0 ok, 1 invalid input, 2 environment (no device, old driver), 3 internal error."};
   app.require_subcommand(1);
   std::string log_level = "warn";
@@ -337,13 +257,16 @@ int main(int argc, char** argv) {
 
   std::string file, out;
   RunOptions run_options;
-  bool arguments = false;
+  flowdsl::DotOptions dot_options;
   CLI::App* validate_cmd = app.add_subcommand("validate", "Check a graph file completely; no GPU needed");
   validate_cmd->add_option("FILE", file, "graph file (.json)")->required();
   CLI::App* dot_cmd = app.add_subcommand("dot", "Write a graph file as Graphviz DOT; no GPU needed");
   dot_cmd->add_option("FILE", file, "graph file (.json)")->required();
   dot_cmd->add_option("-o,--output", out, "output file (default: standard output)");
-  dot_cmd->add_flag("--args", arguments, "show kernel arguments and copy operands");
+  dot_cmd->add_flag("--args", dot_options.show_arguments,
+                    "show kernel arguments and copy operands (pointers by buffer: input+256)");
+  dot_cmd->add_flag("--data-flow", dot_options.data_flow,
+                    "draw the buffers too, with an edge for each read (buffer -> node) and write (node -> buffer)");
   CLI::App* run_cmd = app.add_subcommand("run", "Allocate and initialise the buffers, run the graph N times");
   run_cmd->add_option("FILE", file, "graph file (.json)")->required();
   run_cmd->add_option("-n,--iterations", run_options.iterations, "number of launches")->check(CLI::Range(1, 1000000));
@@ -353,6 +276,18 @@ int main(int argc, char** argv) {
                     "run node by node, checking each node for CUDA errors and NaN outputs (also FLOWDSL_DEBUG=1)");
   run_cmd->add_flag("--explain", run_options.explain,
                     "say whether the first launch, and the one after the last, hits, updates or misses the cache");
+  CLI::App* bench_cmd = app.add_subcommand(
+      "bench", "Launch the graph again and again: latency percentiles, throughput, GPU busy, host time, memory");
+  flowdsl::cli::BenchOptions bench_options;
+  bench_cmd->add_option("FILE", file, "graph file (.json)")->required();
+  bench_cmd->add_option("-n,--iterations", bench_options.iterations,
+                        "launches measured one at a time, then as many back to back (default 1000)")
+      ->check(CLI::Range(1, 1000000));
+  bench_cmd->add_option("--warmup", bench_options.warmup,
+                        "launches before measuring; the first instantiates the executable (default 10)")
+      ->check(CLI::Range(1, 1000000));
+  bench_cmd->add_option("--json", bench_options.json_out,
+                        "write every figure, with the GPU and the driver and runtime versions, to this JSON file");
   CLI::App* info_cmd = app.add_subcommand("info", "Devices, CUDA versions, registered kernels");
   bool markdown = false;
   info_cmd->add_flag("--markdown", markdown, "only the registered kernels, as the Markdown table of docs/kernels.md");
@@ -368,8 +303,12 @@ int main(int argc, char** argv) {
   try {
     flowdsl::kernels::register_builtins(flowdsl::KernelRegistry::global());
     if (validate_cmd->parsed()) return validate(file);
-    if (dot_cmd->parsed()) return dot(file, out, arguments);
+    if (dot_cmd->parsed()) return dot(file, out, dot_options);
     if (run_cmd->parsed()) return run(file, run_options);
+    if (bench_cmd->parsed()) {
+      flowdsl::cli::bench(file, host_functions(), bench_options);
+      return exit_ok;
+    }
     if (info_cmd->parsed()) return info(markdown);
     if (schema_cmd->parsed()) return schema();
   } catch (const EnvironmentError& e) {

@@ -6,6 +6,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "dot_data_flow.hpp"
 #include "dot_text.hpp"
 #include "io_facets.hpp"
 
@@ -16,7 +17,7 @@ using io::escape_into;
 
 class DotWriter {
  public:
-  DotWriter(const Description& d, const DotOptions& options) : d_(d), options_(options) {
+  DotWriter(const Description& d, const DotOptions& options) : d_(d), options_(options), addresses_(d) {
     for (NodeId id = 0; id < d.nodes.size(); ++id) {
       const Node& n = d.nodes[id];
       members_[{n.parent, n.body}].push_back(id);
@@ -35,6 +36,7 @@ class DotWriter {
     }
     body(no_node, 0, "  ");
     edges();
+    if (options_.data_flow) out_ += io::data_flow_dot(d_, addresses_);
     return out_ + extras_ + "}\n";
   }
 
@@ -53,7 +55,7 @@ class DotWriter {
   void node(NodeId id, const std::string& indent) {
     const Node& n = d_.nodes[id];
     std::vector<std::string> lines{n.name};
-    io::DotLabel label{options_, lines, d_};
+    io::DotLabel label{options_, lines, d_, addresses_};
     io::DotExtra extra{d_, id, extras_};
     const char* colour = "white";
     const char* shape = nullptr;
@@ -121,6 +123,7 @@ class DotWriter {
 
   const Description& d_;
   const DotOptions& options_;
+  io::AddressNames addresses_;  ///< operands by the buffer they point into
   std::map<std::pair<NodeId, std::uint32_t>, std::vector<NodeId>> members_;  ///< per body, in declaration order
   std::map<std::tuple<NodeId, std::uint32_t, std::string_view>, NodeId> names_;  ///< first node of each name, per body
   std::string out_;

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "lower/lowering_facets.hpp"
+
 namespace flowdsl::io {
 
 // Appends `text` escaped for a DOT double-quoted string: quotes and backslashes escaped,
@@ -54,27 +56,41 @@ std::string dims(const Dim3& d) {
   return std::to_string(d.x) + "x" + std::to_string(d.y) + "x" + std::to_string(d.z);
 }
 
-std::string pointer_text(const void* p, const Description* description) {
-  const auto value = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p));
-  const std::uint32_t index = symbol::index_of(value);
-  if (description != nullptr && symbol::is_symbol(value) && index < description->symbols.size() &&
-      description->symbols[index] < description->nodes.size()) {
-    const NodeId owner = description->symbols[index];
-    const std::string name = "'" + node_path(*description, owner) + "'";
-    if (is_conditional(description->nodes[owner].op)) return "condition of " + name;
-    const std::uint64_t offset = symbol::offset_of(value);
-    return offset == 0 ? name : name + " + " + std::to_string(offset);
-  }
+std::string pointer_text(const void* p) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%p", p);
   return buffer;
 }
 
-std::string value_text(const ParamType& type, const void* bytes, const Description* description) {
+AddressNames::AddressNames(const Description& description)
+    : d_(description), index_(std::make_unique<lowering::BufferIndex>(description)) {}
+
+AddressNames::~AddressNames() = default;
+
+const NamedBuffer* AddressNames::holder(const void* p) { return index_->find(reinterpret_cast<std::uintptr_t>(p)); }
+
+std::string AddressNames::operator()(const void* p) {
+  const auto value = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p));
+  if (symbol::is_symbol(value)) {
+    // A symbol names its node even past the end of an alloc's memory, where no buffer holds it.
+    const std::uint32_t index = symbol::index_of(value);
+    if (index >= d_.symbols.size() || d_.symbols[index] >= d_.nodes.size()) return pointer_text(p);
+    const NodeId owner = d_.symbols[index];
+    if (is_conditional(d_.nodes[owner].op)) return "condition of '" + node_path(d_, owner) + "'";
+    const std::uint64_t offset = symbol::offset_of(value);
+    return node_path(d_, owner) + (offset == 0 ? std::string() : "+" + std::to_string(offset));
+  }
+  const NamedBuffer* b = holder(p);
+  if (b == nullptr) return pointer_text(p);
+  const std::uint64_t offset = value - reinterpret_cast<std::uintptr_t>(b->ptr);
+  return b->name + (offset == 0 ? std::string() : "+" + std::to_string(offset));
+}
+
+std::string value_text(const ParamType& type, const void* bytes, AddressNames& names) {
   if (type.pointer) {
     const void* p = nullptr;
     std::memcpy(&p, bytes, sizeof p);
-    return pointer_text(p, description);
+    return names(p);
   }
   return visit_scalar(type.scalar, [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -2,12 +2,17 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "flowdsl/description.hpp"
 #include "flowdsl/node_parts.hpp"
 #include "flowdsl/registry.hpp"
+
+namespace flowdsl::lowering {
+class BufferIndex;
+}
 
 namespace flowdsl::io {
 
@@ -18,11 +23,31 @@ void escape_into(std::string& out, std::string_view text);
 std::string quoted(std::string_view text);
 /// "256x1x1".
 std::string dims(const Dim3& d);
-/// "0x7f..." as printf's %p; a symbolic address of `description`, by what it stands for:
-/// "'scratch'", "'scratch' + 64", "condition of 'loop'".
-std::string pointer_text(const void* p, const Description* description = nullptr);
-/// A value of a kernel parameter of `type`, from its bytes (pointers as pointer_text).
-std::string value_text(const ParamType& type, const void* bytes, const Description* description = nullptr);
+/// "0x7f..." as printf's %p.
+std::string pointer_text(const void* p);
+
+/// Names the addresses of one description's labels by the memory they point into: "input" or
+/// "input+256" in a named buffer (Graph::buffer, a graph file's buffers), "scratch+64" in the
+/// memory of alloc 'scratch', "condition of 'loop'" for a conditional node's condition, and
+/// the address (pointer_text) when no buffer holds it.
+class AddressNames {
+ public:
+  explicit AddressNames(const Description& description);
+  ~AddressNames();
+  AddressNames(const AddressNames&) = delete;
+  AddressNames& operator=(const AddressNames&) = delete;
+
+  std::string operator()(const void* p);
+  /// The named buffer or alloc memory holding `p` (its name, start and size), or null.
+  const NamedBuffer* holder(const void* p);
+
+ private:
+  const Description& d_;
+  std::unique_ptr<lowering::BufferIndex> index_;
+};
+
+/// A value of a kernel parameter of `type`, from its bytes (pointers by `names`).
+std::string value_text(const ParamType& type, const void* bytes, AddressNames& names);
 /// "0x..." of `size` little-endian bytes, most significant first.
 std::string hex_bytes(const void* bytes, std::size_t size);
 

@@ -13,6 +13,7 @@
 
 #include "flowdsl/dot.hpp"
 #include "flowdsl/json.hpp"
+#include "dot_text.hpp"
 #include "json_support.hpp"
 
 namespace flowdsl::io {
@@ -104,12 +105,13 @@ class NodeDescriber {
   virtual const Events& events() const = 0;
 };
 
-/// The lines of one node's DOT label, what the label may show, and the description the node is
-/// in (a kernel's Condition argument is shown by its node's path).
+/// The lines of one node's DOT label, what the label may show, the description the node is
+/// in (a kernel's Condition argument is shown by its node's path) and the names of its addresses.
 struct DotLabel {
   const DotOptions& options;
   std::vector<std::string>& lines;
   const Description& description;  ///< the graph, for labels naming another node
+  AddressNames& addresses;         ///< operands by the buffer they point into ("input+256")
 };
 
 /// DOT statements a node adds besides itself and the declared edges (a free: its alloc's lifetime).

@@ -47,7 +47,7 @@ const char* const fixed_schema = R"json(
   "type": "object",
   "required": ["version", "name"],
   "additionalProperties": false,
-  "properties": {"version": {"const": 1}, "name": {"type": "string", "maxLength": 4096}, "kernel_files": {"type": "array", "items": {"$ref": "#/$defs/kernel_file"}}, "buffers": {"type": "array", "maxItems": 100000, "items": {"$ref": "#/$defs/buffer"}}, "nodes": {"type": "array", "maxItems": 1000000, "items": {"$ref": "#/$defs/node"}}, "bodies": {"type": "object", "propertyNames": {"minLength": 1}, "additionalProperties": {"type": "array", "items": {"$ref": "#/$defs/node"}}}, "check_hazards": {"type": "boolean"}, "infer_edges": {"type": "boolean"}, "programmatic_edges": {"type": "boolean"}},
+  "properties": {"version": {"const": 1}, "name": {"type": "string", "maxLength": 4096}, "kernel_files": {"type": "array", "items": {"$ref": "#/$defs/kernel_file"}}, "buffers": {"type": "array", "maxItems": 100000, "items": {"$ref": "#/$defs/buffer"}}, "nodes": {"type": "array", "maxItems": 1000000, "items": {"$ref": "#/$defs/node"}}, "bodies": {"type": "object", "propertyNames": {"minLength": 1}, "additionalProperties": {"type": "array", "items": {"$ref": "#/$defs/node"}}}, "check_hazards": {"type": "boolean"}, "infer_edges": {"type": "boolean"}, "programmatic_edges": {"type": "boolean"}, "items_per_launch": {"type": "integer", "minimum": 1, "maximum": 9223372036854775807}},
   "$defs": {
     "scalar_type": {"enum": ["i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64"]},
     "param_type": {"type": "string", "pattern": "^(const )?(i8|i16|i32|i64|u8|u16|u32|u64|f16|bf16|f32|f64)\\*$|^(i8|i16|i32|i64|u8|u16|u32|u64|f16|bf16|f32|f64)$|^condition$"},

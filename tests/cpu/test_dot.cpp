@@ -1,4 +1,5 @@
 // DOT dumps: content, escaping of any name, and Graphviz `dot -Tsvg` accepting the output.
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -11,6 +12,7 @@ using flowdsl_test::contains;
 namespace {
 
 void scale_f32(int, float, const float*, float*) {}
+void copy_f32(std::int64_t, const float*, float*) {}
 void decide(const float*, float, flowdsl::Condition) {}
 void host_fn(void*) {}
 
@@ -19,6 +21,7 @@ const flowdsl::KernelRegistry& registry() {
   static const bool once = [] {
     r.add("scale_f32", scale_f32, {"n", "alpha", "x", "y"});
     r.add("decide", decide, {"residual", "tolerance", "loop"});
+    r.add("copy_f32", copy_f32, {"n", "x: n", "y: n"});
     return true;
   }();
   (void)once;
@@ -130,4 +133,58 @@ TEST_CASE("Bodies are clusters labelled with what they are to their node", "[dot
   flowdsl::Graph other;
   other.kernel("decide", decide).launch(1, 32).args(buf, 0.5f, loop.condition());
   CHECK_THAT(flowdsl::to_dot(other, options), contains("loop = condition (of no node of this graph)"));
+}
+
+TEST_CASE("Arguments and operands name the buffer they point into, with the offset", "[dot][buffers]") {
+  float input[16], output[16], unnamed[4];
+  flowdsl::Graph g;
+  g.buffer("input", input, sizeof input).buffer("output", output, sizeof output);
+  auto k = g.kernel("scale", scale_f32, "scale_f32").launch(1, 32).args(8, 2.0f, input + 2, unnamed);
+  g.memcpy("copy", output + 4, input, 16).after(k);
+  g.memset("clear", output, 0, 16).after("copy");
+
+  flowdsl::DotOptions options;
+  options.show_arguments = true;
+  options.registry = &registry();
+  const std::string dot = flowdsl::to_dot(g, options);
+  CHECK_THAT(dot, contains(R"x(\nx = input+8\ny = 0x)x"));  // an address in no named buffer stays an address
+  CHECK_THAT(dot, contains(R"x(\ninput -> output+16")x"));
+  CHECK_THAT(dot, contains(R"x(\noutput = 0")x"));
+  require_dot_accepts(dot, "dot_buffer_names.dot");
+}
+
+TEST_CASE("The data-flow view draws buffers, with an edge for each read and each write", "[dot][data-flow]") {
+  float input[16], output[16], unnamed[4];
+  flowdsl::Graph g;
+  g.buffer("input", input, sizeof input).buffer("output", output, sizeof output);
+  auto copy = g.kernel("copy", *registry().find("copy_f32")).launch(1, 32);  // n0
+  copy.set("n", std::int64_t{4}).set("x", static_cast<const float*>(input + 4)).set("y", output);
+  g.memcpy("back", input, output, sizeof output).after(copy);         // n1
+  g.memset("fill", unnamed, 0, sizeof unnamed).after("back");         // n2
+  g.empty("touch").reads(output, 8).writes(output, 8).after("fill");  // n3
+  auto tmp = g.alloc("tmp", 64).after("touch");                       // n4
+  g.memcpy("stash", tmp.ptr<char>() + 16, input, 16).after(tmp);      // n5
+
+  flowdsl::DotOptions options;
+  options.data_flow = true;
+  const std::string dot = flowdsl::to_dot(g, options);
+  // Named buffers first, then other memory as nodes first touch it.
+  CHECK_THAT(dot, contains(R"x(b0 [label="input\n64 bytes", shape=parallelogram, style=filled, fillcolor=gray92];)x"));
+  CHECK_THAT(dot, contains(R"x(b1 [label="output\n64 bytes", shape=parallelogram)x"));
+  CHECK_THAT(dot, contains(R"x(b2 [label="0x)x"));
+  CHECK_THAT(dot, contains(R"x(shape=parallelogram, style="filled,dashed", fillcolor=gray92];)x"));
+  CHECK_THAT(dot, contains(R"x(b3 [label="tmp (graph memory)\n64 bytes", shape=parallelogram)x"));
+  // Reads: buffer -> node; writes: node -> buffer; byte ranges unless the whole buffer.
+  CHECK_THAT(dot, contains(R"x(b0 -> n0 [color=steelblue, fontcolor=steelblue, fontsize=10, label="[16, 32)"];)x"));
+  CHECK_THAT(dot, contains(R"x(n0 -> b1 [color=darkorange, fontcolor=darkorange, fontsize=10, label="[0, 16)"];)x"));
+  CHECK_THAT(dot, contains(R"x(b1 -> n1 [color=steelblue, fontcolor=steelblue, fontsize=10];)x"));
+  CHECK_THAT(dot, contains(R"x(n1 -> b0 [color=darkorange, fontcolor=darkorange, fontsize=10];)x"));
+  CHECK_THAT(dot, contains(R"x(n2 -> b2 [color=darkorange, fontcolor=darkorange, fontsize=10, label="16 bytes"];)x"));
+  CHECK_THAT(dot, contains(R"x(n3 -> b1 [dir=both, color=purple, fontcolor=purple, fontsize=10, label="[0, 8)"];)x"));
+  CHECK_THAT(dot, contains(R"x(b0 -> n5 [color=steelblue, fontcolor=steelblue, fontsize=10, label="[0, 16)"];)x"));
+  CHECK_THAT(dot, contains(R"x(n5 -> b3 [color=darkorange, fontcolor=darkorange, fontsize=10, label="[16, 32)"];)x"));
+  CHECK_THAT(dot, contains("n0 -> n1;"));  // the declared edges stay
+  require_dot_accepts(dot, "dot_data_flow.dot");
+
+  CHECK_THAT(flowdsl::to_dot(g), !contains("parallelogram"));
 }

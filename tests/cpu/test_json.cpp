@@ -233,6 +233,26 @@ TEST_CASE("Values out of range are reported by parameter or member", "[json][err
   CHECK_THAT(e.what(), contains("out of range"));
 }
 
+TEST_CASE("A file may declare the items one launch processes, for throughput in items/s", "[json][items]") {
+  const std::string declared = R"({"version": 1, "name": "t", "items_per_launch": 128, "nodes": []})";
+  const flowdsl::GraphSpec spec = flowdsl::parse_graph(declared, "t.json");
+  CHECK(spec.items_per_launch == 128);
+  CHECK(flowdsl::parse_graph(flowdsl::to_json_text(spec), "again").items_per_launch == 128);
+  CHECK(flowdsl::parse_graph(R"({"version": 1, "name": "t", "nodes": []})").items_per_launch == 0);  // not declared
+  CHECK_THAT(flowdsl::to_json_text(flowdsl::parse_graph(R"({"version": 1, "name": "t", "nodes": []})")),
+             !contains("items_per_launch"));
+
+  auto e = error_of(R"({"version": 1, "name": "t", "items_per_launch": 0, "nodes": []})");
+  CHECK(e.pointer() == "/items_per_launch");
+  CHECK_THAT(e.what(), contains("expected at least one item per launch"));
+  e = error_of(R"({"version": 1, "name": "t", "items_per_launch": -3, "nodes": []})");
+  CHECK(e.pointer() == "/items_per_launch");
+  CHECK_THAT(e.what(), contains("value -3 is out of range"));
+  e = error_of(R"({"version": 1, "name": "t", "items_per_launch": 2.5, "nodes": []})");
+  CHECK(e.pointer() == "/items_per_launch");
+  CHECK_THAT(e.what(), contains("expected a non-negative integer, found"));
+}
+
 TEST_CASE("Unknown buffers are reported where they are named", "[json][errors]") {
   auto e = error_of(graph_with(kernel_with_args(R"({"n": 1, "alpha": 1.0, "x": "nope", "y": "y"})")));
   CHECK(e.pointer() == "/nodes/0/args/x");

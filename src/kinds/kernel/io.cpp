@@ -313,7 +313,7 @@ void dot_label(const KernelOp& op, DotLabel& label) {
     } else if (op.args.kind(i) == SlotKind::condition) {
       label.lines.push_back(name + " = " + condition_text(label.description, op.args.word(i)));
     } else if (info && info->params[i].type.size() == op.args.slot_size(i)) {
-      label.lines.push_back(name + " = " + value_text(info->params[i].type, op.args.data(i), &label.description));
+      label.lines.push_back(name + " = " + value_text(info->params[i].type, op.args.data(i), label.addresses));
     } else {
       label.lines.push_back(name + " = " + hex_bytes(op.args.data(i), op.args.slot_size(i)));
     }

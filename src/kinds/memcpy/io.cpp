@@ -37,7 +37,7 @@ json describe_json(const MemcpyOp& op, NodeDescriber& describer) {
 
 void dot_label(const MemcpyOp& op, DotLabel& label) {
   label.lines.push_back("memcpy " + std::to_string(op.bytes) + " bytes");
-  if (label.options.show_arguments) label.lines.push_back(pointer_text(op.src, &label.description) + " -> " + pointer_text(op.dst, &label.description));
+  if (label.options.show_arguments) label.lines.push_back(label.addresses(op.src) + " -> " + label.addresses(op.dst));
 }
 
 const char* dot_colour(Tag<MemcpyOp>) { return "palegreen"; }

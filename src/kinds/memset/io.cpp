@@ -57,7 +57,7 @@ json describe_json(const MemsetOp& op, NodeDescriber& describer) {
 
 void dot_label(const MemsetOp& op, DotLabel& label) {
   label.lines.push_back("memset " + std::to_string(op.count) + " x " + std::to_string(op.element_size) + " bytes");
-  if (label.options.show_arguments) label.lines.push_back(pointer_text(op.dst, &label.description) + " = " + std::to_string(op.value));
+  if (label.options.show_arguments) label.lines.push_back(label.addresses(op.dst) + " = " + std::to_string(op.value));
 }
 
 const char* dot_colour(Tag<MemsetOp>) { return "khaki"; }

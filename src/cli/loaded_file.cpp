@@ -1,0 +1,86 @@
+// A graph file made ready to launch on the current device (flowdsl run, flowdsl bench).
+#include "loaded_file.hpp"
+
+#include <utility>
+
+#include "buffers.hpp"
+
+namespace flowdsl::cli {
+
+std::string folder_of(const std::string& path) {
+  const std::size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? std::string(".") : path.substr(0, slash == 0 ? 1 : slash);
+}
+
+GraphSpec checked_spec(const std::string& file, const HostFunctions& hosts) {
+  GraphSpec spec = read_graph_file(file);
+  check_graph(spec, KernelRegistry::global(), hosts, file);
+  return spec;
+}
+
+void require_device() {
+  int devices = 0, driver = 0;
+  const cudaError_t status = cudaGetDeviceCount(&devices);
+  (void)cudaDriverGetVersion(&driver);  // 0 when no driver is installed at all
+  if (status == cudaErrorInsufficientDriver && driver > 0) {
+    throw EnvironmentError("the installed CUDA driver is too old for this build of flowdsl (CUDA runtime " +
+                           std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10) +
+                           "); update the driver to run graphs.");
+  }
+  if (status != cudaSuccess || devices == 0) {
+    throw EnvironmentError(
+        "no CUDA device is available, so graphs cannot be run here (validate and dot work without one).");
+  }
+}
+
+LoadedFile::LoadedFile(const std::string& file, const HostFunctions& hosts) : spec_(checked_spec(file, hosts)) {
+  const std::string base = folder_of(file);
+
+  // Kernels from files go into a registry that lives no longer than their libraries.
+  for (const KernelInfo* info : KernelRegistry::global().list()) registry_.add(*info);
+  libraries_ = load_kernel_files(spec_, base, registry_);
+
+  // Refuse before allocating or reading anything: the buffers must fit in the device's free
+  // memory, and .npy headers must match their buffers.
+  std::size_t free_bytes = 0, total_bytes = 0;
+  check(cudaGetDevice(&device_), "cudaGetDevice");
+  check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+  if (auto refusal = memory_refusal(spec_, free_bytes, device_)) throw EnvironmentError(*refusal);
+  for (const BufferSpec& b : spec_.buffers) {
+    try {
+      check_initial_contents(b, base);
+    } catch (const std::runtime_error& e) {
+      throw InputError("buffer '" + b.name + "': " + e.what());
+    }
+  }
+
+  for (const BufferSpec& b : spec_.buffers) {
+    void* ptr = nullptr;
+    check(cudaMalloc(&ptr, b.bytes()), ("cudaMalloc for buffer '" + b.name + "'").c_str());
+    memory_.emplace_back(ptr);
+    auto* device_bytes = static_cast<unsigned char*>(ptr);
+    try {
+      produce_initial_contents(
+          b, base, staging_bytes, [&](const unsigned char* data, std::size_t bytes, std::uint64_t offset) {
+            check(cudaMemcpy(device_bytes + offset, data, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+          });
+    } catch (const CudaError&) {
+      throw;
+    } catch (const std::runtime_error& e) {
+      throw InputError("buffer '" + b.name + "': " + e.what());
+    }
+    addresses_.emplace(b.name, ptr);
+    buffer_bytes_ += b.bytes();
+  }
+
+  // One event for each name the file's event nodes use: they order the graph's launches with
+  // one another.
+  Externals externals(hosts);
+  for (const std::string& name : event_names(spec_)) {
+    events_.push_back(make_event(cudaEventDisableTiming));
+    externals.events.emplace(name, events_.back().get());
+  }
+  graph_ = bind_graph(spec_, addresses_, registry_, externals, file);
+}
+
+}  // namespace flowdsl::cli
