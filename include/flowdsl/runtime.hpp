@@ -97,6 +97,10 @@ struct LaunchExplanation {
   /// known when tried: it is explained as updated.
   LaunchKind kind = LaunchKind::instantiated;
   std::vector<std::string> updated_nodes;  ///< updated: the paths of the nodes to update
+  /// hit, updated: the executable was last synchronised with another Graph object, so the nodes
+  /// to update are those whose parameters differ from the ones it holds, compared value by value
+  /// (otherwise: those changed since its last launch of this Graph).
+  bool compared_values = false;
   /// instantiated: how the closest cached executable differs (the first few differences, e.g.
   /// "node 'gemm': grid 64x1x1 -> 128x1x1"); empty when nothing is cached.
   std::vector<std::string> differences;
@@ -123,6 +127,9 @@ struct RuntimeStatistics {
   /// Misses that made an executable for one Graph alone: its graph holds memory nodes (also in
   /// `misses`).
   std::uint64_t private_executables = 0;
+  /// Hits on an executable last synchronised with another Graph object: the parameters were
+  /// compared value by value, and only the nodes that differ were updated (in `node_updates`).
+  std::uint64_t value_diffs = 0;
 };
 
 /// \brief Graph memory of a device (CUDA's cudaDeviceGetGraphMemAttribute): what alloc nodes of

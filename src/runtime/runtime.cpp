@@ -1,12 +1,14 @@
 // Runtime: the executable cache (hit, update, miss, re-instantiation, eviction) over a backend.
 #include "flowdsl/runtime.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 
 #include "debug_launch.hpp"
 #include "log_internal.hpp"
+#include "lower/applied_parameters.hpp"
 #include "lower/hasher.hpp"
 #include "lower/structure.hpp"
 #include "lru_cache.hpp"
@@ -17,14 +19,28 @@ namespace {
 constexpr std::size_t explained_differences = 3;
 
 /// A cached executable and what it was last synchronised with: the parameters of graph
-/// `graph_uid` as of `version`; and its structure, to explain misses of other topologies.
+/// `graph_uid` (0: none known) as of `version`, a copy of them to compare another Graph's with;
+/// and its structure, to explain misses of other topologies.
 struct Entry {
   std::unique_ptr<Executable> executable;
   std::uint64_t graph_uid = 0;
   std::uint64_t version = 0;
+  lowering::AppliedParameters applied;
   std::size_t node_count = 0;
   lowering::StructureSummary structure;
 };
+
+/// The nodes of `graph` a launch on `entry` updates: those changed since the entry's version when
+/// it was last synchronised with this Graph; otherwise those whose parameters differ from the
+/// ones it holds. Returns whether they were found by comparing values.
+bool nodes_to_update(const Entry& entry, const Graph& graph, const Plan& plan, std::vector<NodeId>& out) {
+  if (entry.graph_uid == graph.uid()) {
+    graph.changes_since(entry.version, out);
+    return false;
+  }
+  entry.applied.differing(graph.description(), plan, out);
+  return true;
+}
 
 // The cache key of a plan: its topology hash, and for graphs holding memory nodes, whose
 // executables are never shared, the Graph too.
@@ -53,12 +69,15 @@ std::string LaunchExplanation::text() const {
     return text;
   };
   switch (kind) {
-    case LaunchKind::hit: return "hit: cached, no parameter changed";
+    case LaunchKind::hit:
+      return compared_values ? "hit: cached, and another graph left parameters equal to this one's (compared by value)"
+                             : "hit: cached, no parameter changed";
     case LaunchKind::debug: return "debug: runs node by node with a check after each; the cache is not used";
     case LaunchKind::updated:
     case LaunchKind::reinstantiated:
       return "update: cached, " + std::to_string(updated_nodes.size()) + " node" +
-             (updated_nodes.size() == 1 ? "" : "s") + " to update in place (" + list(updated_nodes, "'") + ")";
+             (updated_nodes.size() == 1 ? "" : "s") + " to update in place (" + list(updated_nodes, "'") + ")" +
+             (compared_values ? ", where another graph left other values (compared by value)" : "");
     case LaunchKind::instantiated: break;
   }
   if (differences.empty()) {
@@ -84,6 +103,7 @@ struct Runtime::Impl {
 
   Entry& instantiate(const Graph& graph, const Plan& plan, std::uint64_t key, cudaStream_t stream);
   LaunchReport synchronise(Entry& entry, const Graph& graph, const Plan& plan, cudaStream_t stream);
+  void check_parameters(const Graph& graph, const Plan& plan, bool compared);
   const Entry* cached(const Plan& plan, const Graph& graph) const;
   void explain_miss(const Plan& plan, const Graph& graph, const lowering::StructureSummary& wanted,
                     LaunchExplanation& out) const;
@@ -91,7 +111,8 @@ struct Runtime::Impl {
   std::unique_ptr<Backend> backend;
   detail::LruCache<Entry> cache;
   RuntimeStatistics stats;
-  std::vector<NodeId> changed;  // scratch, reused across launches
+  std::vector<NodeId> changed;  // scratch, reused across launches: the nodes to update
+  std::vector<NodeId> checked;  // scratch: the nodes whose parameters are checked before
   const bool debug;
   const KernelRegistry* registry;
   mutable std::mutex mutex;
@@ -128,8 +149,9 @@ Entry& Runtime::Impl::instantiate(const Graph& graph, const Plan& plan, std::uin
     explain_miss(plan, graph, structure, why);
     FLOWDSL_DEBUG("instantiate topology {:016x}: {} nodes; {}", plan.topology_hash, plan.position.size(), why.text());
   }
-  Entry entry{backend->instantiate(graph.description(), plan, stream), graph.uid(), graph.parameter_version(),
+  Entry entry{backend->instantiate(graph.description(), plan, stream), graph.uid(), graph.parameter_version(), {},
               plan.position.size(), std::move(structure)};
+  entry.applied.assign(graph.description(), plan);
   if (const auto evicted = cache.insert(key, std::move(entry))) {
     ++stats.evictions;
     FLOWDSL_DEBUG("evict executable {:016x}", *evicted);
@@ -138,42 +160,67 @@ Entry& Runtime::Impl::instantiate(const Graph& graph, const Plan& plan, std::uin
   return cache.front();
 }
 
+// Checks the parameters `changed` is about to apply. Values found by comparison are also checked
+// where they changed since the plan checked every parameter: one equal to what the executable
+// holds may still be invalid in this Graph (e.g. past the end of a buffer it names).
+void Runtime::Impl::check_parameters(const Graph& graph, const Plan& plan, bool compared) {
+  const std::vector<NodeId>* nodes = &changed;
+  if (compared) {
+    checked.clear();
+    graph.changes_since(plan.checked_version, checked);
+    if (!checked.empty()) {
+      checked.insert(checked.end(), changed.begin(), changed.end());
+      std::sort(checked.begin(), checked.end());
+      checked.erase(std::unique(checked.begin(), checked.end()), checked.end());
+      nodes = &checked;
+    }
+  }
+  if (nodes->empty()) return;
+  if (auto problems = validate_parameters(graph.description(), *nodes); !problems.empty()) {
+    throw ValidationError(std::move(problems));
+  }
+}
+
 LaunchReport Runtime::Impl::synchronise(Entry& entry, const Graph& graph, const Plan& plan, cudaStream_t stream) {
   const Description& d = graph.description();
-  const bool same_graph = entry.graph_uid == graph.uid();
-  if (same_graph && entry.version == graph.parameter_version()) {
+  if (entry.graph_uid == graph.uid() && entry.version == graph.parameter_version()) {
     FLOWDSL_DEBUG("hit topology {:016x}", plan.topology_hash);
     return {LaunchKind::hit, 0};
   }
   changed.clear();
-  if (same_graph) {
-    graph.changes_since(entry.version, changed);
-  } else {  // another graph of the same topology: every node, in every body, may differ
-    for (NodeId id = 0; id < d.nodes.size(); ++id) changed.push_back(id);
-  }
-  if (changed.empty()) {  // parameters were set again to the values held
+  const bool compared = nodes_to_update(entry, graph, plan, changed);
+  check_parameters(graph, plan, compared);
+  if (compared) ++stats.value_diffs;
+  if (changed.empty()) {  // parameters set again to the values held, or another graph's equal ones
+    entry.graph_uid = graph.uid();
     entry.version = graph.parameter_version();
+    FLOWDSL_DEBUG("hit topology {:016x}{}", plan.topology_hash, compared ? " (values compared)" : "");
     return {LaunchKind::hit, 0};
   }
-  if (auto problems = validate_parameters(d, changed); !problems.empty()) throw ValidationError(std::move(problems));
 
+  // Until every update is applied, the executable holds no Graph's parameters exactly.
+  entry.graph_uid = 0;
+  entry.applied.begin_updates();
   LaunchReport report{LaunchKind::updated, 0};
   for (NodeId id : changed) {
     if (auto refusal = entry.executable->update(d, plan, id)) {
       detail::log().info("update of node '{}' refused ({}); re-instantiating topology {:016x}", node_path(d, id),
                          *refusal, plan.topology_hash);
       entry.executable = backend->instantiate(d, plan, stream);
+      entry.applied.assign(d, plan);
       ++stats.reinstantiations;
       report = {LaunchKind::reinstantiated, 0};
       break;
     }
+    entry.applied.assign(d, plan, id);
     ++report.nodes_updated;
   }
+  if (report.kind == LaunchKind::updated) entry.applied.end_updates(d, plan, compared);
   stats.node_updates += report.nodes_updated;
   entry.graph_uid = graph.uid();
   entry.version = graph.parameter_version();
-  FLOWDSL_DEBUG("update topology {:016x}: {} of {} nodes", plan.topology_hash, report.nodes_updated,
-                plan.position.size());
+  FLOWDSL_DEBUG("update topology {:016x}: {} of {} nodes{}", plan.topology_hash, report.nodes_updated,
+                plan.position.size(), compared ? " (values compared)" : "");
   return report;
 }
 
@@ -228,11 +275,7 @@ LaunchExplanation Runtime::explain(const Graph& graph) const {
     return out;
   }
   std::vector<NodeId> changed;
-  if (entry->graph_uid == graph.uid()) {
-    graph.changes_since(entry->version, changed);
-  } else {
-    for (NodeId id = 0; id < d.nodes.size(); ++id) changed.push_back(id);
-  }
+  out.compared_values = nodes_to_update(*entry, graph, plan, changed);
   out.kind = changed.empty() ? LaunchKind::hit : LaunchKind::updated;
   for (NodeId id : changed) out.updated_nodes.push_back(node_path(d, id));
   return out;

@@ -1,6 +1,6 @@
 // A Backend for cpu tests of the runtime: it records what the runtime asks of it (instantiations,
 // per-node updates with their plan positions, launches, live executables) and can refuse the
-// update of chosen nodes, without a GPU.
+// update of chosen nodes or fail it, without a GPU.
 #pragma once
 
 #include <atomic>
@@ -23,6 +23,7 @@ struct Record {
   std::atomic<int> live{0};          // executables alive now
   std::set<flowdsl::NodeId> refuse;  // nodes whose update is refused (read under the runtime lock)
   std::optional<std::uint32_t> refuse_position;  // a plan position whose update is refused
+  std::optional<std::uint32_t> fail_position;    // a plan position whose update throws CudaError
   std::vector<std::pair<std::string, std::uint32_t>> updated;  // (node name, plan position)
   std::vector<std::uint32_t> asked;  // every plan position asked to update, refused ones too
 };
@@ -36,6 +37,7 @@ class RecordingExecutable final : public flowdsl::Executable {
     const std::uint32_t position = plan.position[id];
     r_.asked.push_back(position);
     if (r_.refuse.count(id) != 0 || r_.refuse_position == position) return std::string("refused by the test");
+    if (r_.fail_position == position) throw flowdsl::CudaError(cudaErrorInvalidValue, "update", d.nodes[id].name);
     ++r_.updates;
     r_.updated.emplace_back(d.nodes[id].name, position);
     return std::nullopt;
