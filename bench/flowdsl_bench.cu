@@ -472,7 +472,10 @@ bool run_rebuild(int n, const Settings& set) {
     flowdsl::Graph g;
     flowdsl::NodeHandle prev(nullptr, 0);
     for (int i = 0; i < n; ++i) {
-      auto k = g.kernel("k" + std::to_string(i), tiny).grid(1).block(threads).args(buffer, rebuild_value(i, changed_value));
+      auto k = g.kernel("k" + std::to_string(i), tiny)
+                   .grid(1)
+                   .block(threads)
+                   .args(buffer, rebuild_value(i, changed_value));
       if (i > 0) k.after(prev);
       prev = k;
     }
@@ -531,7 +534,8 @@ bool run_rebuild(int n, const Settings& set) {
   const auto stats = runtime.statistics();
   if (stats.misses != 1 || stats.reinstantiations != 0) {
     std::fprintf(stderr, "rebuild: unexpected cache activity: misses=%llu reinstantiations=%llu\n",
-                 static_cast<unsigned long long>(stats.misses), static_cast<unsigned long long>(stats.reinstantiations));
+                 static_cast<unsigned long long>(stats.misses),
+                 static_cast<unsigned long long>(stats.reinstantiations));
     ok = false;
   }
 
@@ -679,7 +683,8 @@ bool run_streams(int launches, int reps) {
               static_cast<unsigned long long>(end.misses - warm.misses),
               static_cast<unsigned long long>(end.node_updates - warm.node_updates),
               static_cast<unsigned long long>(end.busy_launches - warm.busy_launches));
-  if (end.reinstantiations != 0 || end.launches != warm.launches + static_cast<std::uint64_t>(reps) * stream_lanes * launches) {
+  const std::uint64_t timed = static_cast<std::uint64_t>(reps) * stream_lanes * launches;
+  if (end.reinstantiations != 0 || end.launches != warm.launches + timed) {
     std::fprintf(stderr, "streams: flowdsl re-instantiated or lost launches\n");
     ok = false;
   }
@@ -737,9 +742,11 @@ void print_rebuild_and_streams(int rebuild_n, int launches) {
   const int k = rebuild_n / 10;
   const double raw = find("rebuild 10% + launch host", "raw", rebuilt, k);
   const double flow = find("rebuild 10% + launch host", "flowdsl", rebuilt, k);
-  std::printf("\nRebuild of a %d-node chain, %d nodes with new arguments, then launch (host µs, medians):\n", rebuild_n, k);
+  std::printf("\nRebuild of a %d-node chain, %d nodes with new arguments, then launch (host µs, medians):\n",
+              rebuild_n, k);
   std::printf("  raw: add nodes %.1f + cudaGraphExecUpdate and launch %.1f = %.1f (with the graph's destruction)\n",
-              find("rebuild: add nodes", "raw", rebuilt, k), find("rebuild: exec update + launch", "raw", rebuilt, k), raw);
+              find("rebuild: add nodes", "raw", rebuilt, k), find("rebuild: exec update + launch", "raw", rebuilt, k),
+              raw);
   std::printf("  flowdsl: declare %.1f + validate and lower %.1f + launch %.1f = %.1f (with the Graph's destruction)\n",
               find("rebuild: declare", "flowdsl", rebuilt, k), find("rebuild: validate+lower", "flowdsl", rebuilt, k),
               find("rebuild: launch (value diff + updates)", "flowdsl", rebuilt, k), flow);

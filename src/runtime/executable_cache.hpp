@@ -27,7 +27,9 @@ struct StreamKey {
   static StreamKey of(cudaStream_t stream) {
     return {stream, stream == cudaStreamPerThread ? std::this_thread::get_id() : std::thread::id()};
   }
-  friend bool operator==(const StreamKey& a, const StreamKey& b) { return a.stream == b.stream && a.thread == b.thread; }
+  friend bool operator==(const StreamKey& a, const StreamKey& b) {
+    return a.stream == b.stream && a.thread == b.thread;
+  }
   friend bool operator!=(const StreamKey& a, const StreamKey& b) { return !(a == b); }
 };
 
@@ -38,10 +40,10 @@ struct Member {
   std::uint64_t graph_uid = 0;  ///< 0: synchronised with no Graph (an update failed part-way)
   std::uint64_t version = 0;    ///< that Graph's parameter_version() then
   lowering::AppliedParameters applied;
-  StreamKey stream;             ///< of its last launch
-  bool marked = false;          ///< its last launch's end was marked (Executable::mark_end)
-  bool in_flight = false;       ///< a thread is enqueueing a launch of it, outside the runtime's lock
-  std::uint64_t last_use = 0;   ///< the runtime's clock when it was last chosen
+  StreamKey stream;            ///< of its last launch
+  bool marked = false;         ///< its last launch's end was marked (Executable::mark_end)
+  bool in_flight = false;      ///< a thread is enqueueing a launch of it, outside the runtime's lock
+  std::uint64_t last_use = 0;  ///< the runtime's clock when it was last chosen
 
   /// Whether its last launch is known to have run to its end.
   bool ended() const { return marked && executable->ended(); }

@@ -66,8 +66,7 @@ TEST_CASE("One stream keeps one executable, and no launch marks its end", "[runt
   CHECK(rt.statistics().busy_misses == 0);
 }
 
-TEST_CASE("A launch on another stream while the executable may still run gets another executable",
-          "[runtime][pool]") {
+TEST_CASE("A launch on another stream while the executable may still run gets another executable", "[runtime][pool]") {
   Record r;
   auto rt = pooled_runtime(r);
   auto one = chain(3);
@@ -90,8 +89,7 @@ TEST_CASE("A launch on another stream while the executable may still run gets an
   CHECK(r.overlaps == 0);
 }
 
-TEST_CASE("A Graph gets its own executable back once its launch on another stream has ended",
-          "[runtime][pool]") {
+TEST_CASE("A Graph gets its own executable back once its launch on another stream has ended", "[runtime][pool]") {
   Record r;
   auto rt = pooled_runtime(r);
   auto one = chain(3);
@@ -141,8 +139,8 @@ TEST_CASE("A full pool launches its least recently used executable again, after 
   CHECK(reports[3].kind == flowdsl::LaunchKind::updated);  // executable 1
   {
     const std::lock_guard lock(r.launch_mutex);
-    CHECK(r.launched == std::vector<std::pair<int, cudaStream_t>>{
-                            {0, stream(0)}, {1, stream(1)}, {0, stream(2)}, {1, stream(3)}});
+    CHECK(r.launched ==
+          std::vector<std::pair<int, cudaStream_t>>{{0, stream(0)}, {1, stream(1)}, {0, stream(2)}, {1, stream(3)}});
   }
   const auto s = rt.statistics();
   CHECK(s.busy_launches == 2);
@@ -229,8 +227,9 @@ TEST_CASE("Explaining a launch says which executable of the pool it would get", 
   CHECK(busy_miss.kind == flowdsl::LaunchKind::instantiated);
   CHECK(busy_miss.busy);
   CHECK(busy_miss.executables == 1);
-  CHECK(busy_miss.text() == "miss: the 1 cached executable of this topology may still run on other streams; "
-                            "another one is made");
+  CHECK(busy_miss.text() ==
+        "miss: the 1 cached executable of this topology may still run on other streams; "
+        "another one is made");
   rt.launch(two, stream(2));
   const auto own = rt.explain(one, stream(1));
   CHECK(own.kind == flowdsl::LaunchKind::hit);

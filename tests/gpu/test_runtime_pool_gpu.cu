@@ -45,8 +45,8 @@ __global__ void slow_add_kernel(unsigned long long cycles, float* p, float value
 __global__ void add_kernel(float* p, float value) { p[threadIdx.x] += value; }
 
 constexpr int block = 256;
-constexpr int n = 5003;     // elements a kernel writes: not a multiple of the block
-constexpr int width = 20;   // affine kernels in the fan
+constexpr int n = 5003;    // elements a kernel writes: not a multiple of the block
+constexpr int width = 20;  // affine kernels in the fan
 
 /// The buffers of the fan: x uploaded from pinned memory, `width` slices of `out` downloaded.
 struct FanBuffers {
@@ -75,7 +75,8 @@ flowdsl::Graph fan(const FanBuffers& buf, const std::vector<float>& a, const std
   return g;
 }
 
-std::vector<float> fan_reference(const std::vector<float>& x, const std::vector<float>& a, const std::vector<float>& b) {
+std::vector<float> fan_reference(const std::vector<float>& x, const std::vector<float>& a,
+                                 const std::vector<float>& b) {
   std::vector<float> out(x.size() * width);
   for (std::size_t i = 0; i < static_cast<std::size_t>(width); ++i) {
     for (std::size_t j = 0; j < x.size(); ++j) out[i * x.size() + j] = a[i] * x[j] + b[i];
@@ -108,7 +109,8 @@ struct Watch {
 
 class WatchedExecutable final : public flowdsl::Executable {
  public:
-  WatchedExecutable(std::unique_ptr<flowdsl::Executable> inner, Watch& watch) : inner_(std::move(inner)), watch_(watch) {
+  WatchedExecutable(std::unique_ptr<flowdsl::Executable> inner, Watch& watch)
+      : inner_(std::move(inner)), watch_(watch) {
     ++watch_.executables;
   }
   std::optional<std::string> update(const flowdsl::Description& d, const flowdsl::Plan& plan,
