@@ -130,7 +130,7 @@ struct Runtime::Impl {
   std::uint64_t clock = 0;  // ticks once per executable chosen: recency
   RuntimeStatistics stats;
   std::vector<NodeId> changed;  // scratch, reused across launches: the nodes to update
-  std::vector<NodeId> checked;  // scratch: the nodes whose parameters are checked before
+  std::vector<NodeId> checked;  // scratch: the nodes checked before values found by comparison apply
   const bool debug;
   const KernelRegistry* registry;
   mutable std::mutex mutex;
