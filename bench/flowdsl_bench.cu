@@ -1,6 +1,8 @@
 // flowdsl side by side with stream launches, stream capture and hand-written CUDA graph code,
 // in one process and one run: build, instantiate, cache-hit launch, replay and update costs
-// for chains (width 1) and fan-outs (width 8) of N tiny kernels.
+// for chains (width 1) and fan-outs (width 8) of N tiny kernels; a chain rebuilt from scratch
+// with 10% new arguments (raw: new cudaGraph + cudaGraphExecUpdate); 8 threads launching one
+// topology on their own streams (raw: an executable per stream, and one shared).
 //
 //   flowdsl_bench [--quick] [--json FILE]
 //
@@ -8,10 +10,12 @@
 #include <cuda_runtime.h>
 
 #include <array>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_util.hpp"
@@ -412,6 +416,281 @@ bool run_shape(const Shape& s, const Settings& set) {
   return ok;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Rebuild: a request handler builds the same chain from scratch for every request, 10% of its
+// nodes with new arguments. Raw: the nodes added to a new cudaGraph, cudaGraphExecUpdate of the
+// executable, launch. flowdsl: a new Graph declared, planned and launched through a Runtime that
+// holds the executable (its parameters compared by value: only the differing nodes updated).
+
+/// Node i of the rebuilt chain adds `changed_value` when i % 10 == 0, else 1.
+float rebuild_value(int i, float changed_value) { return i % 10 == 0 ? changed_value : 1.0f; }
+
+struct RebuildTimes {
+  std::vector<double> raw_add, raw_update_launch, flow_declare, flow_plan, flow_launch;
+};
+
+bool run_rebuild(int n, const Settings& set) {
+  const Shape s{n, 1};
+  Resources r(1);
+  float* buffer = r.buffers[0];
+  cudaStream_t stream = r.main();
+
+  // The raw executable, instantiated once from a first build.
+  auto raw_build = [&](float changed_value, std::vector<float>& values, std::vector<float*>& pointers,
+                       std::vector<std::array<void*, 2>>& args) {
+    cudaGraph_t graph = nullptr;
+    CHECK_CUDA(cudaGraphCreate(&graph, 0));
+    values.resize(static_cast<std::size_t>(n));
+    pointers.assign(static_cast<std::size_t>(n), buffer);
+    args.resize(static_cast<std::size_t>(n));
+    cudaGraphNode_t prev = nullptr;
+    for (int i = 0; i < n; ++i) {
+      const auto u = static_cast<std::size_t>(i);
+      values[u] = rebuild_value(i, changed_value);
+      args[u] = {&pointers[u], &values[u]};
+      cudaKernelNodeParams p{};
+      p.func = reinterpret_cast<void*>(tiny);
+      p.gridDim = dim3(1);
+      p.blockDim = dim3(threads);
+      p.kernelParams = args[u].data();
+      cudaGraphNode_t node = nullptr;
+      CHECK_CUDA(cudaGraphAddKernelNode(&node, graph, prev ? &prev : nullptr, prev ? 1 : 0, &p));
+      prev = node;
+    }
+    return graph;
+  };
+  std::vector<float> values;
+  std::vector<float*> pointers;
+  std::vector<std::array<void*, 2>> args;
+  cudaGraph_t first = raw_build(1.0f, values, pointers, args);
+  cudaGraphExec_t exec = nullptr;
+  CHECK_CUDA(cudaGraphInstantiate(&exec, first, 0));
+  CHECK_CUDA(cudaGraphDestroy(first));
+
+  flowdsl::Runtime runtime;
+  auto flow_build = [&](float changed_value) {
+    flowdsl::Graph g;
+    flowdsl::NodeHandle prev(nullptr, 0);
+    for (int i = 0; i < n; ++i) {
+      auto k = g.kernel("k" + std::to_string(i), tiny)
+                   .grid(1)
+                   .block(threads)
+                   .args(buffer, rebuild_value(i, changed_value));
+      if (i > 0) k.after(prev);
+      prev = k;
+    }
+    return g;
+  };
+  {
+    const flowdsl::Graph g = flow_build(1.0f);
+    runtime.launch(g, stream);
+  }
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+
+  RebuildTimes t;
+  bool ok = true;
+  float raw_value = 1.0f, flow_value = 1.0f;  // each rebuild flips the changed nodes between 2 and 3
+  const auto [raw_us, flow_us] = host_pair_us(
+      set.update_reps, stream,
+      [&] {
+        raw_value = raw_value == 2.0f ? 3.0f : 2.0f;
+        const double t0 = bench::now_us();
+        cudaGraph_t graph = raw_build(raw_value, values, pointers, args);
+        const double t1 = bench::now_us();
+        cudaGraphExecUpdateResultInfo info{};
+        CHECK_CUDA(cudaGraphExecUpdate(exec, graph, &info));
+        CHECK_CUDA(cudaGraphLaunch(exec, stream));
+        const double t2 = bench::now_us();
+        CHECK_CUDA(cudaGraphDestroy(graph));  // as flowdsl's Graph, gone with the request
+        t.raw_add.push_back(t1 - t0);
+        t.raw_update_launch.push_back(t2 - t1);
+      },
+      [&] {
+        flow_value = flow_value == 2.0f ? 3.0f : 2.0f;
+        const double t0 = bench::now_us();
+        flowdsl::Graph g = flow_build(flow_value);
+        const double t1 = bench::now_us();
+        (void)g.plan();
+        const double t2 = bench::now_us();
+        const flowdsl::LaunchReport report = runtime.launch(g, stream);
+        const double t3 = bench::now_us();
+        t.flow_declare.push_back(t1 - t0);
+        t.flow_plan.push_back(t2 - t1);
+        t.flow_launch.push_back(t3 - t2);
+        if (report.kind != flowdsl::LaunchKind::updated || report.nodes_updated != static_cast<std::size_t>(n / 10)) {
+          std::fprintf(stderr, "rebuild: flowdsl launch %s with %zu nodes updated, expected updated with %d\n",
+                       flowdsl::to_string(report.kind), report.nodes_updated, n / 10);
+          ok = false;
+        }
+      });
+  record("rebuild 10% + launch host", "raw", s, raw_us, n / 10);
+  record("rebuild 10% + launch host", "flowdsl", s, flow_us, n / 10);
+  record("rebuild: add nodes", "raw", s, bench::median(t.raw_add), n / 10);
+  record("rebuild: exec update + launch", "raw", s, bench::median(t.raw_update_launch), n / 10);
+  record("rebuild: declare", "flowdsl", s, bench::median(t.flow_declare), n / 10);
+  record("rebuild: validate+lower", "flowdsl", s, bench::median(t.flow_plan), n / 10);
+  record("rebuild: launch (value diff + updates)", "flowdsl", s, bench::median(t.flow_launch), n / 10);
+
+  const auto stats = runtime.statistics();
+  if (stats.misses != 1 || stats.reinstantiations != 0) {
+    std::fprintf(stderr, "rebuild: unexpected cache activity: misses=%llu reinstantiations=%llu\n",
+                 static_cast<unsigned long long>(stats.misses),
+                 static_cast<unsigned long long>(stats.reinstantiations));
+    ok = false;
+  }
+
+  // Results: one more rebuild of each, from zero, must add 0.9 n + 0.1 n * 2.
+  const float want = static_cast<float>(n - n / 10) + 2.0f * static_cast<float>(n / 10);
+  for (int variant = 0; variant < 2; ++variant) {
+    r.zero();
+    if (variant == 0) {
+      cudaGraph_t graph = raw_build(2.0f, values, pointers, args);
+      cudaGraphExecUpdateResultInfo info{};
+      CHECK_CUDA(cudaGraphExecUpdate(exec, graph, &info));
+      CHECK_CUDA(cudaGraphLaunch(exec, stream));
+      CHECK_CUDA(cudaGraphDestroy(graph));
+    } else {
+      const flowdsl::Graph g = flow_build(2.0f);
+      runtime.launch(g, stream);
+    }
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    float host[threads];
+    CHECK_CUDA(cudaMemcpy(host, buffer, sizeof host, cudaMemcpyDeviceToHost));
+    for (float v : host) {
+      if (v != want) {
+        std::fprintf(stderr, "rebuild (%s): holds %g, expected %g\n", variant == 0 ? "raw" : "flowdsl", v, want);
+        ok = false;
+        break;
+      }
+    }
+  }
+  CHECK_CUDA(cudaGraphExecDestroy(exec));
+  return ok;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streams: `lanes` threads, each with its own stream and its own buffer, launch a chain of 10
+// tiny kernels `launches` times. Raw: one executable per stream (and, for reference, one shared
+// by all). flowdsl: one Runtime, each thread its own Graph of the same topology. Wall time from
+// the start signal to every thread's stream drained.
+
+constexpr int stream_lanes = 8;
+constexpr int stream_chain = 10;
+
+/// Runs `body(lane)` on `stream_lanes` threads started together; returns the wall time in µs from
+/// the start to the last thread's end (each thread drains its own stream before it ends).
+template <class Body>
+double lanes_wall_us(Body&& body) {
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> workers;
+  for (int lane = 0; lane < stream_lanes; ++lane) {
+    workers.emplace_back([&, lane] {
+      ++ready;
+      while (!go.load(std::memory_order_acquire)) {
+      }
+      body(lane);
+    });
+  }
+  while (ready.load() < stream_lanes) {
+  }
+  const double t0 = bench::now_us();
+  go.store(true, std::memory_order_release);
+  for (auto& w : workers) w.join();
+  return bench::now_us() - t0;
+}
+
+bool run_streams(int launches, int reps) {
+  const Shape s{stream_chain, stream_lanes};
+  const Shape chain{stream_chain, 1};
+  // Per lane: a buffer and a stream (its Resources' main stream), the raw chain instantiated for
+  // that buffer, and flowdsl's Graph of the same chain; the shared raw executable has its own.
+  std::vector<std::unique_ptr<Resources>> lanes;
+  std::vector<std::unique_ptr<RawGraph>> raw;
+  std::vector<std::unique_ptr<FlowGraph>> flow;
+  for (int lane = 0; lane < stream_lanes; ++lane) {
+    lanes.push_back(std::make_unique<Resources>(1));
+    raw.push_back(std::make_unique<RawGraph>(chain, *lanes.back()));
+    raw.back()->instantiate(lanes.back()->main());
+    flow.push_back(std::make_unique<FlowGraph>(chain, *lanes.back()));
+  }
+  Resources shared_buffer(1);
+  RawGraph shared(chain, shared_buffer);
+  shared.instantiate(shared_buffer.main());
+  auto stream_of = [&](int lane) { return lanes[static_cast<std::size_t>(lane)]->main(); };
+  auto at = [](int lane) { return static_cast<std::size_t>(lane); };
+  flowdsl::Runtime runtime;
+  CHECK_CUDA(cudaDeviceSynchronize());
+
+  bool ok = true;
+  auto expect = [&](const char* who, float* buffer, float want) {
+    float host[threads];
+    CHECK_CUDA(cudaMemcpy(host, buffer, sizeof host, cudaMemcpyDeviceToHost));
+    for (float v : host) {
+      if (v != want) {
+        std::fprintf(stderr, "streams (%s): holds %g, expected %g\n", who, v, want);
+        ok = false;
+        return;
+      }
+    }
+  };
+  auto zero_all = [&] {
+    for (auto& lane : lanes) lane->zero();
+    shared_buffer.zero();
+  };
+
+  // Warm-up: flowdsl's pool fills (an executable per stream), every raw executable runs once.
+  (void)lanes_wall_us([&](int lane) {
+    for (int i = 0; i < 20; ++i) runtime.launch(flow[at(lane)]->graph, stream_of(lane));
+    CHECK_CUDA(cudaGraphLaunch(raw[at(lane)]->exec, stream_of(lane)));
+    CHECK_CUDA(cudaGraphLaunch(shared.exec, stream_of(lane)));
+    CHECK_CUDA(cudaStreamSynchronize(stream_of(lane)));
+  });
+  const flowdsl::RuntimeStatistics warm = runtime.statistics();
+
+  std::vector<double> raw_t, shared_t, flow_t;
+  const float want = static_cast<float>(stream_chain * launches);
+  for (int rep = 0; rep < reps; ++rep) {
+    zero_all();
+    raw_t.push_back(lanes_wall_us([&](int lane) {
+      for (int i = 0; i < launches; ++i) CHECK_CUDA(cudaGraphLaunch(raw[at(lane)]->exec, stream_of(lane)));
+      CHECK_CUDA(cudaStreamSynchronize(stream_of(lane)));
+    }));
+    for (int lane = 0; lane < stream_lanes; ++lane) expect("raw", lanes[at(lane)]->buffers[0], want);
+
+    shared_t.push_back(lanes_wall_us([&](int lane) {
+      for (int i = 0; i < launches; ++i) CHECK_CUDA(cudaGraphLaunch(shared.exec, stream_of(lane)));
+      CHECK_CUDA(cudaStreamSynchronize(stream_of(lane)));
+    }));
+    expect("raw shared", shared_buffer.buffers[0], want * stream_lanes);
+
+    zero_all();
+    flow_t.push_back(lanes_wall_us([&](int lane) {
+      for (int i = 0; i < launches; ++i) runtime.launch(flow[at(lane)]->graph, stream_of(lane));
+      CHECK_CUDA(cudaStreamSynchronize(stream_of(lane)));
+    }));
+    for (int lane = 0; lane < stream_lanes; ++lane) expect("flowdsl", lanes[at(lane)]->buffers[0], want);
+  }
+  record("streams: 8 lanes, wall", "raw", s, bench::median(raw_t), launches);
+  record("streams: 8 lanes, wall", "raw shared", s, bench::median(shared_t), launches);
+  record("streams: 8 lanes, wall", "flowdsl", s, bench::median(flow_t), launches);
+
+  const flowdsl::RuntimeStatistics end = runtime.statistics();
+  std::printf("streams: flowdsl holds %zu executables (%llu misses, %llu of them beside busy ones); in the timed "
+              "runs %llu misses, %llu node updates, %llu launches behind a busy executable\n",
+              runtime.size(), static_cast<unsigned long long>(end.misses),
+              static_cast<unsigned long long>(end.busy_misses),
+              static_cast<unsigned long long>(end.misses - warm.misses),
+              static_cast<unsigned long long>(end.node_updates - warm.node_updates),
+              static_cast<unsigned long long>(end.busy_launches - warm.busy_launches));
+  const std::uint64_t timed = static_cast<std::uint64_t>(reps) * stream_lanes * launches;
+  if (end.reinstantiations != 0 || end.launches != warm.launches + timed) {
+    std::fprintf(stderr, "streams: flowdsl re-instantiated or lost launches\n");
+    ok = false;
+  }
+  return ok;
+}
+
 double find(const char* figure, const char* variant, const Shape& s, int k = 0) {
   for (const auto& f : figures) {
     if (f.figure == figure && f.variant == variant && f.n == s.n && f.width == s.width && f.k == k) return f.us;
@@ -456,6 +735,32 @@ void print_table(const std::vector<Shape>& shapes) {
       if (raw_k > 0) row("update k + launch, host", s, k, 0, 0, raw_k, find("update k + launch host", "flowdsl", s, k));
     }
   }
+}
+
+void print_rebuild_and_streams(int rebuild_n, int launches) {
+  const Shape rebuilt{rebuild_n, 1};
+  const int k = rebuild_n / 10;
+  const double raw = find("rebuild 10% + launch host", "raw", rebuilt, k);
+  const double flow = find("rebuild 10% + launch host", "flowdsl", rebuilt, k);
+  std::printf("\nRebuild of a %d-node chain, %d nodes with new arguments, then launch (host µs, medians):\n",
+              rebuild_n, k);
+  std::printf("  raw: add nodes %.1f + cudaGraphExecUpdate and launch %.1f = %.1f (with the graph's destruction)\n",
+              find("rebuild: add nodes", "raw", rebuilt, k), find("rebuild: exec update + launch", "raw", rebuilt, k),
+              raw);
+  std::printf("  flowdsl: declare %.1f + validate and lower %.1f + launch %.1f = %.1f (with the Graph's destruction)\n",
+              find("rebuild: declare", "flowdsl", rebuilt, k), find("rebuild: validate+lower", "flowdsl", rebuilt, k),
+              find("rebuild: launch (value diff + updates)", "flowdsl", rebuilt, k), flow);
+  std::printf("  ratio flowdsl / raw %.3f (goal <= 0.5)\n", raw > 0 ? flow / raw : 0.0);
+
+  const Shape lanes{stream_chain, stream_lanes};
+  const double per_stream = find("streams: 8 lanes, wall", "raw", lanes, launches);
+  const double one = find("streams: 8 lanes, wall", "raw shared", lanes, launches);
+  const double pool = find("streams: 8 lanes, wall", "flowdsl", lanes, launches);
+  std::printf("\n%d threads, each its own stream, launching a chain of %d tiny kernels %d times (wall ms, medians):\n",
+              stream_lanes, stream_chain, launches);
+  std::printf("  raw, an executable per stream %.2f; raw, one shared executable %.2f; flowdsl, one Runtime %.2f\n",
+              per_stream / 1000, one / 1000, pool / 1000);
+  std::printf("  throughput flowdsl / raw per stream %.3f (goal >= 0.9)\n", pool > 0 ? per_stream / pool : 0.0);
 }
 
 std::string header_fields() {
@@ -506,7 +811,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "N=%d width=%d ...\n", s.n, s.width);
     ok = run_shape(s, local) && ok;
   }
+  const int rebuild_n = quick ? 100 : 1000;
+  const int stream_launches = quick ? 20 : 200;
+  std::fprintf(stderr, "rebuild N=%d ...\n", rebuild_n);
+  ok = run_rebuild(rebuild_n, set) && ok;
+  std::fprintf(stderr, "streams %d x %d launches ...\n", stream_lanes, stream_launches);
+  ok = run_streams(stream_launches, quick ? 3 : 7) && ok;
   print_table(shapes);
+  print_rebuild_and_streams(rebuild_n, stream_launches);
   if (!json_path.empty()) bench::write_json(json_path, header, figures);
   std::printf("\nresults %s\n",
               ok ? "verified: every variant computed the expected values" : "WRONG: see errors above");

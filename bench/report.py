@@ -30,7 +30,7 @@ def main(path):
     fig = {}
     for f in data["figures"]:
         fig[(f["figure"], f["variant"], f["n"], f["width"], f["k"])] = f["us"]
-    shapes = sorted({(f["n"], f["width"]) for f in data["figures"]})
+    shapes = sorted({(f["n"], f["width"]) for f in data["figures"] if f["figure"] == "build"})
 
     def get(figure, variant, n, w, k=0):
         return fig.get((figure, variant, n, w, k), 0.0)
@@ -83,6 +83,36 @@ def main(path):
         cap_b = get("build", "capture", n, w) + get("instantiate+launch", "capture", n, w)
         print(f"| {n} | {w} | {get('replay wall', 'stream', n, w) / get('replay wall', 'flowdsl', n, w):.2f} "
               f"| {cap_b / flow_b:.2f} |")
+
+    rebuilds = sorted({(f["n"], f["k"]) for f in data["figures"] if f["figure"] == "rebuild 10% + launch host"})
+    if rebuilds:
+        print("\nRebuild: a chain of N tiny kernels built from scratch with k nodes of new arguments, then launched "
+              "(host µs; raw: nodes added to a new cudaGraph, cudaGraphExecUpdate, launch; flowdsl: a new Graph "
+              "declared, planned and launched on the cached executable, whose values it compares).\n")
+        print("| N | k | raw | flowdsl | ratio (≤ 0.50) | raw: add nodes / exec update + launch "
+              "| flowdsl: declare / validate + lower / launch |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        for n, k in rebuilds:
+            raw, flow = get("rebuild 10% + launch host", "raw", n, 1, k), get("rebuild 10% + launch host", "flowdsl", n, 1, k)
+            mark = "" if flow <= 0.5 * raw else " ✗"
+            print(f"| {n} | {k} | {raw:.1f} | {flow:.1f} | {flow / raw:.3f}{mark} "
+                  f"| {get('rebuild: add nodes', 'raw', n, 1, k):.1f} / {get('rebuild: exec update + launch', 'raw', n, 1, k):.1f} "
+                  f"| {get('rebuild: declare', 'flowdsl', n, 1, k):.1f} / {get('rebuild: validate+lower', 'flowdsl', n, 1, k):.1f} "
+                  f"/ {get('rebuild: launch (value diff + updates)', 'flowdsl', n, 1, k):.1f} |")
+
+    lanes = sorted({(f["n"], f["width"], f["k"]) for f in data["figures"] if f["figure"] == "streams: 8 lanes, wall"})
+    if lanes:
+        print("\nStreams: threads, each with its own stream, launching a chain of N tiny kernels k times (wall ms from "
+              "the start to every stream drained; throughput ratio = raw per stream / flowdsl).\n")
+        print("| threads | N | k | raw, an executable per stream | raw, one shared executable | flowdsl, one Runtime "
+              "| throughput flowdsl / raw (≥ 0.90) |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        for n, w, k in lanes:
+            raw = get("streams: 8 lanes, wall", "raw", n, w, k)
+            shared = get("streams: 8 lanes, wall", "raw shared", n, w, k)
+            flow = get("streams: 8 lanes, wall", "flowdsl", n, w, k)
+            mark = "" if raw >= 0.9 * flow else " ✗"
+            print(f"| {w} | {n} | {k} | {raw / 1000:.2f} | {shared / 1000:.2f} | {flow / 1000:.2f} | {raw / flow:.3f}{mark} |")
 
 
 if __name__ == "__main__":

@@ -39,6 +39,10 @@ struct Plan {
   /// Some node allocates or frees graph memory (alloc, free): CUDA gives that memory its address
   /// per executable, so a Runtime keeps the executables of such a plan per Graph, never shared.
   bool graph_memory = false;
+  /// Graph::plan(): the Graph's parameter_version() when it was lowered, when every parameter was
+  /// valid; changes after it are checked before they reach an executable. 0 for a plan made by
+  /// lower() alone.
+  std::uint64_t checked_version = 0;
 };
 
 /// \brief Checks a description and returns every problem found (empty when valid).

@@ -21,8 +21,12 @@
 namespace flowdsl {
 
 /// \brief An instantiated executable as the runtime sees it: something whose nodes can be
-/// updated in place and that can be launched. The CUDA backend implements it; tests may
-/// implement it to exercise the cache without a GPU.
+/// updated in place, that can be launched, and that can tell whether its last launch has ended.
+/// The CUDA backend implements it; tests may implement it to exercise the cache without a GPU.
+///
+/// The runtime calls one executable's members from one thread at a time (it never hands an
+/// executable to a second thread while a first enqueues a launch of it), but launch() and
+/// mark_end() run outside the runtime's lock, concurrently with calls on other executables.
 class Executable {
  public:
   virtual ~Executable() = default;
@@ -37,6 +41,15 @@ class Executable {
   /// \brief Enqueues one launch on `stream`.
   /// \throws CudaError
   virtual void launch(cudaStream_t stream) = 0;
+  /// \brief Marks, on `stream`, the end of the launch just enqueued there, for ended(). The
+  /// runtime asks for it after each launch of a topology once that topology has been launched on
+  /// a second stream (until then no launch pays for it). The CUDA backend records an event.
+  /// \throws CudaError
+  virtual void mark_end(cudaStream_t stream) = 0;
+  /// \brief Whether the launch whose end was marked last has run to its end; never blocks.
+  /// Asked only after a mark_end(). The CUDA backend queries its event (cudaEventQuery).
+  /// \throws CudaError when the query fails (not when the launch still runs)
+  virtual bool ended() const = 0;
 };
 
 /// \brief Makes executables from lowered descriptions.
@@ -56,7 +69,8 @@ std::unique_ptr<Backend> make_cuda_backend();
 
 /// \brief Runtime settings.
 struct RuntimeOptions {
-  std::size_t capacity = 32;  ///< executables kept; the least recently launched goes first
+  /// Executables kept, of every topology and pool together; the least recently launched goes first.
+  std::size_t capacity = 32;
   /// \brief Debug mode: every launch runs the graph node by node in plan order (as
   /// launch_eagerly), synchronises the stream after each node and checks it, so that a failed
   /// launch, an illegal address or a NaN written to a declared output throws DebugError naming
@@ -66,6 +80,12 @@ struct RuntimeOptions {
   /// \brief Where debug mode looks up kernels' parameter types (for the NaN check) and names;
   /// null: KernelRegistry::global(). Must outlive the runtime.
   const KernelRegistry* registry = nullptr;
+  /// \brief At most this many executables of one topology (0 counts as 1): a launch on a stream
+  /// gets one that is not busy on another stream, so that Graphs of one topology launched on
+  /// several streams run at once (CUDA runs the launches of one executable one after the other,
+  /// whatever their streams). When all are busy and the pool is full, the least recently used one
+  /// is launched again, after its running launch. Graphs holding memory nodes get one each.
+  std::size_t executables_per_topology = 8;
 };
 
 /// \brief A debug-mode launch (RuntimeOptions::debug) found a node at fault: its launch failed,
@@ -97,6 +117,10 @@ struct LaunchExplanation {
   /// known when tried: it is explained as updated.
   LaunchKind kind = LaunchKind::instantiated;
   std::vector<std::string> updated_nodes;  ///< updated: the paths of the nodes to update
+  /// hit, updated: the executable was last synchronised with another Graph object, so the nodes
+  /// to update are those whose parameters differ from the ones it holds, compared value by value
+  /// (otherwise: those changed since its last launch of this Graph).
+  bool compared_values = false;
   /// instantiated: how the closest cached executable differs (the first few differences, e.g.
   /// "node 'gemm': grid 64x1x1 -> 128x1x1"); empty when nothing is cached.
   std::vector<std::string> differences;
@@ -105,6 +129,13 @@ struct LaunchExplanation {
   /// The graph holds memory nodes (alloc, free): only executables of this same Graph count, since
   /// such executables are never shared.
   bool own_executables = false;
+  /// Executables of this topology cached now (for a graph holding memory nodes: of this Graph).
+  std::size_t executables = 0;
+  /// instantiated with `executables` > 0: each of them may still run a launch on another stream,
+  /// and the pool has room for another one (RuntimeOptions::executables_per_topology).
+  /// hit, updated: the executable chosen may still run a launch on another stream (every one
+  /// does and the pool is full): CUDA starts this launch after that one.
+  bool busy = false;
 
   /// \brief One line, e.g. "miss: closest cached executable has 2 of 3 nodes equal; node 'k1':
   /// grid 1x1x1 -> 2x1x1".
@@ -123,6 +154,15 @@ struct RuntimeStatistics {
   /// Misses that made an executable for one Graph alone: its graph holds memory nodes (also in
   /// `misses`).
   std::uint64_t private_executables = 0;
+  /// Hits on an executable last synchronised with another Graph object: the parameters were
+  /// compared value by value, and only the nodes that differ were updated (in `node_updates`).
+  std::uint64_t value_diffs = 0;
+  /// Misses that made a further executable of a topology already cached, because each cached one
+  /// might still run a launch on another stream (also in `misses`).
+  std::uint64_t busy_misses = 0;
+  /// Launches given an executable that might still run a launch on another stream, because every
+  /// one of their topology might and the pool was full: CUDA ran them one after the other.
+  std::uint64_t busy_launches = 0;
 };
 
 /// \brief Graph memory of a device (CUDA's cudaDeviceGetGraphMemAttribute): what alloc nodes of
@@ -143,23 +183,32 @@ GraphMemory graph_memory(int device);
 /// A launch whose topology is cached updates only the nodes whose parameters changed since
 /// that executable was last launched with this graph, then launches it; with nothing changed
 /// it costs O(1) besides cudaGraphLaunch. A graph whose topology is not cached is emitted,
-/// instantiated and uploaded. Two Graph objects of equal topology share one executable; when
-/// they alternate, every node of the newcomer is updated.
+/// instantiated and uploaded. Graph objects of equal topology share executables: an executable
+/// last synchronised with another Graph (a rebuilt one, or one taking turns with this one)
+/// compares this Graph's parameters with the ones it holds and updates only the nodes that
+/// differ.
+///
+/// Each topology has a small pool of executables (RuntimeOptions::executables_per_topology), so
+/// that launches on several streams run at once: a launch gets an executable that is not busy
+/// on another stream, preferring the one last synchronised with its Graph, then one last
+/// launched on its stream. Executables of every pool count against the capacity.
 ///
 /// Graphs holding memory nodes (alloc, free) are the exception: CUDA gives their memory its
 /// address per executable, and allows one executable at a time per native graph, so each such
-/// Graph gets executables of its own, cached by (topology hash, Graph::uid()) and counted in
-/// RuntimeStatistics::private_executables. They stay cached until evicted or cleared, also after
-/// their Graph is gone, and hold their graph memory (graph_memory()) as long as they live.
+/// Graph gets an executable of its own, cached by (topology hash, Graph::uid()) and counted in
+/// RuntimeStatistics::private_executables. It stays cached until evicted or cleared, also after
+/// its Graph is gone, and holds its graph memory (graph_memory()) as long as it lives.
 ///
 /// In debug mode (RuntimeOptions::debug) launches run node by node instead, checked after each
 /// node; see RuntimeOptions::debug.
 ///
-/// Thread-safety: all members may be called from several threads at once; launches are
-/// serialised by one mutex held from the lookup to cudaGraphLaunch, so the parameters a launch
-/// enqueues are the ones its graph held. An executable may be updated or launched again while
-/// an earlier launch of it still runs: CUDA orders launches of one executable and applies an
-/// update to later launches only.
+/// Thread-safety: all members may be called from several threads at once. A launch holds one
+/// mutex while it picks, updates or instantiates its executable, and releases it around
+/// cudaGraphLaunch, during which no other launch gets that executable; so the parameters a
+/// launch enqueues are the ones its graph held, and launches of different executables reach
+/// CUDA concurrently. An executable may be updated or launched again while an earlier launch of
+/// it still runs: CUDA orders launches of one executable and applies an update to later
+/// launches only.
 class Runtime {
  public:
   /// \brief A runtime on the CUDA backend of the device current now. Launches must then run
@@ -181,19 +230,22 @@ class Runtime {
   /// \brief Launches `graph` on the stream `stream` owns (see make_stream); as above.
   LaunchReport launch(const Graph& graph, const StreamHandle& stream) { return launch(graph, stream.get()); }
 
-  /// \brief Says what launch(graph) would do now: hit, update (which nodes) or miss (how the
-  /// closest cached executable differs), or run in debug mode. Changes nothing: no executable
-  /// counts as used, no statistics change.
+  /// \brief Says what launch(graph, stream) would do now: hit, update (which nodes, and whether
+  /// found by comparing values) or miss (how the closest cached executable differs, or that the
+  /// cached ones are busy on other streams), or run in debug mode. Changes nothing: no
+  /// executable counts as used, no statistics change. While other threads enqueue launches of
+  /// every executable of the topology, it explains the least recently used one.
   /// \throws ValidationError when the graph is invalid.
-  LaunchExplanation explain(const Graph& graph) const;
+  LaunchExplanation explain(const Graph& graph, cudaStream_t stream = nullptr) const;
   /// \brief Whether launches run in debug mode (RuntimeOptions::debug or FLOWDSL_DEBUG=1).
   bool debug() const noexcept;
 
   RuntimeStatistics statistics() const;
-  /// \brief Executables cached now.
+  /// \brief Executables cached now, of every topology.
   std::size_t size() const;
   std::size_t capacity() const noexcept;
-  /// \brief Drops every cached executable.
+  /// \brief Drops every cached executable (one that another thread is enqueueing a launch of
+  /// is destroyed once that launch is enqueued).
   void clear();
 
  private:

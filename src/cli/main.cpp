@@ -132,8 +132,8 @@ int run(const std::string& file, const RunOptions& run_options) {
   options.debug = run_options.debug;
   options.registry = &loaded.registry();
   flowdsl::Runtime runtime(options);
-  if (run_options.explain) std::printf("explain: %s\n", runtime.explain(graph).text().c_str());
   const flowdsl::StreamHandle stream = flowdsl::make_stream();
+  if (run_options.explain) std::printf("explain: %s\n", runtime.explain(graph, stream.get()).text().c_str());
   const flowdsl::EventHandle start = flowdsl::make_event();
   const flowdsl::EventHandle stop = flowdsl::make_event();
   for (int i = 0; i < iterations; ++i) {
@@ -149,7 +149,9 @@ int run(const std::string& file, const RunOptions& run_options) {
     std::printf("launch %d: %s, %.1f us host, %.1f us on the stream\n", i + 1, flowdsl::to_string(report.kind), host_us,
                 1000.0 * device_ms);
   }
-  if (run_options.explain) std::printf("explain (next launch): %s\n", runtime.explain(graph).text().c_str());
+  if (run_options.explain) {
+    std::printf("explain (next launch): %s\n", runtime.explain(graph, stream.get()).text().c_str());
+  }
   const flowdsl::RuntimeStatistics s = runtime.statistics();
   std::printf(
       "cache: launches=%llu hits=%llu misses=%llu node_updates=%llu reinstantiations=%llu evictions=%llu "

@@ -1,9 +1,11 @@
 // What lowering needs of every node kind: checks, hash contribution, device checks, native
-// emission, in-place update and eager launch. Declared here for every kind of the list
+// emission, in-place update, eager launch and parameter comparison. Declared here for every kind of the list
 // (FLOWDSL_NODE_KINDS); each kind defines them in src/kinds/<kind>/lower.cpp.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <unordered_map>
@@ -127,6 +129,84 @@ class Symbols {
   const std::vector<std::uint64_t>& values_;
 };
 
+/// Tells whether two values that may be symbols (pointer and Condition arguments, copy and fill
+/// pointers) mean the same in two descriptions of one topology: the parameters an executable
+/// holds, and a Graph about to launch on it. Plain values match when equal; a symbol matches the
+/// same symbol when its index names, in both descriptions, the node at the same plan position.
+/// A symbol of another index counts as different, even where it stands for the same node.
+class SymbolMatch {
+ public:
+  /// By symbol index, the plan position of the node owning it (no_position: none), of the
+  /// description the executable holds and of the one wanted.
+  SymbolMatch(const std::vector<std::uint32_t>& held, const std::vector<std::uint32_t>& wanted)
+      : held_(held), wanted_(wanted) {}
+  static constexpr std::uint32_t no_position = ~std::uint32_t{0};
+
+  bool same(std::uint64_t held, std::uint64_t wanted) const {
+    if (held != wanted) return false;
+    if (!symbol::is_symbol(held)) return true;
+    const std::uint32_t index = symbol::index_of(held);
+    return index < held_.size() && index < wanted_.size() && held_[index] == wanted_[index] &&
+           held_[index] != no_position;
+  }
+  bool same(const void* held, const void* wanted) const {
+    return same(std::uint64_t{reinterpret_cast<std::uintptr_t>(held)},
+                std::uint64_t{reinterpret_cast<std::uintptr_t>(wanted)});
+  }
+
+ private:
+  const std::vector<std::uint32_t>& held_;
+  const std::vector<std::uint32_t>& wanted_;
+};
+
+/// A node's parameters as bytes (save_parameters writes them with put, same_parameters reads them
+/// back with take, field by field in the same order): plain bytes, symbols left as they are.
+template <class T>
+void put(std::vector<unsigned char>& out, const T& value) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(&value);
+  out.insert(out.end(), bytes, bytes + sizeof(T));
+}
+
+/// Reads saved parameters back, field by field; `ok()` turns false once more was taken than saved.
+class SavedParameters {
+ public:
+  SavedParameters(const unsigned char* bytes, std::size_t size) : next_(bytes), left_(size) {}
+  template <class T>
+  T take() {
+    T value{};
+    take(&value, sizeof(T));
+    return value;
+  }
+  /// Copies the next `size` bytes to `out`.
+  void take(void* out, std::size_t size) {
+    if (size > left_) {
+      ok_ = false;
+      left_ = 0;
+      return;
+    }
+    std::memcpy(out, next_, size);
+    next_ += size;
+    left_ -= size;
+  }
+  /// Whether the next `size` bytes equal those at `bytes`; takes them.
+  bool equal(const void* bytes, std::size_t size) {
+    if (size > left_ || std::memcmp(next_, bytes, size) != 0) {
+      ok_ = false;
+      return false;
+    }
+    next_ += size;
+    left_ -= size;
+    return true;
+  }
+  /// Everything saved was taken, and no more.
+  bool done() const noexcept { return ok_ && left_ == 0; }
+
+ private:
+  const unsigned char* next_;
+  std::size_t left_;
+  bool ok_ = true;
+};
+
 /// One node being added to a native graph: where, after what, and how to emit its bodies.
 struct NativeNode {
   cudaGraph_t graph;
@@ -183,7 +263,12 @@ cudaMemoryType memory_type(const void* ptr);
   /* Enqueues the node's work on its own (the eager baseline). Throws CudaError. */  \
   void launch_eager(const Op&, EagerNode&);                                           \
   /* The accesses its parameters imply (hazard check, edge inference). */             \
-  void derived_accesses(const Op&, std::vector<Access>&);
+  void derived_accesses(const Op&, std::vector<Access>&);                             \
+  /* Appends its parameters to `out` (put), what an executable holding them keeps. */ \
+  void save_parameters(const Op&, std::vector<unsigned char>& out);                   \
+  /* Whether its parameters equal those `held` saved of the node at the same plan      \
+     position of a description of the same topology (take, then held.done()). */       \
+  bool same_parameters(const Op& wanted, SavedParameters& held, const SymbolMatch&);
 FLOWDSL_NODE_KINDS(FLOWDSL_LOWERING_FACETS)
 #undef FLOWDSL_LOWERING_FACETS
 

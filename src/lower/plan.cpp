@@ -1,5 +1,6 @@
 // Lowering: a valid description becomes a plan (canonical order per body) with its topology hash.
 #include <algorithm>
+#include <utility>
 
 #include "edges.hpp"
 #include "flowdsl/plan.hpp"
@@ -137,7 +138,11 @@ std::uint64_t topology_hash(const Description& d, const Plan& plan) {
 
 const Plan& Graph::plan() const {
   std::shared_ptr<const Plan>& slot = detail::plan_slot(state());
-  if (!slot) slot = std::make_shared<const Plan>(lower(description()));
+  if (!slot) {
+    Plan plan = lower(description());
+    plan.checked_version = parameter_version();
+    slot = std::make_shared<const Plan>(std::move(plan));
+  }
   return *slot;
 }
 

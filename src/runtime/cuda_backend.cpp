@@ -18,7 +18,6 @@ class CudaExecutable final : public Executable {
         nodes_(std::move(emitted.nodes)),
         values_(std::move(emitted.values)),
         unfreed_(std::move(unfreed)),
-        last_launch_(unfreed_.empty() ? EventHandle() : make_event(cudaEventDisableTiming)),
         exec_(std::move(exec)) {}
 
   ~CudaExecutable() override { release_unfreed(); }
@@ -39,7 +38,19 @@ class CudaExecutable final : public Executable {
     check(cudaGraphLaunch(exec_.get(), stream), "cudaGraphLaunch");
     if (unfreed_.empty()) return;
     launched_ = true;
-    check(cudaEventRecord(last_launch_.get(), stream), "cudaEventRecord");
+    record_end(stream);
+  }
+
+  void mark_end(cudaStream_t stream) override {
+    if (unfreed_.empty()) record_end(stream);  // else launch() did
+  }
+
+  bool ended() const override {
+    if (!last_launch_) return true;
+    const cudaError_t status = cudaEventQuery(last_launch_.get());
+    if (status == cudaErrorNotReady) return false;  // still running: a state, not a failure
+    check(status, "cudaEventQuery");
+    return true;
   }
 
  private:
@@ -57,11 +68,17 @@ class CudaExecutable final : public Executable {
     }
   }
 
+  // Records the end of the launch just enqueued on `stream`, in an event made on first use.
+  void record_end(cudaStream_t stream) {
+    if (!last_launch_) last_launch_ = make_event(cudaEventDisableTiming);
+    check(cudaEventRecord(last_launch_.get(), stream), "cudaEventRecord");
+  }
+
   NativeGraph graph_;  // kept: per-node updates name nodes of the graph the executable came from
   std::vector<cudaGraphNode_t> nodes_;  // by plan position
   std::vector<std::uint64_t> values_;   // what symbols stand for, by plan position
   std::vector<void*> unfreed_;          // graph memory no free node releases
-  EventHandle last_launch_;             // recorded after each launch when unfreed_ is not empty
+  EventHandle last_launch_;  // recorded after each launch when unfreed_ is not empty, or when marked
   bool launched_ = false;
   NativeExecutable exec_;  // declared last, destroyed first
 };

@@ -1,30 +1,36 @@
-// Runtime: the executable cache (hit, update, miss, re-instantiation, eviction) over a backend.
+// Runtime: the executable cache (hit, update, value diff, miss, re-instantiation, eviction, pools
+// of executables for launches on several streams) over a backend.
 #include "flowdsl/runtime.hpp"
 
+#include <algorithm>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 
 #include "debug_launch.hpp"
+#include "executable_cache.hpp"
 #include "log_internal.hpp"
+#include "lower/applied_parameters.hpp"
 #include "lower/hasher.hpp"
 #include "lower/structure.hpp"
-#include "lru_cache.hpp"
 
 namespace flowdsl {
 namespace {
 
 constexpr std::size_t explained_differences = 3;
 
-/// A cached executable and what it was last synchronised with: the parameters of graph
-/// `graph_uid` as of `version`; and its structure, to explain misses of other topologies.
-struct Entry {
-  std::unique_ptr<Executable> executable;
-  std::uint64_t graph_uid = 0;
-  std::uint64_t version = 0;
-  std::size_t node_count = 0;
-  lowering::StructureSummary structure;
-};
+/// The nodes of `graph` a launch on `member` updates: those changed since the version it was
+/// last synchronised with when that was this Graph; otherwise those whose parameters differ from
+/// the ones it holds. Returns whether they were found by comparing values.
+bool nodes_to_update(const detail::Member& member, const Graph& graph, const Plan& plan, std::vector<NodeId>& out) {
+  if (member.graph_uid == graph.uid()) {
+    graph.changes_since(member.version, out);
+    return false;
+  }
+  member.applied.differing(graph.description(), plan, out);
+  return true;
+}
 
 // The cache key of a plan: its topology hash, and for graphs holding memory nodes, whose
 // executables are never shared, the Graph too.
@@ -41,6 +47,10 @@ bool debug_from_environment() {
   return value != nullptr && *value != '\0' && std::strcmp(value, "0") != 0;
 }
 
+std::string plural(std::size_t n, const char* word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
 }  // namespace
 
 DebugError::DebugError(std::string message, std::string node, std::string kernel, cudaError_t code)
@@ -52,21 +62,33 @@ std::string LaunchExplanation::text() const {
     for (const std::string& item : items) text += (text.empty() ? "" : ", ") + (quote + item + quote);
     return text;
   };
+  const std::string queued =
+      busy ? "; it runs after a launch on another stream (each of the " + plural(executables, "executable") +
+                 " of this topology is busy and the pool is full)"
+           : "";
   switch (kind) {
-    case LaunchKind::hit: return "hit: cached, no parameter changed";
+    case LaunchKind::hit:
+      return (compared_values ? "hit: cached, and another graph left parameters equal to this one's (compared by value)"
+                              : "hit: cached, no parameter changed") +
+             queued;
     case LaunchKind::debug: return "debug: runs node by node with a check after each; the cache is not used";
     case LaunchKind::updated:
     case LaunchKind::reinstantiated:
-      return "update: cached, " + std::to_string(updated_nodes.size()) + " node" +
-             (updated_nodes.size() == 1 ? "" : "s") + " to update in place (" + list(updated_nodes, "'") + ")";
+      return "update: cached, " + plural(updated_nodes.size(), "node") + " to update in place (" +
+             list(updated_nodes, "'") + ")" +
+             (compared_values ? ", where another graph left other values (compared by value)" : "") + queued;
     case LaunchKind::instantiated: break;
+  }
+  if (busy) {
+    return "miss: the " + plural(executables, "cached executable") +
+           " of this topology may still run on other streams; another one is made";
   }
   if (differences.empty()) {
     return own_executables ? "miss: no executable of this graph is cached (it holds memory nodes: its executables are its own)"
                            : "miss: no executable is cached";
   }
-  std::string text = "miss: the closest cached executable has " + std::to_string(closest_equal_nodes) +
-                     " equal node" + (closest_equal_nodes == 1 ? "" : "s") + "; " + list(differences, "");
+  std::string text = "miss: the closest cached executable has " + plural(closest_equal_nodes, "equal node") + "; " +
+                     list(differences, "");
   if (difference_count > differences.size()) {
     text += " (and " + std::to_string(difference_count - differences.size()) + " more)";
   }
@@ -77,37 +99,56 @@ struct Runtime::Impl {
   Impl(RuntimeOptions options, std::unique_ptr<Backend> b)
       : backend(std::move(b)),
         cache(options.capacity),
+        pool_bound(options.executables_per_topology == 0 ? 1 : options.executables_per_topology),
         debug(options.debug || debug_from_environment()),
         registry(options.registry ? options.registry : &KernelRegistry::global()) {
     if (!backend) throw UsageError("flowdsl: Runtime needs a backend");
   }
 
-  Entry& instantiate(const Graph& graph, const Plan& plan, std::uint64_t key, cudaStream_t stream);
-  LaunchReport synchronise(Entry& entry, const Graph& graph, const Plan& plan, cudaStream_t stream);
-  const Entry* cached(const Plan& plan, const Graph& graph) const;
+  /// A launch to enqueue outside the lock: its executable, in flight until finish(), and whether
+  /// to mark the launch's end.
+  struct Launch {
+    std::shared_ptr<detail::Member> member;
+    LaunchReport report;
+    bool mark = false;
+  };
+
+  Launch prepare(const Graph& graph, cudaStream_t stream, std::unique_lock<std::mutex>& lock);
+  void finish(detail::Member& member, bool launched, bool marked);
+  std::shared_ptr<detail::Member> instantiate(const Graph& graph, const Plan& plan, std::uint64_t key,
+                                              const detail::StreamKey& where, cudaStream_t stream);
+  LaunchReport synchronise(detail::Member& member, const Graph& graph, const Plan& plan, cudaStream_t stream);
+  void check_parameters(const Graph& graph, const Plan& plan, bool compared);
+  std::size_t bound(const Plan& plan) const { return plan.graph_memory ? 1 : pool_bound; }
+  const detail::Pool* cached(const Plan& plan, const Graph& graph) const;
   void explain_miss(const Plan& plan, const Graph& graph, const lowering::StructureSummary& wanted,
                     LaunchExplanation& out) const;
 
   std::unique_ptr<Backend> backend;
-  detail::LruCache<Entry> cache;
+  detail::ExecutableCache cache;
+  const std::size_t pool_bound;
+  std::uint64_t clock = 0;  // ticks once per executable chosen: recency
   RuntimeStatistics stats;
-  std::vector<NodeId> changed;  // scratch, reused across launches
+  std::vector<NodeId> changed;  // scratch, reused across launches: the nodes to update
+  std::vector<NodeId> checked;  // scratch: the nodes checked before values found by comparison apply
   const bool debug;
   const KernelRegistry* registry;
   mutable std::mutex mutex;
+  std::condition_variable released;  // an executable in flight was released
+  std::size_t waiting = 0;           // launches waiting for one
 };
 
-const Entry* Runtime::Impl::cached(const Plan& plan, const Graph& graph) const {
-  const Entry* entry = cache.peek(key_of(plan, graph));
-  return entry != nullptr && entry->node_count == plan.position.size() ? entry : nullptr;
+const detail::Pool* Runtime::Impl::cached(const Plan& plan, const Graph& graph) const {
+  const detail::Pool* pool = cache.find(key_of(plan, graph));
+  return pool != nullptr && pool->node_count == plan.position.size() ? pool : nullptr;
 }
 
 void Runtime::Impl::explain_miss(const Plan& plan, const Graph& graph, const lowering::StructureSummary& wanted,
                                  LaunchExplanation& out) const {
   out.own_executables = plan.graph_memory;
-  cache.for_each([&](const Entry& entry) {
-    if (plan.graph_memory && entry.graph_uid != graph.uid()) return;  // never shared: no candidate
-    lowering::StructureComparison c = lowering::compare_structure(entry.structure, wanted, explained_differences);
+  cache.for_each([&](const detail::Pool& pool) {
+    if (plan.graph_memory && pool.owner != graph.uid()) return;  // never shared: no candidate
+    lowering::StructureComparison c = lowering::compare_structure(pool.structure, wanted, explained_differences);
     const bool closer = out.differences.empty() || c.equal_nodes > out.closest_equal_nodes ||
                         (c.equal_nodes == out.closest_equal_nodes && c.difference_count < out.difference_count);
     if (!closer) return;
@@ -117,64 +158,159 @@ void Runtime::Impl::explain_miss(const Plan& plan, const Graph& graph, const low
   });
 }
 
-Entry& Runtime::Impl::instantiate(const Graph& graph, const Plan& plan, std::uint64_t key, cudaStream_t stream) {
+std::shared_ptr<detail::Member> Runtime::Impl::instantiate(const Graph& graph, const Plan& plan, std::uint64_t key,
+                                                           const detail::StreamKey& where, cudaStream_t stream) {
+  const Description& d = graph.description();
   // The plan may predate parameter changes (it is kept while only parameters change).
-  if (auto problems = validate_parameters(graph.description()); !problems.empty()) {
-    throw ValidationError(std::move(problems));
+  if (auto problems = validate_parameters(d); !problems.empty()) throw ValidationError(std::move(problems));
+  detail::Pool* pool = cache.find(key);
+  lowering::StructureSummary structure;
+  if (pool == nullptr) {
+    structure = lowering::summarize_structure(d, plan);
+    if (detail::log().should_log(spdlog::level::debug)) {
+      LaunchExplanation why;
+      explain_miss(plan, graph, structure, why);
+      FLOWDSL_DEBUG("instantiate topology {:016x}: {} nodes; {}", plan.topology_hash, plan.position.size(), why.text());
+    }
+  } else {
+    FLOWDSL_DEBUG("instantiate topology {:016x} again: its {} executables may still run on other streams",
+                  plan.topology_hash, pool->members.size());
   }
-  lowering::StructureSummary structure = lowering::summarize_structure(graph.description(), plan);
-  if (detail::log().should_log(spdlog::level::debug)) {
-    LaunchExplanation why;
-    explain_miss(plan, graph, structure, why);
-    FLOWDSL_DEBUG("instantiate topology {:016x}: {} nodes; {}", plan.topology_hash, plan.position.size(), why.text());
+  auto member = std::make_shared<detail::Member>();
+  member->executable = backend->instantiate(d, plan, stream);
+  member->graph_uid = graph.uid();
+  member->version = graph.parameter_version();
+  member->applied.assign(d, plan);
+  member->last_use = ++clock;
+  if (pool == nullptr) {
+    pool = &cache.pool(key);
+    pool->node_count = plan.position.size();
+    pool->owner = plan.graph_memory ? graph.uid() : 0;
+    pool->structure = std::move(structure);
+    pool->last_stream = where;
+  } else {
+    ++stats.busy_misses;
   }
-  Entry entry{backend->instantiate(graph.description(), plan, stream), graph.uid(), graph.parameter_version(),
-              plan.position.size(), std::move(structure)};
-  if (const auto evicted = cache.insert(key, std::move(entry))) {
+  for (const std::uint64_t evicted : cache.add(*pool, member)) {
     ++stats.evictions;
-    FLOWDSL_DEBUG("evict executable {:016x}", *evicted);
+    FLOWDSL_DEBUG("evict executable {:016x}", evicted);
   }
+  ++stats.misses;
   if (plan.graph_memory) ++stats.private_executables;
-  return cache.front();
+  return member;
 }
 
-LaunchReport Runtime::Impl::synchronise(Entry& entry, const Graph& graph, const Plan& plan, cudaStream_t stream) {
+// Checks the parameters `changed` is about to apply. Values found by comparison are also checked
+// where they changed since the plan checked every parameter: one equal to what the executable
+// holds may still be invalid in this Graph (e.g. past the end of a buffer it names).
+void Runtime::Impl::check_parameters(const Graph& graph, const Plan& plan, bool compared) {
+  const std::vector<NodeId>* nodes = &changed;
+  if (compared) {
+    checked.clear();
+    graph.changes_since(plan.checked_version, checked);
+    if (!checked.empty()) {
+      checked.insert(checked.end(), changed.begin(), changed.end());
+      std::sort(checked.begin(), checked.end());
+      checked.erase(std::unique(checked.begin(), checked.end()), checked.end());
+      nodes = &checked;
+    }
+  }
+  if (nodes->empty()) return;
+  if (auto problems = validate_parameters(graph.description(), *nodes); !problems.empty()) {
+    throw ValidationError(std::move(problems));
+  }
+}
+
+LaunchReport Runtime::Impl::synchronise(detail::Member& member, const Graph& graph, const Plan& plan,
+                                        cudaStream_t stream) {
   const Description& d = graph.description();
-  const bool same_graph = entry.graph_uid == graph.uid();
-  if (same_graph && entry.version == graph.parameter_version()) {
+  if (member.graph_uid == graph.uid() && member.version == graph.parameter_version()) {
     FLOWDSL_DEBUG("hit topology {:016x}", plan.topology_hash);
     return {LaunchKind::hit, 0};
   }
   changed.clear();
-  if (same_graph) {
-    graph.changes_since(entry.version, changed);
-  } else {  // another graph of the same topology: every node, in every body, may differ
-    for (NodeId id = 0; id < d.nodes.size(); ++id) changed.push_back(id);
-  }
-  if (changed.empty()) {  // parameters were set again to the values held
-    entry.version = graph.parameter_version();
+  const bool compared = nodes_to_update(member, graph, plan, changed);
+  check_parameters(graph, plan, compared);
+  if (compared) ++stats.value_diffs;
+  if (changed.empty()) {  // parameters set again to the values held, or another graph's equal ones
+    member.graph_uid = graph.uid();
+    member.version = graph.parameter_version();
+    FLOWDSL_DEBUG("hit topology {:016x}{}", plan.topology_hash, compared ? " (values compared)" : "");
     return {LaunchKind::hit, 0};
   }
-  if (auto problems = validate_parameters(d, changed); !problems.empty()) throw ValidationError(std::move(problems));
 
+  // Until every update is applied, the executable holds no Graph's parameters exactly.
+  member.graph_uid = 0;
+  member.applied.begin_updates();
   LaunchReport report{LaunchKind::updated, 0};
   for (NodeId id : changed) {
-    if (auto refusal = entry.executable->update(d, plan, id)) {
+    if (auto refusal = member.executable->update(d, plan, id)) {
       detail::log().info("update of node '{}' refused ({}); re-instantiating topology {:016x}", node_path(d, id),
                          *refusal, plan.topology_hash);
-      entry.executable = backend->instantiate(d, plan, stream);
+      member.executable = backend->instantiate(d, plan, stream);
+      member.marked = false;  // the new executable has never been launched
+      member.applied.assign(d, plan);
       ++stats.reinstantiations;
       report = {LaunchKind::reinstantiated, 0};
       break;
     }
+    member.applied.assign(d, plan, id);
     ++report.nodes_updated;
   }
+  if (report.kind == LaunchKind::updated) member.applied.end_updates(d, plan, compared);
   stats.node_updates += report.nodes_updated;
-  entry.graph_uid = graph.uid();
-  entry.version = graph.parameter_version();
-  FLOWDSL_DEBUG("update topology {:016x}: {} of {} nodes", plan.topology_hash, report.nodes_updated,
-                plan.position.size());
+  member.graph_uid = graph.uid();
+  member.version = graph.parameter_version();
+  FLOWDSL_DEBUG("update topology {:016x}: {} of {} nodes{}", plan.topology_hash, report.nodes_updated,
+                plan.position.size(), compared ? " (values compared)" : "");
   return report;
+}
+
+Runtime::Impl::Launch Runtime::Impl::prepare(const Graph& graph, cudaStream_t stream,
+                                             std::unique_lock<std::mutex>& lock) {
+  const Plan& plan = graph.plan();
+  const std::uint64_t key = key_of(plan, graph);
+  const detail::StreamKey where = detail::StreamKey::of(stream);
+  for (;;) {
+    detail::Pool* pool = cache.find(key);
+    if (pool != nullptr && pool->node_count != plan.position.size()) {  // 64-bit hash collision
+      cache.erase(key);
+      pool = nullptr;
+    }
+    detail::Choice choice = pool != nullptr ? pool->choose(graph.uid(), where, bound(plan)) : detail::Choice{};
+    if (choice.pick == detail::Pick::wait) {  // every executable is being enqueued by another thread
+      ++waiting;
+      released.wait(lock);
+      --waiting;
+      continue;
+    }
+    Launch out;
+    if (choice.member == nullptr) {
+      out.member = instantiate(graph, plan, key, where, stream);
+      out.report = {LaunchKind::instantiated, 0};
+      pool = cache.find(key);
+    } else {
+      out.member = std::move(choice.member);
+      out.member->last_use = ++clock;
+      out.report = synchronise(*out.member, graph, plan, stream);
+      ++stats.hits;
+      if (choice.pick == detail::Pick::busy) ++stats.busy_launches;
+    }
+    // From the first launch of the topology on a second stream on, every launch's end is marked.
+    pool->several_streams = pool->several_streams || (bound(plan) > 1 && pool->last_stream != where);
+    pool->last_stream = where;
+    out.mark = pool->several_streams;
+    out.member->stream = where;
+    out.member->in_flight = true;
+    return out;
+  }
+}
+
+void Runtime::Impl::finish(detail::Member& member, bool launched, bool marked) {
+  member.in_flight = false;
+  member.marked = marked;
+  if (launched) ++stats.launches;
+  if (waiting > 0) released.notify_all();
 }
 
 Runtime::Runtime(RuntimeOptions options) : Runtime(options, make_cuda_backend()) {}
@@ -185,34 +321,32 @@ Runtime::Runtime(RuntimeOptions options, std::unique_ptr<Backend> backend)
 Runtime::~Runtime() = default;
 
 LaunchReport Runtime::launch(const Graph& graph, cudaStream_t stream) {
-  std::lock_guard lock(impl_->mutex);
+  std::unique_lock lock(impl_->mutex);
   if (impl_->debug) {
     detail::launch_debug(graph, stream, *impl_->registry);
     ++impl_->stats.debug_launches;
     ++impl_->stats.launches;
     return {LaunchKind::debug, 0};
   }
-  const Plan& plan = graph.plan();
-  const std::uint64_t key = key_of(plan, graph);
-  Entry* entry = impl_->cache.find(key);
-  if (entry != nullptr && entry->node_count != plan.position.size()) {  // 64-bit hash collision
-    impl_->cache.erase(key);
-    entry = nullptr;
+  Impl::Launch go = impl_->prepare(graph, stream, lock);
+  // Enqueued outside the lock: no other launch gets this executable until finish().
+  lock.unlock();
+  bool launched = false;
+  try {
+    go.member->executable->launch(stream);
+    launched = true;
+    if (go.mark) go.member->executable->mark_end(stream);
+  } catch (...) {
+    lock.lock();
+    impl_->finish(*go.member, launched, false);
+    throw;
   }
-  LaunchReport report{LaunchKind::instantiated, 0};
-  if (entry == nullptr) {
-    entry = &impl_->instantiate(graph, plan, key, stream);
-    ++impl_->stats.misses;
-  } else {
-    report = impl_->synchronise(*entry, graph, plan, stream);
-    ++impl_->stats.hits;
-  }
-  entry->executable->launch(stream);
-  ++impl_->stats.launches;
-  return report;
+  lock.lock();
+  impl_->finish(*go.member, true, go.mark);
+  return go.report;
 }
 
-LaunchExplanation Runtime::explain(const Graph& graph) const {
+LaunchExplanation Runtime::explain(const Graph& graph, cudaStream_t stream) const {
   std::lock_guard lock(impl_->mutex);
   const Plan& plan = graph.plan();
   LaunchExplanation out;
@@ -221,18 +355,23 @@ LaunchExplanation Runtime::explain(const Graph& graph) const {
     return out;
   }
   const Description& d = graph.description();
-  const Entry* entry = impl_->cached(plan, graph);
-  if (entry == nullptr) {
+  const detail::Pool* pool = impl_->cached(plan, graph);
+  if (pool == nullptr) {
     out.kind = LaunchKind::instantiated;
     impl_->explain_miss(plan, graph, lowering::summarize_structure(d, plan), out);
     return out;
   }
-  std::vector<NodeId> changed;
-  if (entry->graph_uid == graph.uid()) {
-    graph.changes_since(entry->version, changed);
-  } else {
-    for (NodeId id = 0; id < d.nodes.size(); ++id) changed.push_back(id);
+  out.own_executables = plan.graph_memory;
+  out.executables = pool->members.size();
+  detail::Choice choice = pool->choose(graph.uid(), detail::StreamKey::of(stream), impl_->bound(plan));
+  if (choice.pick == detail::Pick::wait) choice = {pool->least_recent(), detail::Pick::busy};
+  out.busy = choice.pick == detail::Pick::busy || choice.pick == detail::Pick::none;
+  if (choice.member == nullptr) {
+    out.kind = LaunchKind::instantiated;
+    return out;
   }
+  std::vector<NodeId> changed;
+  out.compared_values = nodes_to_update(*choice.member, graph, plan, changed);
   out.kind = changed.empty() ? LaunchKind::hit : LaunchKind::updated;
   for (NodeId id : changed) out.updated_nodes.push_back(node_path(d, id));
   return out;

@@ -1,6 +1,7 @@
 // The runtime's cache decisions on random scenarios, against an independent model of its policy:
-// random DAGs of every node kind, several Graph objects per topology taking turns, random
-// parameter changes, structural changes, copies, refused updates and invalid parameters. After
+// random DAGs of every node kind, several Graph objects per topology taking turns (each updating
+// only the nodes whose values differ from the executable's), random parameter changes,
+// structural changes, copies, refused updates and invalid parameters. After
 // every launch the report, the statistics and the nodes the executable was asked to update must
 // be what the model predicts. No GPU: the backend only records what it is asked to do.
 #include <algorithm>
@@ -280,13 +281,54 @@ bool change_structure(Instance& inst, Rng& rng) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The recording backend: counts instantiations and live executables, records the plan
-// positions it is asked to update and refuses the update of one chosen position.
+// The model's view of a node's parameters: the values its handle set, as words (a float by its
+// bits, as CUDA receives it). Read from the description, but by the test's own knowledge of
+// each kind's fields.
+
+template <class T>
+std::uint64_t word(T value) {
+  std::uint64_t w = 0;
+  std::memcpy(&w, &value, sizeof value);
+  return w;
+}
+
+std::vector<std::uint64_t> parameters_of(const Instance& inst, flowdsl::NodeId id) {
+  const flowdsl::Graph& g = inst.graph;
+  const flowdsl::Operation& op = g.description().nodes[id].op;
+  switch (static_cast<Kind>(inst.handles[id].index())) {
+    case saxpy_kernel:
+      return {word(current_arg<float*>(g, id, 0)), word(current_arg<const float*>(g, id, 1)),
+              word(current_arg<float>(g, id, 2)), word(current_arg<int>(g, id, 3))};
+    case add_kernel:
+      return {word(current_arg<float*>(g, id, 0)), word(current_arg<const float*>(g, id, 1)),
+              word(current_arg<const float*>(g, id, 2)), word(current_arg<int>(g, id, 3))};
+    case memcpy_node: {
+      const auto& m = std::get<flowdsl::MemcpyOp>(op);
+      return {word(m.dst), word(m.src), word(m.bytes)};
+    }
+    case memset_node: {
+      const auto& m = std::get<flowdsl::MemsetOp>(op);
+      return {word(m.dst), word(m.value), word(m.count)};
+    }
+    case host_node: {
+      const auto& m = std::get<flowdsl::HostOp>(op);
+      return {word(m.fn), word(m.user_data)};
+    }
+    default:
+      return {};
+  }
+}
+
+std::vector<std::vector<std::uint64_t>> parameters_of(const Instance& inst) {
+  std::vector<std::vector<std::uint64_t>> out;
+  for (flowdsl::NodeId id = 0; id < inst.handles.size(); ++id) out.push_back(parameters_of(inst, id));
+  return out;
+}
 
 // ---------------------------------------------------------------------------------------------
 // The model of the runtime's cache policy, written from its documentation and src/runtime:
 // an LRU list of topologies, each remembering the graph (uid) and parameter version its
-// executable was last synchronised with.
+// executable was last synchronised with, and the parameter values it holds.
 
 struct Expectation {
   flowdsl::LaunchKind kind = flowdsl::LaunchKind::hit;
@@ -306,14 +348,20 @@ class CacheModel {
     ++stats.launches;
     Entry* entry = touch(inst.topology.key());
     if (entry == nullptr) {
-      insert(inst.topology.key(), Entry{uid, inst.version});
+      insert(inst.topology.key(), Entry{uid, inst.version, parameters_of(inst)});
       ++stats.misses;
       e.kind = flowdsl::LaunchKind::instantiated;
       return e;
     }
     ++stats.hits;  // a refused update, solved by re-instantiating, still counts as a hit
-    e.to_update = changed_positions(*entry, inst, uid);
-    *entry = Entry{uid, inst.version};
+    std::vector<std::vector<std::uint64_t>> held = parameters_of(inst);
+    if (entry->uid == uid) {
+      e.to_update = changed_positions(*entry, inst);
+    } else {
+      ++stats.value_diffs;
+      e.to_update = differing_positions(*entry, held);
+    }
+    *entry = Entry{uid, inst.version, std::move(held)};
     if (e.to_update.empty()) return e;
     e.refused = refuse && std::binary_search(e.to_update.begin(), e.to_update.end(), *refuse);
     if (e.refused) {
@@ -339,6 +387,7 @@ class CacheModel {
   struct Entry {
     std::uint64_t uid;
     std::uint64_t version;
+    std::vector<std::vector<std::uint64_t>> held;  // per node (position == id): the values applied
   };
 
   /// The entry of `key`, now the most recently used; null when not cached.
@@ -356,13 +405,21 @@ class CacheModel {
     ++stats.evictions;
   }
 
-  /// Same graph: the nodes changed since the entry's version. Another graph of the topology:
-  /// every node, as its parameters may all differ.
-  static std::vector<std::uint32_t> changed_positions(const Entry& entry, const Instance& inst, std::uint64_t uid) {
+  /// Same graph: the nodes changed since the entry's version, whatever their values.
+  static std::vector<std::uint32_t> changed_positions(const Entry& entry, const Instance& inst) {
     std::vector<std::uint32_t> out;
-    const bool same_graph = entry.uid == uid;
     for (flowdsl::NodeId id = 0; id < inst.last_change.size(); ++id) {
-      if (!same_graph || inst.last_change[id] > entry.version) out.push_back(id);  // position == id
+      if (inst.last_change[id] > entry.version) out.push_back(id);  // position == id
+    }
+    return out;
+  }
+
+  /// Another graph of the topology: the nodes whose values differ from those the executable holds.
+  static std::vector<std::uint32_t> differing_positions(const Entry& entry,
+                                                        const std::vector<std::vector<std::uint64_t>>& wanted) {
+    std::vector<std::uint32_t> out;
+    for (flowdsl::NodeId id = 0; id < wanted.size(); ++id) {
+      if (entry.held[id] != wanted[id]) out.push_back(id);
     }
     return out;
   }
@@ -456,6 +513,7 @@ class Scenario {
     REQUIRE(got.node_updates == want.node_updates);
     REQUIRE(got.reinstantiations == want.reinstantiations);
     REQUIRE(got.evictions == want.evictions);
+    REQUIRE(got.value_diffs == want.value_diffs);
     REQUIRE(runtime_.size() == model_.size());
     REQUIRE(record_.live == static_cast<int>(model_.size()));
     REQUIRE(record_.launches == static_cast<int>(want.launches));

@@ -5,6 +5,7 @@
 
 #include "catch.hpp"
 #include "flowdsl/flowdsl.hpp"
+#include "recording_backend.hpp"
 
 using flowdsl_test::contains;
 
@@ -13,33 +14,6 @@ namespace {
 void scale(float*, float, int) {}
 void host_fn(void*) {}
 float x[64];
-
-/// Runs what it is given; records the positions it was asked to update.
-class RecordingExecutable final : public flowdsl::Executable {
- public:
-  explicit RecordingExecutable(std::vector<std::uint32_t>& updated) : updated_(updated) {}
-  std::optional<std::string> update(const flowdsl::Description&, const flowdsl::Plan& plan,
-                                    flowdsl::NodeId id) override {
-    updated_.push_back(plan.position[id]);
-    return std::nullopt;
-  }
-  void launch(cudaStream_t) override {}
-
- private:
-  std::vector<std::uint32_t>& updated_;
-};
-
-class RecordingBackend final : public flowdsl::Backend {
- public:
-  explicit RecordingBackend(std::vector<std::uint32_t>& updated) : updated_(updated) {}
-  std::unique_ptr<flowdsl::Executable> instantiate(const flowdsl::Description&, const flowdsl::Plan&,
-                                                   cudaStream_t) override {
-    return std::make_unique<RecordingExecutable>(updated_);
-  }
-
- private:
-  std::vector<std::uint32_t>& updated_;
-};
 
 /// encoder: a -> b, two kernels.
 flowdsl::Graph encoder() {
@@ -138,8 +112,8 @@ TEST_CASE("An edge between bodies is reported with both paths", "[nesting][valid
 }
 
 TEST_CASE("A parameter changed inside a body updates that node alone", "[nesting][runtime]") {
-  std::vector<std::uint32_t> updated;
-  flowdsl::Runtime rt(flowdsl::RuntimeOptions{4}, std::make_unique<RecordingBackend>(updated));
+  flowdsl_test::Record record;
+  auto rt = flowdsl_test::make_runtime(record, 4);
   flowdsl::Graph g;
   auto c = g.child("c");
   auto k = c.body().kernel("k", scale).launch(1, 1).args(x, 1.0f, 1);
@@ -149,7 +123,7 @@ TEST_CASE("A parameter changed inside a body updates that node alone", "[nesting
   const auto report = rt.launch(g);
   CHECK(report.kind == flowdsl::LaunchKind::updated);
   CHECK(report.nodes_updated == 1);
-  CHECK(updated == std::vector<std::uint32_t>{g.plan().position[k.id()]});
+  CHECK(record.asked == std::vector<std::uint32_t>{g.plan().position[k.id()]});
   CHECK(rt.launch(g).kind == flowdsl::LaunchKind::hit);
 }
 

@@ -28,7 +28,7 @@ struct Chain {
 
 bool same(const flowdsl::RuntimeStatistics& s, const flowdsl::RuntimeStatistics& t) {
   return s.launches == t.launches && s.hits == t.hits && s.misses == t.misses && s.node_updates == t.node_updates &&
-         s.evictions == t.evictions && s.debug_launches == t.debug_launches;
+         s.evictions == t.evictions && s.debug_launches == t.debug_launches && s.value_diffs == t.value_diffs;
 }
 
 }  // namespace
@@ -68,6 +68,28 @@ TEST_CASE("Explaining a launch after parameter changes names the nodes to update
   const auto report = rt.launch(chain.g);
   CHECK(report.kind == flowdsl::LaunchKind::updated);
   CHECK(report.nodes_updated == 2);
+}
+
+TEST_CASE("Explaining a launch of a rebuilt graph names the nodes whose values differ",
+          "[runtime][explain][value-diff]") {
+  Record counts;
+  auto rt = make_runtime(counts);
+  Chain first;
+  rt.launch(first.g);
+  Chain rebuilt;
+  const auto same = rt.explain(rebuilt.g);
+  CHECK(same.kind == flowdsl::LaunchKind::hit);
+  CHECK(same.compared_values);
+  CHECK(same.text() == "hit: cached, and another graph left parameters equal to this one's (compared by value)");
+  rebuilt.b.arg<1>(4.0f);
+  const auto e = rt.explain(rebuilt.g);
+  CHECK(e.kind == flowdsl::LaunchKind::updated);
+  CHECK(e.compared_values);
+  CHECK(e.updated_nodes == std::vector<std::string>{"b"});
+  CHECK(e.text() == "update: cached, 1 node to update in place ('b'), where another graph left other values "
+                    "(compared by value)");
+  CHECK(rt.launch(rebuilt.g).nodes_updated == 1);
+  CHECK_FALSE(rt.explain(rebuilt.g).compared_values);
 }
 
 TEST_CASE("Explaining a miss names the node and field that differ from the closest executable",

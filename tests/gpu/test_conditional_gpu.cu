@@ -322,7 +322,7 @@ TEST_CASE("A second graph of the same topology runs on the cached executable wit
 
   a.poison();
   const flowdsl::LaunchReport report = r.run(b.g);
-  CHECK(report.kind == LaunchKind::updated);  // every node of the newcomer, no new executable
+  CHECK(report.kind == LaunchKind::updated);  // the nodes whose values differ from a's, no new executable
   CHECK(b.correct());
   CHECK(a.still_poisoned());
 

@@ -442,15 +442,16 @@ class Case {
 
   /// Loose expectations on the report: a new topology instantiates; a graph relaunched with no
   /// change hits; one relaunched after parameter changes updates exactly those nodes; one
-  /// taking the executable over from another graph updates every node.
+  /// taking the executable over from another graph updates the nodes whose values differ (at
+  /// most every node; compare() checks that the results are right).
   void check_report(std::uint32_t i, Instance& inst, const flowdsl::LaunchReport& report, bool structural) {
     const auto key = inst.key();
     const auto last = last_graph_.find(key);
     if (last == last_graph_.end()) {
       REQUIRE(report.kind == flowdsl::LaunchKind::instantiated);
     } else if (last->second != i) {
-      REQUIRE(report.kind == flowdsl::LaunchKind::updated);
-      REQUIRE(report.nodes_updated == inst.graph.size());  // child-graph nodes too
+      REQUIRE((report.kind == flowdsl::LaunchKind::updated || report.kind == flowdsl::LaunchKind::hit));
+      REQUIRE(report.nodes_updated <= inst.graph.size());  // child-graph nodes too
     } else if (!structural && last_key_[i] == key) {
       REQUIRE(report.kind == (inst.changed.empty() ? flowdsl::LaunchKind::hit : flowdsl::LaunchKind::updated));
       REQUIRE(report.nodes_updated == inst.changed.size());

@@ -35,4 +35,8 @@ void launch_eager(const ChildOp&, EagerNode& node) { node.run_body(0); }
 // Nothing of its own: its bodies' nodes have theirs.
 void derived_accesses(const ChildOp&, std::vector<Access>&) {}
 
+// Its body's nodes hold the parameters; they are saved and compared as nodes of their own.
+void save_parameters(const ChildOp&, std::vector<unsigned char>&) {}
+bool same_parameters(const ChildOp&, SavedParameters&, const SymbolMatch&) { return true; }
+
 }  // namespace flowdsl::lowering

@@ -114,4 +114,12 @@ void derived_accesses(const IfOp&, std::vector<Access>&) {}
 void derived_accesses(const WhileOp&, std::vector<Access>&) {}
 void derived_accesses(const SwitchOp&, std::vector<Access>&) {}
 
+// All structure: a conditional node has no parameters (its bodies' nodes have).
+void save_parameters(const IfOp&, std::vector<unsigned char>&) {}
+void save_parameters(const WhileOp&, std::vector<unsigned char>&) {}
+void save_parameters(const SwitchOp&, std::vector<unsigned char>&) {}
+bool same_parameters(const IfOp&, SavedParameters&, const SymbolMatch&) { return true; }
+bool same_parameters(const WhileOp&, SavedParameters&, const SymbolMatch&) { return true; }
+bool same_parameters(const SwitchOp&, SavedParameters&, const SymbolMatch&) { return true; }
+
 }  // namespace flowdsl::lowering

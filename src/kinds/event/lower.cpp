@@ -60,4 +60,14 @@ void launch_eager(const EventWaitOp& op, EagerNode& node) {
 void derived_accesses(const EventRecordOp&, std::vector<Access>&) {}
 void derived_accesses(const EventWaitOp&, std::vector<Access>&) {}
 
+void save_parameters(const EventRecordOp& op, std::vector<unsigned char>& out) { put(out, op.event); }
+void save_parameters(const EventWaitOp& op, std::vector<unsigned char>& out) { put(out, op.event); }
+
+bool same_parameters(const EventRecordOp& wanted, SavedParameters& held, const SymbolMatch&) {
+  return held.take<CudaEvent>() == wanted.event;
+}
+bool same_parameters(const EventWaitOp& wanted, SavedParameters& held, const SymbolMatch&) {
+  return held.take<CudaEvent>() == wanted.event;
+}
+
 }  // namespace flowdsl::lowering

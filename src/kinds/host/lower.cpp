@@ -36,4 +36,13 @@ void launch_eager(const HostOp& op, EagerNode& node) {
 // Nothing known: a host function declares what it touches with reads() and writes().
 void derived_accesses(const HostOp&, std::vector<Access>&) {}
 
+void save_parameters(const HostOp& op, std::vector<unsigned char>& out) {
+  put(out, op.fn);
+  put(out, op.user_data);
+}
+
+bool same_parameters(const HostOp& wanted, SavedParameters& held, const SymbolMatch&) {
+  return held.take<void (*)(void*)>() == wanted.fn && held.take<void*>() == wanted.user_data;
+}
+
 }  // namespace flowdsl::lowering

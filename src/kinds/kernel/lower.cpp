@@ -267,4 +267,23 @@ void launch_eager(const KernelOp& op, EagerNode& node) {
         "cudaLaunchKernel", node.path.c_str());
 }
 
+// Saved: every argument's bytes, slot after slot. A pointer or Condition holding a symbol
+// compares by what the symbol names too.
+void save_parameters(const KernelOp& op, std::vector<unsigned char>& out) {
+  for (std::size_t i = 0; i < op.args.size(); ++i) {
+    const auto* bytes = static_cast<const unsigned char*>(op.args.data(i));
+    out.insert(out.end(), bytes, bytes + op.args.slot_size(i));
+  }
+}
+
+bool same_parameters(const KernelOp& wanted, SavedParameters& held, const SymbolMatch& symbols) {
+  const ArgumentPack& args = wanted.args;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const bool same = args.kind(i) == SlotKind::value ? held.equal(args.data(i), args.slot_size(i))
+                                                      : symbols.same(held.take<std::uint64_t>(), args.word(i));
+    if (!same) return false;
+  }
+  return true;
+}
+
 }  // namespace flowdsl::lowering

@@ -76,4 +76,15 @@ void derived_accesses(const MemcpyOp& op, std::vector<Access>& out) {
   if (op.dst != nullptr) out.push_back(Access{op.dst, op.bytes, AccessMode::write});
 }
 
+void save_parameters(const MemcpyOp& op, std::vector<unsigned char>& out) {
+  put(out, op.dst);
+  put(out, op.src);
+  put(out, op.bytes);
+}
+
+bool same_parameters(const MemcpyOp& wanted, SavedParameters& held, const SymbolMatch& symbols) {
+  return symbols.same(held.take<const void*>(), wanted.dst) && symbols.same(held.take<const void*>(), wanted.src) &&
+         held.take<std::size_t>() == wanted.bytes;
+}
+
 }  // namespace flowdsl::lowering

@@ -84,4 +84,10 @@ void launch_eager(const FreeOp& op, EagerNode& node) {
 void derived_accesses(const AllocOp&, std::vector<Access>&) {}
 void derived_accesses(const FreeOp&, std::vector<Access>&) {}
 
+// Nothing to keep: memory nodes have no parameters.
+void save_parameters(const AllocOp&, std::vector<unsigned char>&) {}
+void save_parameters(const FreeOp&, std::vector<unsigned char>&) {}
+bool same_parameters(const AllocOp&, SavedParameters&, const SymbolMatch&) { return true; }
+bool same_parameters(const FreeOp&, SavedParameters&, const SymbolMatch&) { return true; }
+
 }  // namespace flowdsl::lowering

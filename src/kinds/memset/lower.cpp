@@ -93,4 +93,15 @@ void derived_accesses(const MemsetOp& op, std::vector<Access>& out) {
   if (op.dst != nullptr && op.count != 0) out.push_back(Access{op.dst, op.count * op.element_size, AccessMode::write});
 }
 
+void save_parameters(const MemsetOp& op, std::vector<unsigned char>& out) {
+  put(out, op.dst);
+  put(out, op.value);
+  put(out, op.count);
+}
+
+bool same_parameters(const MemsetOp& wanted, SavedParameters& held, const SymbolMatch& symbols) {
+  return symbols.same(held.take<const void*>(), wanted.dst) && held.take<std::uint32_t>() == wanted.value &&
+         held.take<std::size_t>() == wanted.count;
+}
+
 }  // namespace flowdsl::lowering

@@ -1,0 +1,276 @@
+// The runtime's pools of executables through a recording backend, without a GPU: a launch on a
+// stream gets an executable that is not busy on another stream, its Graph's own when free; pools
+// are bounded, counted in the statistics and the capacity, evicted executable by executable;
+// threads on their own streams never share an executable while one of them enqueues it.
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "catch.hpp"
+#include "flowdsl/flowdsl.hpp"
+#include "recording_backend.hpp"
+
+using flowdsl_test::contains;
+using flowdsl_test::Record;
+
+namespace {
+
+void scale(float*, float, int) {}
+void square(const float*, float*, int) {}
+
+float x[64];
+float y[64];
+
+/// A chain of `n` kernels (one topology per `n`) scaling by `a`.
+flowdsl::Graph chain(int n, float a = 1.0f) {
+  flowdsl::Graph g;
+  std::string prev;
+  for (int i = 0; i < n; ++i) {
+    auto k = g.kernel("k" + std::to_string(i), scale).launch(1, 1).args(x, a, i);
+    if (!prev.empty()) k.after(prev);
+    prev = k.name();
+  }
+  return g;
+}
+
+/// A stream handle the recording backend never dereferences.
+cudaStream_t stream(std::uintptr_t n) { return reinterpret_cast<cudaStream_t>(0x1000 + n); }
+
+flowdsl::Runtime pooled_runtime(Record& r, std::size_t capacity = 32, std::size_t per_topology = 8) {
+  flowdsl::RuntimeOptions options;
+  options.capacity = capacity;
+  options.executables_per_topology = per_topology;
+  return flowdsl::Runtime(options, std::make_unique<flowdsl_test::RecordingBackend>(r));
+}
+
+std::pair<int, cudaStream_t> last_launch(Record& r) {
+  const std::lock_guard lock(r.launch_mutex);
+  return r.launched.back();
+}
+
+}  // namespace
+
+TEST_CASE("One stream keeps one executable, and no launch marks its end", "[runtime][pool]") {
+  Record r;
+  auto rt = pooled_runtime(r);
+  auto one = chain(3);
+  auto two = chain(3, 2.0f);
+  for (int i = 0; i < 4; ++i) {
+    rt.launch(one, stream(1));
+    rt.launch(two, stream(1));  // what was launched on this stream runs before it anyway
+  }
+  CHECK(r.instantiations == 1);
+  CHECK(r.marks == 0);
+  CHECK(rt.statistics().busy_misses == 0);
+}
+
+TEST_CASE("A launch on another stream while the executable may still run gets another executable", "[runtime][pool]") {
+  Record r;
+  auto rt = pooled_runtime(r);
+  auto one = chain(3);
+  auto two = chain(3);
+  CHECK(rt.launch(one, stream(1)).kind == flowdsl::LaunchKind::instantiated);
+  const auto second = rt.launch(two, stream(2));  // the first launch's end was not marked: it may still run
+  CHECK(second.kind == flowdsl::LaunchKind::instantiated);
+  CHECK(last_launch(r) == std::make_pair(1, stream(2)));
+  CHECK(rt.launch(one, stream(1)).kind == flowdsl::LaunchKind::hit);
+  CHECK(last_launch(r) == std::make_pair(0, stream(1)));
+  CHECK(rt.launch(two, stream(2)).kind == flowdsl::LaunchKind::hit);
+  CHECK(last_launch(r) == std::make_pair(1, stream(2)));
+  const auto s = rt.statistics();
+  CHECK(s.misses == 2);
+  CHECK(s.busy_misses == 1);
+  CHECK(s.hits == 2);
+  CHECK(s.node_updates == 0);
+  CHECK(rt.size() == 2);
+  CHECK(r.marks == 3);  // from the launch on the second stream on, every launch's end is marked
+  CHECK(r.overlaps == 0);
+}
+
+TEST_CASE("A Graph gets its own executable back once its launch on another stream has ended", "[runtime][pool]") {
+  Record r;
+  auto rt = pooled_runtime(r);
+  auto one = chain(3);
+  auto two = chain(3, 2.0f);
+  rt.launch(one, stream(1));  // executable 0
+  rt.launch(two, stream(2));  // executable 1
+  rt.launch(one, stream(1));  // executable 0 again, its end marked now
+  SECTION("ended: its own, with nothing to update") {
+    r.end_all();
+    const auto report = rt.launch(one, stream(2));
+    CHECK(report.kind == flowdsl::LaunchKind::hit);
+    CHECK(last_launch(r) == std::make_pair(0, stream(2)));
+  }
+  SECTION("still running: the one last launched on this stream, updated by value") {
+    const auto report = rt.launch(one, stream(2));
+    CHECK(report.kind == flowdsl::LaunchKind::updated);
+    CHECK(report.nodes_updated == 3);
+    CHECK(last_launch(r) == std::make_pair(1, stream(2)));
+    CHECK(rt.statistics().value_diffs == 1);
+  }
+  CHECK(r.instantiations == 2);
+}
+
+TEST_CASE("An executable whose launch has ended serves a new stream", "[runtime][pool]") {
+  Record r;
+  auto rt = pooled_runtime(r);
+  auto g = chain(3);
+  rt.launch(g, stream(1));  // executable 0, unmarked
+  rt.launch(g, stream(2));  // executable 1: the first may still run
+  r.end_all();
+  rt.launch(g, stream(3));  // executable 1 has ended (executable 0 was never marked)
+  CHECK(last_launch(r) == std::make_pair(1, stream(3)));
+  CHECK(r.instantiations == 2);
+}
+
+TEST_CASE("A full pool launches its least recently used executable again, after its running launch",
+          "[runtime][pool]") {
+  Record r;
+  auto rt = pooled_runtime(r, 32, /*per_topology=*/2);
+  std::vector<flowdsl::Graph> graphs;
+  for (int i = 0; i < 4; ++i) graphs.push_back(chain(3, static_cast<float>(i)));
+  std::vector<flowdsl::LaunchReport> reports;
+  for (int i = 0; i < 4; ++i) reports.push_back(rt.launch(graphs[static_cast<std::size_t>(i)], stream(i)));
+  CHECK(reports[0].kind == flowdsl::LaunchKind::instantiated);
+  CHECK(reports[1].kind == flowdsl::LaunchKind::instantiated);
+  CHECK(reports[2].kind == flowdsl::LaunchKind::updated);  // executable 0, values compared
+  CHECK(reports[3].kind == flowdsl::LaunchKind::updated);  // executable 1
+  {
+    const std::lock_guard lock(r.launch_mutex);
+    CHECK(r.launched ==
+          std::vector<std::pair<int, cudaStream_t>>{{0, stream(0)}, {1, stream(1)}, {0, stream(2)}, {1, stream(3)}});
+  }
+  const auto s = rt.statistics();
+  CHECK(s.busy_launches == 2);
+  CHECK(s.busy_misses == 1);
+  CHECK(rt.size() == 2);
+  CHECK(r.instantiations == 2);
+}
+
+TEST_CASE("Executables of every pool count against the capacity and are evicted one by one", "[runtime][pool][lru]") {
+  Record r;
+  auto rt = pooled_runtime(r, /*capacity=*/3);
+  auto a = chain(2);
+  auto b = chain(5);
+  for (int i = 0; i < 3; ++i) rt.launch(a, stream(i));  // executables 0, 1, 2 of a
+  CHECK(rt.size() == 3);
+  CHECK(rt.launch(b, stream(0)).kind == flowdsl::LaunchKind::instantiated);  // evicts a's executable 0
+  CHECK(rt.size() == 3);
+  CHECK(r.live == 3);
+  CHECK(rt.statistics().evictions == 1);
+  // a on stream 0: its executable there is gone, the others may still run: another one, which
+  // evicts the least recently used (a's executable 1, on stream 1).
+  CHECK(rt.launch(a, stream(0)).kind == flowdsl::LaunchKind::instantiated);
+  CHECK(rt.statistics().evictions == 2);
+  CHECK(rt.launch(a, stream(2)).kind == flowdsl::LaunchKind::hit);  // executable 2 is still there
+  CHECK(rt.launch(b, stream(0)).kind == flowdsl::LaunchKind::hit);
+  CHECK(rt.size() == 3);
+  CHECK(r.live == 3);
+  rt.clear();
+  CHECK(rt.size() == 0);
+  CHECK(r.live == 0);
+}
+
+TEST_CASE("A pool whose last executable is evicted goes, and its topology misses again", "[runtime][pool][lru]") {
+  Record r;
+  auto rt = pooled_runtime(r, /*capacity=*/1);
+  auto a = chain(2);
+  auto b = chain(4);
+  rt.launch(a, stream(0));
+  rt.launch(b, stream(0));
+  CHECK(rt.size() == 1);
+  const auto e = rt.explain(a, stream(0));
+  CHECK(e.kind == flowdsl::LaunchKind::instantiated);
+  CHECK(e.executables == 0);
+  CHECK(rt.launch(a, stream(0)).kind == flowdsl::LaunchKind::instantiated);
+  CHECK(rt.statistics().evictions == 2);
+}
+
+TEST_CASE("A graph holding memory nodes keeps one executable, on any stream", "[runtime][pool][memory]") {
+  Record r;
+  auto rt = pooled_runtime(r);
+  flowdsl::Graph g;
+  auto tmp = g.alloc("tmp", 64 * sizeof(float));
+  auto produce = g.kernel("produce", square).launch(1, 64).args(x, tmp.ptr<float>(), 64).after(tmp);
+  auto consume = g.kernel("consume", square).launch(1, 64).args(tmp.ptr<float>(), y, 64).after(produce);
+  g.free("free_tmp", tmp).after(consume);
+  rt.launch(g, stream(1));
+  CHECK(rt.launch(g, stream(2)).kind == flowdsl::LaunchKind::hit);  // after the launch on stream 1
+  const auto s = rt.statistics();
+  CHECK(s.private_executables == 1);
+  CHECK(s.busy_launches == 1);
+  CHECK(r.instantiations == 1);
+  CHECK(r.marks == 0);  // nothing to choose from: no launch pays for marking its end
+}
+
+TEST_CASE("cudaStreamPerThread names another stream in each thread", "[runtime][pool]") {
+  Record r;
+  auto rt = pooled_runtime(r);
+  auto g = chain(3);
+  rt.launch(g, cudaStreamPerThread);
+  CHECK(rt.launch(g, cudaStreamPerThread).kind == flowdsl::LaunchKind::hit);  // the same thread: one stream
+  flowdsl::LaunchKind other{};
+  std::thread([&] { other = rt.launch(g, cudaStreamPerThread).kind; }).join();
+  CHECK(other == flowdsl::LaunchKind::instantiated);
+  CHECK(rt.statistics().busy_misses == 1);
+}
+
+TEST_CASE("Explaining a launch says which executable of the pool it would get", "[runtime][pool][explain]") {
+  Record r;
+  auto rt = pooled_runtime(r, 32, /*per_topology=*/2);
+  auto one = chain(3);
+  auto two = chain(3, 2.0f);
+  rt.launch(one, stream(1));
+  const auto busy_miss = rt.explain(two, stream(2));
+  CHECK(busy_miss.kind == flowdsl::LaunchKind::instantiated);
+  CHECK(busy_miss.busy);
+  CHECK(busy_miss.executables == 1);
+  CHECK(busy_miss.text() ==
+        "miss: the 1 cached executable of this topology may still run on other streams; "
+        "another one is made");
+  rt.launch(two, stream(2));
+  const auto own = rt.explain(one, stream(1));
+  CHECK(own.kind == flowdsl::LaunchKind::hit);
+  CHECK_FALSE(own.busy);
+  CHECK(own.executables == 2);
+  const auto queued = rt.explain(one, stream(3));  // both may still run and the pool is full
+  CHECK(queued.kind == flowdsl::LaunchKind::hit);  // the least recently used is one's own
+  CHECK(queued.busy);
+  CHECK_THAT(queued.text(), contains("; it runs after a launch on another stream (each of the 2 executables of this "
+                                     "topology is busy and the pool is full)"));
+  const auto before = rt.statistics();
+  CHECK(rt.launch(one, stream(3)).kind == flowdsl::LaunchKind::hit);
+  CHECK(rt.statistics().busy_launches == before.busy_launches + 1);
+  CHECK(r.instantiations == 2);
+}
+
+TEST_CASE("Threads on their own streams never get an executable another thread is enqueueing",
+          "[runtime][pool][threads]") {
+  const std::size_t per_topology = GENERATE(std::size_t{8}, std::size_t{2});
+  Record r;
+  r.launch_time = std::chrono::microseconds(20);  // widens the window in which a launch is in flight
+  auto rt = pooled_runtime(r, 32, per_topology);
+  constexpr int threads = 8;
+  constexpr int launches = 100;
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&rt, t] {
+      flowdsl::Graph g;
+      auto k = g.kernel("k", scale).launch(1, 1).args(x, 1.0f, 0);
+      for (int i = 0; i < launches; ++i) {
+        k.arg<2>(i % 3);  // an update now and then, under the lock, while others launch
+        rt.launch(g, stream(static_cast<std::uintptr_t>(t)));
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  const auto s = rt.statistics();
+  CHECK(r.overlaps == 0);
+  CHECK(s.launches == threads * launches);
+  CHECK(s.hits + s.misses == threads * launches);
+  CHECK(r.instantiations <= static_cast<int>(per_topology));
+  CHECK(rt.size() == static_cast<std::size_t>(r.instantiations.load()));
+  CHECK(r.launches == threads * launches);
+}
