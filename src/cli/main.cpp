@@ -1,8 +1,9 @@
-// The `flowdsl` command-line tool: validate, dot, run, info and schema for JSON graph files.
+// The `flowdsl` command-line tool: validate, dot, run, profile, info and schema for JSON graph
+// files.
 //
 // Exit codes: 0 ok, 1 invalid input (file, arguments, a node at fault in a --debug run),
 // 2 environment (no CUDA device, driver too old, out of device memory, buffers larger than the
-// device's free memory), 3 internal error.
+// device's free memory, CUPTI missing or held by another tool), 3 internal error.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -148,25 +149,37 @@ struct RunOptions {
   bool explain = false;  // say what the first launch and the next one would do
 };
 
-int run(const std::string& file, const RunOptions& run_options) {
-  const int iterations = run_options.iterations;
-  const std::string& out_dir = run_options.out_dir;
+// A graph file bound to device buffers allocated and initialised for it: what `run` and
+// `profile` share. Members are destroyed in reverse order: the graph before the buffers and
+// events it uses, the kernel libraries before the registry that names their kernels.
+struct BoundFile {
+  flowdsl::GraphSpec spec;
+  flowdsl::KernelRegistry registry;  // the built-in kernels and those of the file's kernel files
+  std::vector<flowdsl::KernelLibrary> libraries;
+  std::vector<DeviceMemory> memory;
+  flowdsl::BufferAddresses addresses;
+  std::vector<flowdsl::EventHandle> events;  // one per event name the file's event nodes use
+  int device = 0;
+  flowdsl::Graph graph;
+};
+
+std::unique_ptr<BoundFile> bind_file(const std::string& file) {
   require_device();
-  const flowdsl::GraphSpec spec = checked_spec(file);
+  auto bound = std::make_unique<BoundFile>();
+  bound->spec = checked_spec(file);
+  const flowdsl::GraphSpec& spec = bound->spec;
   const std::string base = folder_of(file);
 
   // Kernels from files go into a registry that lives no longer than their libraries.
-  flowdsl::KernelRegistry registry;
-  for (const flowdsl::KernelInfo* info : flowdsl::KernelRegistry::global().list()) registry.add(*info);
-  const std::vector<flowdsl::KernelLibrary> libraries = flowdsl::load_kernel_files(spec, base, registry);
+  for (const flowdsl::KernelInfo* info : flowdsl::KernelRegistry::global().list()) bound->registry.add(*info);
+  bound->libraries = flowdsl::load_kernel_files(spec, base, bound->registry);
 
   // Refuse before allocating or reading anything: the buffers must fit in the device's free
   // memory, and .npy headers must match their buffers.
-  int device = 0;
   std::size_t free_bytes = 0, total_bytes = 0;
-  flowdsl::check(cudaGetDevice(&device), "cudaGetDevice");
+  flowdsl::check(cudaGetDevice(&bound->device), "cudaGetDevice");
   flowdsl::check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
-  if (auto refusal = flowdsl::cli::memory_refusal(spec, free_bytes, device)) throw EnvironmentError(*refusal);
+  if (auto refusal = flowdsl::cli::memory_refusal(spec, free_bytes, bound->device)) throw EnvironmentError(*refusal);
   for (const flowdsl::BufferSpec& b : spec.buffers) {
     try {
       flowdsl::cli::check_initial_contents(b, base);
@@ -175,13 +188,11 @@ int run(const std::string& file, const RunOptions& run_options) {
     }
   }
 
-  std::vector<DeviceMemory> memory;
-  flowdsl::BufferAddresses addresses;
   std::uint64_t total = 0;
   for (const flowdsl::BufferSpec& b : spec.buffers) {
     void* ptr = nullptr;
     flowdsl::check(cudaMalloc(&ptr, b.bytes()), ("cudaMalloc for buffer '" + b.name + "'").c_str());
-    memory.emplace_back(ptr);
+    bound->memory.emplace_back(ptr);
     auto* device_bytes = static_cast<unsigned char*>(ptr);
     try {
       flowdsl::cli::produce_initial_contents(
@@ -193,7 +204,7 @@ int run(const std::string& file, const RunOptions& run_options) {
     } catch (const std::runtime_error& e) {
       throw InputError("buffer '" + b.name + "': " + e.what());
     }
-    addresses.emplace(b.name, ptr);
+    bound->addresses.emplace(b.name, ptr);
     total += b.bytes();
   }
   std::printf("%s: %zu buffers (%.1f MiB) allocated and initialised\n", spec.name.c_str(), spec.buffers.size(),
@@ -201,13 +212,24 @@ int run(const std::string& file, const RunOptions& run_options) {
 
   // The tool makes one event for each name the file's event nodes use: they order the graph's
   // launches with one another.
-  std::vector<flowdsl::EventHandle> events;
   flowdsl::Externals externals(host_functions());
   for (const std::string& name : flowdsl::event_names(spec)) {
-    events.push_back(flowdsl::make_event(cudaEventDisableTiming));
-    externals.events.emplace(name, events.back().get());
+    bound->events.push_back(flowdsl::make_event(cudaEventDisableTiming));
+    externals.events.emplace(name, bound->events.back().get());
   }
-  const flowdsl::Graph graph = flowdsl::bind_graph(spec, addresses, registry, externals, file);
+  bound->graph = flowdsl::bind_graph(spec, bound->addresses, bound->registry, externals, file);
+  return bound;
+}
+
+int run(const std::string& file, const RunOptions& run_options) {
+  const int iterations = run_options.iterations;
+  const std::string& out_dir = run_options.out_dir;
+  const std::unique_ptr<BoundFile> bound = bind_file(file);
+  const flowdsl::GraphSpec& spec = bound->spec;
+  const flowdsl::Graph& graph = bound->graph;
+  const int device = bound->device;
+  flowdsl::KernelRegistry& registry = bound->registry;
+  const flowdsl::BufferAddresses& addresses = bound->addresses;
   flowdsl::RuntimeOptions options;
   options.debug = run_options.debug;
   options.registry = &registry;
@@ -272,6 +294,46 @@ int run(const std::string& file, const RunOptions& run_options) {
   return exit_ok;
 }
 
+struct ProfileOptions {
+  int iterations = 20;
+  std::string trace;  // Chrome trace-event JSON, if asked for
+  std::string dot;    // the heat map, if asked for
+};
+
+void write_text(const std::string& path, const std::string& text, const char* what) {
+  std::ofstream stream(path, std::ios::binary);
+  if (!(stream << text) || !stream.flush()) throw InputError("cannot write the " + std::string(what) + " to '" + path + "'");
+  std::printf("wrote %s %s\n", what, path.c_str());
+}
+
+// Launches the graph N times under the profiler; prints the table, writes the trace and the
+// heat map when asked.
+int profile(const std::string& file, const ProfileOptions& options) {
+  const std::unique_ptr<BoundFile> bound = bind_file(file);
+  flowdsl::RuntimeOptions runtime_options;
+  runtime_options.registry = &bound->registry;
+  flowdsl::Runtime runtime(runtime_options);
+  if (runtime.debug()) throw InputError("FLOWDSL_DEBUG is set: debug mode runs node by node, there is no graph launch to profile");
+  flowdsl::ProfilerOptions profiler_options;
+  profiler_options.registry = &bound->registry;
+  flowdsl::Profiler profiler(runtime, profiler_options);
+  std::printf("profiling with CUPTI from %s\n", profiler.cupti_library().c_str());
+  profiler.name(bound->graph, bound->spec.name);
+  const flowdsl::StreamHandle stream = flowdsl::make_stream();
+  for (int i = 0; i < options.iterations; ++i) profiler.launch(bound->graph, stream);
+  const flowdsl::Profile& collected = profiler.collect();
+  std::printf("\n%s", flowdsl::profile_table(collected).c_str());
+  if (!options.trace.empty()) write_text(options.trace, flowdsl::trace_json(collected), "trace");
+  if (!options.dot.empty()) {
+    const flowdsl::NodeTimings timings = profiler.timings(bound->graph);
+    flowdsl::DotOptions dot_options;
+    dot_options.registry = &bound->registry;
+    dot_options.timings = &timings;
+    write_text(options.dot, flowdsl::to_dot(bound->graph, dot_options), "heat map");
+  }
+  return exit_ok;
+}
+
 std::string signature(const flowdsl::KernelInfo& kernel) {
   std::string params;
   for (const flowdsl::KernelParam& p : kernel.params) {
@@ -328,8 +390,8 @@ void set_log_level(const std::string& level) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"flowdsl: check, draw and run JSON graph descriptions as CUDA graphs.\n"
-               "Exit codes: 0 ok, 1 invalid input, 2 environment (no device, old driver), 3 internal error."};
+  CLI::App app{"flowdsl: check, draw, run and profile JSON graph descriptions as CUDA graphs.\n"
+               "Exit codes: 0 ok, 1 invalid input, 2 environment (no device, old driver, no CUPTI), 3 internal error."};
   app.require_subcommand(1);
   std::string log_level = "warn";
   app.add_option("--log-level", log_level, "flowdsl's log level: trace, debug, info, warn, error, off")
@@ -353,6 +415,16 @@ int main(int argc, char** argv) {
                     "run node by node, checking each node for CUDA errors and NaN outputs (also FLOWDSL_DEBUG=1)");
   run_cmd->add_flag("--explain", run_options.explain,
                     "say whether the first launch, and the one after the last, hits, updates or misses the cache");
+  CLI::App* profile_cmd =
+      app.add_subcommand("profile", "Run the graph N times under CUPTI: per-node GPU times, a trace and a heat map");
+  ProfileOptions profile_options;
+  profile_cmd->add_option("FILE", file, "graph file (.json)")->required();
+  profile_cmd->add_option("-n,--iterations", profile_options.iterations, "number of launches (default 20)")
+      ->check(CLI::Range(1, 100000));
+  profile_cmd->add_option("--trace", profile_options.trace,
+                          "write a Chrome trace-event JSON file (Perfetto, chrome://tracing)");
+  profile_cmd->add_option("--dot", profile_options.dot,
+                          "write the graph as a Graphviz heat map of GPU time, critical path in red");
   CLI::App* info_cmd = app.add_subcommand("info", "Devices, CUDA versions, registered kernels");
   bool markdown = false;
   info_cmd->add_flag("--markdown", markdown, "only the registered kernels, as the Markdown table of docs/kernels.md");
@@ -370,10 +442,14 @@ int main(int argc, char** argv) {
     if (validate_cmd->parsed()) return validate(file);
     if (dot_cmd->parsed()) return dot(file, out, arguments);
     if (run_cmd->parsed()) return run(file, run_options);
+    if (profile_cmd->parsed()) return profile(file, profile_options);
     if (info_cmd->parsed()) return info(markdown);
     if (schema_cmd->parsed()) return schema();
   } catch (const EnvironmentError& e) {
     std::fprintf(stderr, "flowdsl: %s\n", e.what());
+    return exit_environment;
+  } catch (const flowdsl::ProfilerError& e) {  // CUPTI cannot be loaded or used here
+    std::fprintf(stderr, "%s\n", e.what());
     return exit_environment;
   } catch (const flowdsl::JsonError& e) {
     std::fprintf(stderr, "%s\n", e.what());

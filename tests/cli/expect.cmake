@@ -2,6 +2,7 @@
 #   -DCOMMAND="a;b;c"  -DEXPECT=<status>  [-DOUTPUT_HAS=<text>]
 #   [-DNO_DEVICE_OK=ON]: exit 2 saying "no CUDA device" also passes (run on machines without a GPU)
 #   [-DTHEN_DOT=<file>]: afterwards, `dot -Tsvg <file>` must succeed
+#   [-DTHEN_TRACE=<file>]: afterwards, <file> must be JSON with a non-empty traceEvents array
 execute_process(COMMAND ${COMMAND} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message("${out}${err}")
 if(NO_DEVICE_OK AND status EQUAL 2 AND "${err}" MATCHES "no CUDA device is available")
@@ -22,5 +23,12 @@ if(DEFINED THEN_DOT)
   execute_process(COMMAND ${DOT} -Tsvg ${THEN_DOT} -o ${THEN_DOT}.svg RESULT_VARIABLE dot_status)
   if(NOT dot_status EQUAL 0)
     message(FATAL_ERROR "dot -Tsvg ${THEN_DOT} failed with ${dot_status}")
+  endif()
+endif()
+if(DEFINED THEN_TRACE)
+  file(READ ${THEN_TRACE} trace)
+  string(JSON events ERROR_VARIABLE json_error LENGTH "${trace}" traceEvents)
+  if(json_error OR events EQUAL 0)
+    message(FATAL_ERROR "${THEN_TRACE} is not a trace with events: ${json_error}")
   endif()
 endif()
