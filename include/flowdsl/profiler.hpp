@@ -54,9 +54,9 @@ using NamedValues = std::vector<std::pair<std::string, std::string>>;
 
 /// \brief One node of a profiled graph.
 struct ProfiledNode {
-  std::string path;        ///< "encoder/scale"
-  std::string kind;        ///< "kernel", "memcpy", "while", ...
-  NamedValues structure;   ///< the kind's structural fields: {"function", "scale.f32"}, {"grid", "4x1x1"}, ...
+  std::string path;       ///< "encoder/scale"
+  std::string kind;       ///< "kernel", "memcpy", "while", ...
+  NamedValues structure;  ///< the kind's structural fields: {"function", "scale.f32"}, {"grid", "4x1x1"}, ...
   /// A kernel's arguments when the graph was first launched (later changes: LaunchProfile::
   /// arguments), by parameter name ("#0" where the registry does not know the kernel). Pointers
   /// into a named buffer read "x+256", graph memory "'scratch' + 64", a condition "condition of
@@ -89,8 +89,8 @@ struct NodeSpan {
   Activity activity = Activity::kernel;
   std::uint64_t start_ns = 0;  ///< CUPTI's clock
   std::uint64_t end_ns = 0;
-  std::uint32_t stream = 0;    ///< CUPTI's stream id
-  std::uint64_t bytes = 0;     ///< copies and fills: bytes moved or set
+  std::uint32_t stream = 0;  ///< CUPTI's stream id
+  std::uint64_t bytes = 0;   ///< copies and fills: bytes moved or set
 };
 
 /// \brief A CUDA runtime or driver call made by the host inside one launch call.
@@ -103,8 +103,8 @@ struct HostCall {
 
 /// \brief One profiled launch.
 struct LaunchProfile {
-  std::uint32_t graph = 0;  ///< index into Profile::graphs
-  LaunchReport report;      ///< what Runtime::launch said: hit, updated, instantiated...
+  std::uint32_t graph = 0;          ///< index into Profile::graphs
+  LaunchReport report;              ///< what Runtime::launch said: hit, updated, instantiated...
   std::uint64_t host_start_ns = 0;  ///< around the Runtime::launch call, CUPTI's clock
   std::uint64_t host_end_ns = 0;
   std::vector<HostCall> calls;  ///< CUDA calls made inside it, by start
@@ -125,13 +125,13 @@ struct Profile {
 
 /// \brief Statistics of one node over the launches of its graph.
 struct NodeStatistics {
-  bool measured = false;      ///< it has spans (or, holding bodies, its bodies' nodes have)
-  std::size_t runs = 0;       ///< its spans over all launches (a WHILE body's node: one per iteration)
-  std::size_t launches = 0;   ///< launches in which it ran
-  double median_us = 0;       ///< of its GPU time per launch, over the launches in which it ran
-  double p90_us = 0;          ///< nearest rank
-  double share = 0;           ///< see NodeTiming::share
-  bool critical = false;      ///< see NodeTiming::critical
+  bool measured = false;     ///< it has spans (or, holding bodies, its bodies' nodes have)
+  std::size_t runs = 0;      ///< its spans over all launches (a WHILE body's node: one per iteration)
+  std::size_t launches = 0;  ///< launches in which it ran
+  double median_us = 0;      ///< of its GPU time per launch, over the launches in which it ran
+  double p90_us = 0;         ///< nearest rank
+  double share = 0;          ///< see NodeTiming::share
+  bool critical = false;     ///< see NodeTiming::critical
   std::uint32_t critical_after = no_position;
 };
 

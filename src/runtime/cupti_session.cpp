@@ -115,7 +115,8 @@ Api load() {
   resolve(handle, "cuptiGetTimestamp", api.get_timestamp, missing);
   resolve(handle, "cuptiGetCallbackName", api.callback_name, missing);
   if (!missing.empty()) {
-    throw ProfilerError("flowdsl: CUPTI (" + api.library + ") lacks " + missing + ": it is not a CUPTI flowdsl can use");
+    throw ProfilerError("flowdsl: CUPTI (" + api.library + ") lacks " + missing +
+                        ": it is not a CUPTI flowdsl can use");
   }
   std::uint32_t version = 0;
   check_cupti(api, api.get_version(&version), "cuptiGetVersion");
@@ -151,6 +152,9 @@ Pending& pending() {
 }
 
 std::atomic<bool> session_alive{false};
+// The buffer callbacks are registered once per process (they are the same functions for every
+// session); read and written by the one live session only.
+bool callbacks_registered = false;
 
 void note_error(Pending& p, std::string what) {
   if (p.error.empty()) p.error = std::move(what);
@@ -186,7 +190,8 @@ void copy_record(const Api& cupti, const CUpti_Activity* record, Records& out) {
       out.api.push_back({std::move(text), a->correlationId, a->start, a->end});
       break;
     }
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -266,16 +271,20 @@ CuptiSession::CuptiSession() {
       p.active = true;
     }
     CUpti_SubscriberHandle subscriber = nullptr;
-    check_cupti(cupti, cupti.subscribe(&subscriber, on_callback, nullptr),
-                "cuptiSubscribe");
+    check_cupti(cupti, cupti.subscribe(&subscriber, on_callback, nullptr), "cuptiSubscribe");
     subscriber_ = subscriber;
     subscribed_ = true;
-    check_cupti(cupti, cupti.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED),
+    check_cupti(cupti,
+                cupti.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED),
                 "cuptiEnableCallback (graph node copies)");
-    check_cupti(cupti, cupti.register_callbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks");
-    registered_ = true;
-    for (CUpti_ActivityKind kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                    CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER}) {
+    if (!callbacks_registered) {
+      check_cupti(cupti, cupti.register_callbacks(buffer_requested, buffer_completed),
+                  "cuptiActivityRegisterCallbacks");
+      callbacks_registered = true;
+    }
+    for (CUpti_ActivityKind kind :
+         {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+          CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER}) {
       check_cupti(cupti, cupti.enable(kind), "cuptiActivityEnable");
       enabled_.push_back(static_cast<int>(kind));
     }
@@ -289,20 +298,20 @@ CuptiSession::~CuptiSession() { release(); }
 
 void CuptiSession::release() noexcept {
   const auto warn = [](const char* what) { detail::log().warn("profiler: {} while ending the CUPTI session", what); };
-  try {
+  if (subscribed_) {  // CUPTI loaded (enabling comes after subscribing)
     const Api& cupti = api();
     for (int kind : enabled_) {
       if (cupti.disable(static_cast<CUpti_ActivityKind>(kind)) != CUPTI_SUCCESS) warn("cuptiActivityDisable failed");
     }
     enabled_.clear();
     // Hands every buffer back, so that CUPTI keeps none of ours.
-    if (registered_ && cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != CUPTI_SUCCESS) warn("cuptiActivityFlushAll failed");
+    if (callbacks_registered && cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != CUPTI_SUCCESS) {
+      warn("cuptiActivityFlushAll failed");
+    }
     if (subscribed_ && cupti.unsubscribe(static_cast<CUpti_SubscriberHandle>(subscriber_)) != CUPTI_SUCCESS) {
       warn("cuptiUnsubscribe failed");
     }
     subscribed_ = false;
-  } catch (const Error&) {
-    // CUPTI never loaded: nothing was enabled.
   }
   {
     Pending& p = pending();

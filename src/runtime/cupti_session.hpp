@@ -46,7 +46,6 @@ class CuptiSession {
   void release() noexcept;
 
   bool subscribed_ = false;
-  bool registered_ = false;
   void* subscriber_ = nullptr;  // CUpti_SubscriberHandle
   std::vector<int> enabled_;    // CUpti_ActivityKind enabled by this session
 };

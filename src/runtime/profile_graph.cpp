@@ -91,7 +91,8 @@ std::vector<ProfiledNode> profiled_nodes(const Description& d, const Plan& plan,
     const lowering::NodeStructure& s = summary[position];
     node.path = s.path;
     node.kind = std::string(s.kind);
-    for (const lowering::StructureField& field : s.fields) node.structure.emplace_back(std::string(field.name), field.value);
+    for (const lowering::StructureField& field : s.fields)
+      node.structure.emplace_back(std::string(field.name), field.value);
     node.arguments = kernel_arguments(d, id, registry);
     node.parent = d.nodes[id].parent == no_node ? no_position : plan.position[d.nodes[id].parent];
     node.body = d.nodes[id].body;

@@ -74,8 +74,8 @@ void launch_rows(const Profile& profile, const GraphStatistics& stats, std::stri
     if (l.events_us) events.push_back(*l.events_us);
     if (i < listed_launches) {
       // Its number among all launches, so that it can be found in the trace.
-      out += launch_row(std::to_string(l.launch + 1), launch_kind(profile.launches[l.launch].report), l.host_us, l.gpu_span_us, l.node_sum_us, l.idle_us,
-                        l.events_us, l.unmapped);
+      out += launch_row(std::to_string(l.launch + 1), launch_kind(profile.launches[l.launch].report), l.host_us,
+                        l.gpu_span_us, l.node_sum_us, l.idle_us, l.events_us, l.unmapped);
     }
   }
   if (stats.launches.size() > listed_launches) {
@@ -84,9 +84,10 @@ void launch_rows(const Profile& profile, const GraphStatistics& stats, std::stri
   const auto optional = [&](const std::vector<double>& v, double value) {
     return v.empty() ? std::optional<double>() : std::optional<double>(value);
   };
-  out += launch_row("median", "", profiling::median(host), profiling::median(span), profiling::median(sum), profiling::median(idle),
-                    optional(events, profiling::median(events)), 0);
-  out += launch_row("p90", "", profiling::p90(host), profiling::p90(span), profiling::p90(sum), profiling::p90(idle), optional(events, profiling::p90(events)), 0);
+  out += launch_row("median", "", profiling::median(host), profiling::median(span), profiling::median(sum),
+                    profiling::median(idle), optional(events, profiling::median(events)), 0);
+  out += launch_row("p90", "", profiling::p90(host), profiling::p90(span), profiling::p90(sum), profiling::p90(idle),
+                    optional(events, profiling::p90(events)), 0);
 }
 
 // Spans of each stream spread over lanes, so that no two spans of a lane overlap (the spans of a
@@ -104,16 +105,19 @@ std::map<std::pair<std::size_t, std::size_t>, int> lanes(const Profile& profile,
     const auto span = [&](const std::pair<std::size_t, std::size_t>& at) -> const NodeSpan& {
       return profile.launches[at.first].spans[at.second];
     };
-    std::stable_sort(spans.begin(), spans.end(), [&](const auto& a, const auto& b) { return span(a).start_ns < span(b).start_ns; });
+    std::stable_sort(spans.begin(), spans.end(),
+                     [&](const auto& a, const auto& b) { return span(a).start_ns < span(b).start_ns; });
     std::vector<std::pair<std::uint64_t, int>> lane_end;  // (end of its last span, track id)
     for (const auto& at : spans) {
-      auto lane = std::find_if(lane_end.begin(), lane_end.end(), [&](const auto& l) { return l.first <= span(at).start_ns; });
+      auto lane =
+          std::find_if(lane_end.begin(), lane_end.end(), [&](const auto& l) { return l.first <= span(at).start_ns; });
       if (lane == lane_end.end()) {
         const int tid = next_tid++;
         const std::string name = "stream " + std::to_string(stream) +
                                  (lane_end.empty() ? std::string() : " (" + std::to_string(lane_end.size() + 1) + ")");
         events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", 2}, {"tid", tid}, {"args", {{"name", name}}}});
-        events.push_back({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", 2}, {"tid", tid}, {"args", {{"sort_index", tid}}}});
+        events.push_back(
+            {{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", 2}, {"tid", tid}, {"args", {{"sort_index", tid}}}});
         lane_end.emplace_back(0, tid);
         lane = std::prev(lane_end.end());
       }
@@ -161,11 +165,14 @@ std::string trace_json(const Profile& profile) {
     for (const NodeSpan& s : l.spans) origin = std::min(origin, s.start_ns);
   }
   const auto us = [&](std::uint64_t t) { return static_cast<double>(t - origin) / 1000.0; };
-  const auto duration = [](std::uint64_t start, std::uint64_t end) { return static_cast<double>(end - start) / 1000.0; };
+  const auto duration = [](std::uint64_t start, std::uint64_t end) {
+    return static_cast<double>(end - start) / 1000.0;
+  };
 
   nlohmann::json events = nlohmann::json::array();
   events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", 1}, {"args", {{"name", "host"}}}});
-  events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", 1}, {"tid", 1}, {"args", {{"name", "Runtime::launch"}}}});
+  events.push_back(
+      {{"ph", "M"}, {"name", "thread_name"}, {"pid", 1}, {"tid", 1}, {"args", {{"name", "Runtime::launch"}}}});
   events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", 2}, {"args", {{"name", "GPU"}}}});
   const auto track = lanes(profile, events);
 
@@ -178,16 +185,28 @@ std::string trace_json(const Profile& profile) {
     const ProfiledGraph& graph = profile.graphs[launch.graph];
     for (const auto& [position, values] : launch.arguments) arguments[launch.graph][position] = values;
     const int number = static_cast<int>(l + 1);
-    nlohmann::json launch_args = {{"launch", number}, {"graph", graph.name}, {"kind", to_string(launch.report.kind)},
+    nlohmann::json launch_args = {{"launch", number},
+                                  {"graph", graph.name},
+                                  {"kind", to_string(launch.report.kind)},
                                   {"nodes_updated", launch.report.nodes_updated}};
     if (launch.events_us) launch_args["events_us"] = *launch.events_us;  // the launch on its stream
-    events.push_back({{"ph", "X"}, {"name", "launch " + std::to_string(number) + ": " + launch_kind(launch.report)},
-                      {"cat", "launch"}, {"pid", 1}, {"tid", 1}, {"ts", us(launch.host_start_ns)},
-                      {"dur", duration(launch.host_start_ns, launch.host_end_ns)}, {"args", std::move(launch_args)}});
+    events.push_back({{"ph", "X"},
+                      {"name", "launch " + std::to_string(number) + ": " + launch_kind(launch.report)},
+                      {"cat", "launch"},
+                      {"pid", 1},
+                      {"tid", 1},
+                      {"ts", us(launch.host_start_ns)},
+                      {"dur", duration(launch.host_start_ns, launch.host_end_ns)},
+                      {"args", std::move(launch_args)}});
     std::uint64_t flow_from = launch.host_start_ns;
     for (const HostCall& call : launch.calls) {
-      events.push_back({{"ph", "X"}, {"name", call.name}, {"cat", call.category}, {"pid", 1}, {"tid", 1},
-                        {"ts", us(call.start_ns)}, {"dur", duration(call.start_ns, call.end_ns)}});
+      events.push_back({{"ph", "X"},
+                        {"name", call.name},
+                        {"cat", call.category},
+                        {"pid", 1},
+                        {"tid", 1},
+                        {"ts", us(call.start_ns)},
+                        {"dur", duration(call.start_ns, call.end_ns)}});
       if (call.category == "launch" && flow_from == launch.host_start_ns) flow_from = call.start_ns;
     }
     for (std::size_t s = 0; s < launch.spans.size(); ++s) {
@@ -199,24 +218,43 @@ std::string trace_json(const Profile& profile) {
         name = node.path;
         args["kind"] = node.kind;
         for (const auto& [field, value] : node.structure) args[field] = value;
-        if (!arguments[launch.graph][span.node].empty()) args["arguments"] = named_values(arguments[launch.graph][span.node]);
+        if (!arguments[launch.graph][span.node].empty())
+          args["arguments"] = named_values(arguments[launch.graph][span.node]);
       }
       if (span.activity != Activity::kernel) args["bytes"] = span.bytes;
-      events.push_back({{"ph", "X"}, {"name", name}, {"cat", to_string(span.activity)}, {"pid", 2},
-                        {"tid", track.at({l, s})}, {"ts", us(span.start_ns)}, {"dur", duration(span.start_ns, span.end_ns)},
+      events.push_back({{"ph", "X"},
+                        {"name", name},
+                        {"cat", to_string(span.activity)},
+                        {"pid", 2},
+                        {"tid", track.at({l, s})},
+                        {"ts", us(span.start_ns)},
+                        {"dur", duration(span.start_ns, span.end_ns)},
                         {"args", std::move(args)}});
     }
     if (!launch.spans.empty()) {  // spans are sorted by start: the first is the launch's first node
-      events.push_back({{"ph", "s"}, {"id", number}, {"name", "launch"}, {"cat", "flow"}, {"pid", 1}, {"tid", 1},
+      events.push_back({{"ph", "s"},
+                        {"id", number},
+                        {"name", "launch"},
+                        {"cat", "flow"},
+                        {"pid", 1},
+                        {"tid", 1},
                         {"ts", us(flow_from)}});
-      events.push_back({{"ph", "f"}, {"bp", "e"}, {"id", number}, {"name", "launch"}, {"cat", "flow"}, {"pid", 2},
-                        {"tid", track.at({l, 0})}, {"ts", us(launch.spans.front().start_ns)}});
+      events.push_back({{"ph", "f"},
+                        {"bp", "e"},
+                        {"id", number},
+                        {"name", "launch"},
+                        {"cat", "flow"},
+                        {"pid", 2},
+                        {"tid", track.at({l, 0})},
+                        {"ts", us(launch.spans.front().start_ns)}});
     }
   }
-  nlohmann::json trace = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ns"},
-                          {"otherData", {{"producer", "flowdsl::Profiler"},
-                                         {"dropped_records", profile.dropped_records},
-                                         {"unattributed_records", profile.unattributed_records}}}};
+  nlohmann::json trace = {{"traceEvents", std::move(events)},
+                          {"displayTimeUnit", "ns"},
+                          {"otherData",
+                           {{"producer", "flowdsl::Profiler"},
+                            {"dropped_records", profile.dropped_records},
+                            {"unattributed_records", profile.unattributed_records}}}};
   return trace.dump(1);
 }
 

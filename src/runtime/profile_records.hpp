@@ -89,7 +89,7 @@ class Attribution {
   std::size_t launch_at(const Profile& profile, std::uint64_t time_ns) const;
 
   NodeIds ids_;
-  std::vector<std::pair<std::size_t, std::uint64_t>> launches_;  ///< (launch, executable), in launch order
+  std::vector<std::pair<std::size_t, std::uint64_t>> launches_;    ///< (launch, executable), in launch order
   std::unordered_map<std::uint32_t, std::size_t> by_correlation_;  ///< graph-launch call -> index into launches_
 };
 

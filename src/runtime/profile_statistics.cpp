@@ -103,9 +103,12 @@ class CriticalPath {
 
 const char* to_string(Activity activity) noexcept {
   switch (activity) {
-    case Activity::kernel: return "kernel";
-    case Activity::memcpy: return "memcpy";
-    case Activity::memset: return "memset";
+    case Activity::kernel:
+      return "kernel";
+    case Activity::memcpy:
+      return "memcpy";
+    case Activity::memset:
+      return "memset";
   }
   return "?";
 }

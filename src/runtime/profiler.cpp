@@ -45,9 +45,9 @@ struct Profiler::Impl {
   Profile profile;
   std::vector<std::uint64_t> versions;  ///< per graph: the parameter version its arguments were taken at
   std::unordered_map<std::uint64_t, std::string> names;  ///< by Graph::uid
-  std::vector<LaunchEvents> unread;     ///< events of launches not collected yet
-  std::vector<LaunchEvents> spare;      ///< events read, for later launches
-  std::vector<NodeId> changed;          ///< scratch
+  std::vector<LaunchEvents> unread;                      ///< events of launches not collected yet
+  std::vector<LaunchEvents> spare;                       ///< events read, for later launches
+  std::vector<NodeId> changed;                           ///< scratch
   std::mutex mutex;
 };
 
@@ -91,7 +91,8 @@ std::uint64_t Profiler::Impl::name_executable(const Graph& graph) {
   const bool found = runtime.inspect_executable(graph, [&](const Executable& executable) {
     const std::vector<cudaGraphNode_t>* nodes = executable.native_nodes();
     if (nodes == nullptr || nodes->empty()) {
-      throw UsageError("flowdsl: the runtime's executables have no native nodes to profile (only the CUDA backend's have)");
+      throw UsageError(
+          "flowdsl: the runtime's executables have no native nodes to profile (only the CUDA backend's have)");
     }
     tag = session.node_id(nodes->front());
     if (attribution.ids().knows(tag)) return;
@@ -99,7 +100,8 @@ std::uint64_t Profiler::Impl::name_executable(const Graph& graph) {
       attribution.ids().add(session.node_id((*nodes)[position]), tag, position);
     }
   });
-  if (!found) detail::log().warn("profiler: the executable of a launch was not cached after it; its spans stay unmapped");
+  if (!found)
+    detail::log().warn("profiler: the executable of a launch was not cached after it; its spans stay unmapped");
   return tag;
 }
 

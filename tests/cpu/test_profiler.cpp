@@ -99,7 +99,8 @@ flowdsl::Profile diamond_profile(const flowdsl::Graph& g) {
     const std::uint64_t t = 1000 * i + 100;
     const std::uint64_t b_end = t + 10 + (i == 2 ? 60 : 40);
     const std::uint64_t d_start = b_end + (i == 1 ? 5 : 0);
-    flowdsl::LaunchProfile l = launch_at(t - 50, t - 40, i == 0 ? flowdsl::LaunchKind::instantiated : flowdsl::LaunchKind::hit);
+    flowdsl::LaunchProfile l =
+        launch_at(t - 50, t - 40, i == 0 ? flowdsl::LaunchKind::instantiated : flowdsl::LaunchKind::hit);
     l.spans = {span(a, t, t + 10), span(b, t + 10, b_end), span(c, t + 10, t + 30), span(d, d_start, d_start + 10)};
     std::sort(l.spans.begin(), l.spans.end(), [](const auto& x, const auto& y) { return x.start_ns < y.start_ns; });
     l.events_us = static_cast<double>(d_start + 10 - t) + 2.0;
@@ -190,7 +191,7 @@ TEST_CASE("Records join the launch whose graph-launch call started them, mapped 
   records.gpu = {
       GpuRecord{Activity::kernel, 5003, 3, 260'000, 270'000, 7, 0},     // d, by the driver call's id
       GpuRecord{Activity::kernel, 5000, 3, 200'000, 210'000, 7, 0},     // a
-      GpuRecord{Activity::memcpy, 901, 2, 210'000, 250'000, 7, 4096},  // b by its original id, the runtime call's
+      GpuRecord{Activity::memcpy, 901, 2, 210'000, 250'000, 7, 4096},   // b by its original id, the runtime call's
       GpuRecord{Activity::kernel, 5002, 3, 210'000, 230'000, 7, 0},     // c
       GpuRecord{Activity::kernel, 4242, 4, 1200'000, 1210'000, 7, 0},   // launch 2: an id no node has
       GpuRecord{Activity::kernel, 5001, 4, 1210'000, 1250'000, 7, 0},   // launch 2: b
@@ -322,7 +323,8 @@ TEST_CASE("Kernel arguments read as names: buffers with offsets, graph memory, c
   flowdsl::Graph g;
   g.buffer("x", buffer, sizeof buffer);
   auto scratch = g.alloc("scratch", 4096);
-  auto k = g.kernel("k", scale_f32).grid(1).block(32).args(64, 2.5f, buffer + 64, scratch.ptr<float>() + 16).after(scratch);
+  auto k =
+      g.kernel("k", scale_f32).grid(1).block(32).args(64, 2.5f, buffer + 64, scratch.ptr<float>() + 16).after(scratch);
   auto loop = g.while_loop("loop", flowdsl::ConditionDefault{1}).after(k);
   auto inner_kernel = loop.body().kernel("decide", decide).grid(1).block(32).args(buffer, 0.5f, loop.condition());
   g.free("release", scratch).after(loop);
@@ -333,7 +335,8 @@ TEST_CASE("Kernel arguments read as names: buffers with offsets, graph memory, c
   CHECK(args[1] == std::make_pair(std::string("alpha"), std::string("2.5")));
   CHECK(args[2] == std::make_pair(std::string("x"), std::string("x+256")));
   CHECK(args[3] == std::make_pair(std::string("y"), std::string("'scratch' + 64")));
-  const flowdsl::NamedValues inner = flowdsl::profiling::kernel_arguments(g.description(), inner_kernel.id(), registry());
+  const flowdsl::NamedValues inner =
+      flowdsl::profiling::kernel_arguments(g.description(), inner_kernel.id(), registry());
   REQUIRE(inner.size() == 3);
   CHECK(inner[2].second == "condition of 'loop'");
 
@@ -344,12 +347,13 @@ TEST_CASE("Kernel arguments read as names: buffers with offsets, graph memory, c
   CHECK(unnamed[0].second == "0x00000040");
   CHECK(unnamed[2].second == "x+256");  // a pointer slot is known without the registry
 
-  const std::vector<flowdsl::ProfiledNode> nodes = flowdsl::profiling::profiled_nodes(g.description(), g.plan(), registry());
+  const std::vector<flowdsl::ProfiledNode> nodes =
+      flowdsl::profiling::profiled_nodes(g.description(), g.plan(), registry());
   const flowdsl::ProfiledNode& node = nodes[g.plan().position[k.id()]];
   CHECK(node.path == "k");
   CHECK(node.kind == "kernel");
-  CHECK(std::find(node.structure.begin(), node.structure.end(), std::make_pair(std::string("grid"), std::string("1x1x1"))) !=
-        node.structure.end());
+  CHECK(std::find(node.structure.begin(), node.structure.end(),
+                  std::make_pair(std::string("grid"), std::string("1x1x1"))) != node.structure.end());
   CHECK(node.after == std::vector<std::uint32_t>{g.plan().position[scratch.id()]});
 }
 
@@ -367,7 +371,8 @@ TEST_CASE("The trace is Chrome trace-event JSON: host launch spans, one span per
   std::map<int, std::string> thread_names;
   for (const nlohmann::json& e : trace.at("traceEvents")) {
     const std::string ph = e.at("ph");
-    if (ph == "M" && e.at("name") == "thread_name") thread_names[e.at("tid").get<int>() + 100 * e.at("pid").get<int>()] = e.at("args").at("name");
+    if (ph == "M" && e.at("name") == "thread_name")
+      thread_names[e.at("tid").get<int>() + 100 * e.at("pid").get<int>()] = e.at("args").at("name");
     if (ph == "s") ++starts;
     if (ph == "f") {
       ++finishes;
@@ -413,9 +418,12 @@ TEST_CASE("The table lists every node with its figures and every launch", "[prof
   CHECK_THAT(table, contains("diamond: 4 nodes, 3 launches"));
   CHECK_THAT(table, contains("  b     kernel      1.0       40.00      60.00   53.8%  *"));
   CHECK_THAT(table, contains("  c     kernel      1.0       20.00      20.00   23.1%\n"));
-  CHECK_THAT(table, contains("  1       instantiated         10.00         60.00         80.00      0.00       62.00\n"));
-  CHECK_THAT(table, contains("  2       hit                  10.00         65.00         80.00      5.00       67.00\n"));
-  CHECK_THAT(table, contains("  median                       10.00         65.00         80.00      0.00       67.00\n"));
+  CHECK_THAT(table,
+             contains("  1       instantiated         10.00         60.00         80.00      0.00       62.00\n"));
+  CHECK_THAT(table,
+             contains("  2       hit                  10.00         65.00         80.00      5.00       67.00\n"));
+  CHECK_THAT(table,
+             contains("  median                       10.00         65.00         80.00      0.00       67.00\n"));
 }
 
 TEST_CASE("The heat map colours nodes by share, labels median times and draws the critical path", "[profiler][dot]") {
