@@ -84,6 +84,21 @@ def main(path):
         print(f"| {n} | {w} | {get('replay wall', 'stream', n, w) / get('replay wall', 'flowdsl', n, w):.2f} "
               f"| {cap_b / flow_b:.2f} |")
 
+    profiled = [(n, w) for n, w in shapes if get("hit launch host", "flowdsl, profiler gone", n, w) > 0]
+    if profiled:
+        print("\nHit launch and profiling (host µs, one run). flowdsl: the profiler compiled in, never used "
+              "(Runtime::launch has no hook); after a Profiler: CUPTI loaded, nothing enabled; profiled: "
+              "Profiler::launch with CUPTI recording.\n")
+        print("| N | width | raw / flowdsl | ratio | raw / flowdsl after a Profiler | ratio | profiled | profiled / flowdsl |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        for n, w in profiled:
+            raw_h, flow_h = get("hit launch host", "raw", n, w), get("hit launch host", "flowdsl", n, w)
+            raw_g = get("hit launch host", "raw, profiler gone", n, w)
+            flow_g = get("hit launch host", "flowdsl, profiler gone", n, w)
+            prof = get("hit launch host", "profiled", n, w)
+            print(f"| {n} | {w} | {raw_h:.2f} / {flow_h:.2f} | {flow_h / raw_h:.3f} | {raw_g:.2f} / {flow_g:.2f} "
+                  f"| {flow_g / raw_g:.3f} | {prof:.2f} | {prof / flow_h:.2f} |")
+
 
 if __name__ == "__main__":
     main(sys.argv[1])
