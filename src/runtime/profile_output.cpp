@@ -33,14 +33,17 @@ std::string launch_kind(const LaunchReport& report) {
 }
 
 void node_rows(const ProfiledGraph& graph, const GraphStatistics& stats, std::string& out) {
-  std::size_t width = 4;
-  for (const ProfiledNode& node : graph.nodes) width = std::max(width, node.path.size());
+  std::size_t width = 4, kind_width = 8;
+  for (const ProfiledNode& node : graph.nodes) {
+    width = std::max(width, node.path.size());
+    kind_width = std::max(kind_width, node.kind.size() + 1);
+  }
   const std::size_t launches = std::max<std::size_t>(stats.launches.size(), 1);
-  out += "  " + pad("node", width) + "  " + pad("kind", 8) + pad("runs", 7, true) + pad("median us", 12, true) +
-         pad("p90 us", 11, true) + pad("share", 8, true) + "\n";
+  out += "  " + pad("node", width) + "  " + pad("kind", kind_width) + pad("runs", 7, true) +
+         pad("median us", 12, true) + pad("p90 us", 11, true) + pad("share", 8, true) + "\n";
   for (std::size_t p = 0; p < graph.nodes.size(); ++p) {
     const NodeStatistics& s = stats.nodes[p];
-    std::string row = "  " + pad(graph.nodes[p].path, width) + "  " + pad(graph.nodes[p].kind, 8);
+    std::string row = "  " + pad(graph.nodes[p].path, width) + "  " + pad(graph.nodes[p].kind, kind_width);
     if (s.measured) {
       row += pad(format("%.1f", static_cast<double>(s.runs) / static_cast<double>(launches)), 7, true) +
              pad(format("%.2f", s.median_us), 12, true) + pad(format("%.2f", s.p90_us), 11, true) +
