@@ -207,7 +207,7 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* b
   Records records;
   std::string error;
   CUpti_Activity* record = nullptr;
-  for (;;) {
+  while (valid_bytes > 0) {  // an empty buffer comes back on a flush with nothing recorded
     const CUptiResult result = cupti.next_record(buffer, valid_bytes, &record);
     if (result == CUPTI_ERROR_MAX_LIMIT_REACHED) break;
     if (result != CUPTI_SUCCESS) {
