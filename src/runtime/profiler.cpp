@@ -100,8 +100,9 @@ std::uint64_t Profiler::Impl::name_executable(const Graph& graph) {
       attribution.ids().add(session.node_id((*nodes)[position]), tag, position);
     }
   });
-  if (!found)
+  if (!found) {
     detail::log().warn("profiler: the executable of a launch was not cached after it; its spans stay unmapped");
+  }
   return tag;
 }
 
