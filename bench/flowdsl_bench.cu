@@ -2,7 +2,8 @@
 // in one process and one run: build, instantiate, cache-hit launch, replay and update costs
 // for chains (width 1) and fan-outs (width 8) of N tiny kernels; a chain rebuilt from scratch
 // with 10% new arguments (raw: new cudaGraph + cudaGraphExecUpdate); 8 threads launching one
-// topology on their own streams (raw: an executable per stream, and one shared).
+// topology on their own streams (raw: an executable per stream, and one shared); last, hit
+// launches under the profiler and after it (N <= 1000).
 //
 //   flowdsl_bench [--quick] [--json FILE]
 //
@@ -689,6 +690,40 @@ bool run_streams(int launches, int reps) {
     ok = false;
   }
   return ok;
+/// Hit-launch host time around profiling, after every other figure (so that those are taken
+/// before CUPTI was ever loaded): through Profiler::launch while a profiler records, and through
+/// Runtime::launch (paired with raw) once the profiler is gone, CUPTI still loaded but nothing
+/// enabled. Runtime::launch has no profiling hook: "flowdsl" above is the figure with the
+/// profiler compiled in and not used. Returns false when CUPTI cannot be used.
+bool run_profiler_shape(const Shape& s, const Settings& set) {
+  Resources r(s.width);
+  RawGraph raw(s, r);
+  raw.instantiate(r.main());
+  FlowGraph flow(s, r);
+  flowdsl::Runtime runtime;
+  {
+    std::unique_ptr<flowdsl::Profiler> profiler;
+    try {
+      profiler = std::make_unique<flowdsl::Profiler>(runtime);
+    } catch (const flowdsl::ProfilerError& e) {
+      std::fprintf(stderr, "profiler rows left out: %s\n", e.what());
+      return false;
+    }
+    profiler->launch(flow.graph, r.main());  // instantiated while CUPTI watches
+    record("hit launch host", "profiled", s,
+           host_launch_us(set.launch_reps, r.main(), [&] { profiler->launch(flow.graph, r.main()); }));
+    const flowdsl::Profile& profile = profiler->collect();  // hands CUPTI's buffers back
+    if (profile.dropped_records != 0) {
+      std::fprintf(stderr, "CUPTI dropped %llu records\n", static_cast<unsigned long long>(profile.dropped_records));
+    }
+  }
+  runtime.launch(flow.graph, r.main());  // the executable made under the profiler: a hit
+  const auto [raw_hit, flow_hit] = host_pair_us(
+      set.launch_reps, r.main(), [&] { CHECK_CUDA(cudaGraphLaunch(raw.exec, r.main())); },
+      [&] { runtime.launch(flow.graph, r.main()); });
+  record("hit launch host", "raw, profiler gone", s, raw_hit);
+  record("hit launch host", "flowdsl, profiler gone", s, flow_hit);
+  return true;
 }
 
 double find(const char* figure, const char* variant, const Shape& s, int k = 0) {
@@ -726,6 +761,12 @@ void print_table(const std::vector<Shape>& shapes) {
         find("build", "flowdsl", s) + find("validate+lower", "flowdsl", s));
     row("hit launch, host", s, 0, find("launch all host", "stream", s), find("hit launch host", "capture", s),
         find("hit launch host", "raw", s), find("hit launch host", "flowdsl", s));
+    if (find("hit launch host", "flowdsl, profiler gone", s) > 0) {
+      row("  after a Profiler, host", s, 0, 0, 0, find("hit launch host", "raw, profiler gone", s),
+          find("hit launch host", "flowdsl, profiler gone", s));
+      row("  profiled (Profiler::launch)", s, 0, 0, 0, find("hit launch host", "raw", s),
+          find("hit launch host", "profiled", s));
+    }
     row("replay, gpu per node", s, 0, find("replay gpu", "stream", s) / s.n, find("replay gpu", "capture", s) / s.n,
         find("replay gpu", "raw", s) / s.n, find("replay gpu", "flowdsl", s) / s.n);
     row("replay incl. sync, wall", s, 0, find("replay wall", "stream", s), find("replay wall", "capture", s),
@@ -817,6 +858,12 @@ int main(int argc, char** argv) {
   ok = run_rebuild(rebuild_n, set) && ok;
   std::fprintf(stderr, "streams %d x %d launches ...\n", stream_lanes, stream_launches);
   ok = run_streams(stream_launches, quick ? 3 : 7) && ok;
+  // Last: profiling loads CUPTI, which stays in the process.
+  for (const Shape& s : shapes) {
+    if (s.n > 1000) continue;  // CUPTI records every kernel of every launch: kept small
+    std::fprintf(stderr, "N=%d width=%d, profiler ...\n", s.n, s.width);
+    if (!run_profiler_shape(s, set)) break;
+  }
   print_table(shapes);
   print_rebuild_and_streams(rebuild_n, stream_launches);
   if (!json_path.empty()) bench::write_json(json_path, header, figures);

@@ -114,6 +114,21 @@ def main(path):
             mark = "" if raw >= 0.9 * flow else " ✗"
             print(f"| {w} | {n} | {k} | {raw / 1000:.2f} | {shared / 1000:.2f} | {flow / 1000:.2f} | {raw / flow:.3f}{mark} |")
 
+    profiled = [(n, w) for n, w in shapes if get("hit launch host", "flowdsl, profiler gone", n, w) > 0]
+    if profiled:
+        print("\nHit launch and profiling (host µs, one run). flowdsl: the profiler compiled in, never used "
+              "(Runtime::launch has no hook); after a Profiler: CUPTI loaded, nothing enabled; profiled: "
+              "Profiler::launch with CUPTI recording.\n")
+        print("| N | width | raw / flowdsl | ratio | raw / flowdsl after a Profiler | ratio | profiled | profiled / flowdsl |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        for n, w in profiled:
+            raw_h, flow_h = get("hit launch host", "raw", n, w), get("hit launch host", "flowdsl", n, w)
+            raw_g = get("hit launch host", "raw, profiler gone", n, w)
+            flow_g = get("hit launch host", "flowdsl, profiler gone", n, w)
+            prof = get("hit launch host", "profiled", n, w)
+            print(f"| {n} | {w} | {raw_h:.2f} / {flow_h:.2f} | {flow_h / raw_h:.3f} | {raw_g:.2f} / {flow_g:.2f} "
+                  f"| {flow_g / raw_g:.3f} | {prof:.2f} | {prof / flow_h:.2f} |")
+
 
 if __name__ == "__main__":
     main(sys.argv[1])

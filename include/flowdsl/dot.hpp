@@ -7,6 +7,7 @@
 
 #include "flowdsl/graph.hpp"
 #include "flowdsl/launch_report.hpp"
+#include "flowdsl/node_timings.hpp"
 #include "flowdsl/registry.hpp"
 
 namespace flowdsl {
@@ -30,6 +31,11 @@ struct DotOptions {
   /// The report of the graph's last Runtime::launch: shown in the graph's title
   /// (hit, update of N nodes, instantiation, re-instantiation).
   std::optional<LaunchReport> last_launch;
+  /// Measured times by NodeId (Profiler::timings, node_timings), drawn as a heat map: each
+  /// measured node filled from white to red by its share of the GPU time (the node with the
+  /// largest share red) and labelled with its median time and share, nodes not measured white,
+  /// the critical path drawn bold and blue. Null: no heat map. Must cover every node.
+  const NodeTimings* timings = nullptr;
 };
 
 /// \brief The graph as a DOT digraph: one DOT node per graph node, labelled with its name,

@@ -1,7 +1,7 @@
 #pragma once
 /// \file flowdsl.hpp
 /// \brief Umbrella header: builder, description, node kinds, plan, eager launch, runtime, CUDA
-/// handle owners, errors, JSON graph files, kernel files and DOT dumps.
+/// handle owners, errors, JSON graph files, kernel files, DOT dumps and the profiler.
 
 #include "flowdsl/cuda_handles.hpp"
 #include "flowdsl/description.hpp"
@@ -16,7 +16,9 @@
 #include "flowdsl/kinds.hpp"
 #include "flowdsl/launch_report.hpp"
 #include "flowdsl/log.hpp"
+#include "flowdsl/node_timings.hpp"
 #include "flowdsl/plan.hpp"
+#include "flowdsl/profiler.hpp"
 #include "flowdsl/registry.hpp"
 #include "flowdsl/runtime.hpp"
 #include "flowdsl/scalar_type.hpp"

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,6 +51,11 @@ class Executable {
   /// Asked only after a mark_end(). The CUDA backend queries its event (cudaEventQuery).
   /// \throws CudaError when the query fails (not when the launch still runs)
   virtual bool ended() const = 0;
+  /// \brief The native nodes of the executable, by plan position (bodies' nodes included): the
+  /// nodes of the native graph it was instantiated from. Tools that map CUDA's per-node records
+  /// back to the description read them (flowdsl::Profiler); the runtime itself never does.
+  /// \return null when the backend has no native nodes (the default, e.g. a test's fake).
+  virtual const std::vector<cudaGraphNode_t>* native_nodes() const noexcept { return nullptr; }
 };
 
 /// \brief Makes executables from lowered descriptions.
@@ -239,6 +245,16 @@ class Runtime {
   LaunchExplanation explain(const Graph& graph, cudaStream_t stream = nullptr) const;
   /// \brief Whether launches run in debug mode (RuntimeOptions::debug or FLOWDSL_DEBUG=1).
   bool debug() const noexcept;
+
+  /// \brief Calls `visit` with the cached executable that launch(graph) would use now, under
+  /// the runtime's lock, so that the executable cannot be evicted while `visit` runs; calls
+  /// nothing when none is cached (or in debug mode). Changes nothing: no executable counts as
+  /// used, no statistics change. For tools that inspect what a launch ran (flowdsl::Profiler
+  /// reads Executable::native_nodes); launch() never pays for it. `visit` must not call back
+  /// into this runtime.
+  /// \return whether an executable was found and visited.
+  /// \throws ValidationError when the graph is invalid; whatever `visit` throws.
+  bool inspect_executable(const Graph& graph, const std::function<void(const Executable&)>& visit) const;
 
   RuntimeStatistics statistics() const;
   /// \brief Executables cached now, of every topology.

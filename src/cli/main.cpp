@@ -1,8 +1,9 @@
-// The `flowdsl` command-line tool: validate, dot, run, bench, info and schema for JSON graph files.
+// The `flowdsl` command-line tool: validate, dot, run, bench, profile, info and schema for JSON
+// graph files.
 //
 // Exit codes: 0 ok, 1 invalid input (file, arguments, a node at fault in a --debug run),
 // 2 environment (no CUDA device, driver too old, out of device memory, buffers larger than the
-// device's free memory), 3 internal error.
+// device's free memory, CUPTI missing or held by another tool), 3 internal error.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -194,6 +195,47 @@ int run(const std::string& file, const RunOptions& run_options) {
   return exit_ok;
 }
 
+struct ProfileOptions {
+  int iterations = 20;
+  std::string trace;  // Chrome trace-event JSON, if asked for
+  std::string dot;    // the heat map, if asked for
+};
+
+void write_text(const std::string& path, const std::string& text, const char* what) {
+  std::ofstream stream(path, std::ios::binary);
+  if (!(stream << text) || !stream.flush()) throw InputError("cannot write the " + std::string(what) + " to '" + path + "'");
+  std::printf("wrote %s %s\n", what, path.c_str());
+}
+
+// Launches the graph N times under the profiler; prints the table, writes the trace and the
+// heat map when asked.
+int profile(const std::string& file, const ProfileOptions& options) {
+  flowdsl::cli::require_device();
+  const flowdsl::cli::LoadedFile loaded(file, host_functions());
+  flowdsl::RuntimeOptions runtime_options;
+  runtime_options.registry = &loaded.registry();
+  flowdsl::Runtime runtime(runtime_options);
+  if (runtime.debug()) throw InputError("FLOWDSL_DEBUG is set: debug mode runs node by node, there is no graph launch to profile");
+  flowdsl::ProfilerOptions profiler_options;
+  profiler_options.registry = &loaded.registry();
+  flowdsl::Profiler profiler(runtime, profiler_options);
+  std::printf("profiling with CUPTI from %s\n", profiler.cupti_library().c_str());
+  profiler.name(loaded.graph(), loaded.spec().name);
+  const flowdsl::StreamHandle stream = flowdsl::make_stream();
+  for (int i = 0; i < options.iterations; ++i) profiler.launch(loaded.graph(), stream);
+  const flowdsl::Profile& collected = profiler.collect();
+  std::printf("\n%s", flowdsl::profile_table(collected).c_str());
+  if (!options.trace.empty()) write_text(options.trace, flowdsl::trace_json(collected), "trace");
+  if (!options.dot.empty()) {
+    const flowdsl::NodeTimings timings = profiler.timings(loaded.graph());
+    flowdsl::DotOptions dot_options;
+    dot_options.registry = &loaded.registry();
+    dot_options.timings = &timings;
+    write_text(options.dot, flowdsl::to_dot(loaded.graph(), dot_options), "heat map");
+  }
+  return exit_ok;
+}
+
 std::string signature(const flowdsl::KernelInfo& kernel) {
   std::string params;
   for (const flowdsl::KernelParam& p : kernel.params) {
@@ -250,8 +292,8 @@ void set_log_level(const std::string& level) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"flowdsl: check, draw, run and benchmark JSON graph descriptions as CUDA graphs.\n"
-               "Exit codes: 0 ok, 1 invalid input, 2 environment (no device, old driver), 3 internal error."};
+  CLI::App app{"flowdsl: check, draw, run, benchmark and profile JSON graph descriptions as CUDA graphs.\n"
+               "Exit codes: 0 ok, 1 invalid input, 2 environment (no device, old driver, no CUPTI), 3 internal error."};
   app.require_subcommand(1);
   std::string log_level = "warn";
   app.add_option("--log-level", log_level, "flowdsl's log level: trace, debug, info, warn, error, off")
@@ -290,6 +332,16 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000000));
   bench_cmd->add_option("--json", bench_options.json_out,
                         "write every figure, with the GPU and the driver and runtime versions, to this JSON file");
+  CLI::App* profile_cmd =
+      app.add_subcommand("profile", "Run the graph N times under CUPTI: per-node GPU times, a trace and a heat map");
+  ProfileOptions profile_options;
+  profile_cmd->add_option("FILE", file, "graph file (.json)")->required();
+  profile_cmd->add_option("-n,--iterations", profile_options.iterations, "number of launches (default 20)")
+      ->check(CLI::Range(1, 100000));
+  profile_cmd->add_option("--trace", profile_options.trace,
+                          "write a Chrome trace-event JSON file (Perfetto, chrome://tracing)");
+  profile_cmd->add_option("--dot", profile_options.dot,
+                          "write the graph as a Graphviz heat map of GPU time, critical path in red");
   CLI::App* info_cmd = app.add_subcommand("info", "Devices, CUDA versions, registered kernels");
   bool markdown = false;
   info_cmd->add_flag("--markdown", markdown, "only the registered kernels, as the Markdown table of docs/kernels.md");
@@ -311,10 +363,14 @@ int main(int argc, char** argv) {
       flowdsl::cli::bench(file, host_functions(), bench_options);
       return exit_ok;
     }
+    if (profile_cmd->parsed()) return profile(file, profile_options);
     if (info_cmd->parsed()) return info(markdown);
     if (schema_cmd->parsed()) return schema();
   } catch (const EnvironmentError& e) {
     std::fprintf(stderr, "flowdsl: %s\n", e.what());
+    return exit_environment;
+  } catch (const flowdsl::ProfilerError& e) {  // CUPTI cannot be loaded or used here
+    std::fprintf(stderr, "%s\n", e.what());
     return exit_environment;
   } catch (const flowdsl::JsonError& e) {
     std::fprintf(stderr, "%s\n", e.what());

@@ -2,6 +2,8 @@
 // looked at too. Each kind labels and colours its own nodes (src/kinds/<kind>/io.cpp).
 #include "flowdsl/dot.hpp"
 
+#include <algorithm>
+#include <cstdio>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -15,9 +17,50 @@ namespace {
 
 using io::escape_into;
 
+// The heat map (DotOptions::timings): what a node's timing adds to its label and attributes. The
+// critical path is blue, to stand out on fills of any red.
+constexpr const char* critical_style = "color=blue, penwidth=3";
+
+struct Heat {
+  std::string line;        ///< "median 12.3 µs (45%)", or "not measured"
+  std::string fill;        ///< an HSV colour from white (no share) to red (the largest share)
+  std::string attributes;  ///< the critical path's border, if the node is on it
+};
+
+// The largest share of a node that does GPU work itself (nodes holding bodies add their bodies' up).
+double largest_share(const Description& d, const NodeTimings& timings) {
+  double largest = 0;
+  for (NodeId id = 0; id < d.nodes.size() && id < timings.nodes.size(); ++id) {
+    if (body_count(d.nodes[id].op) == 0) largest = std::max(largest, timings.nodes[id].share);
+  }
+  return largest;
+}
+
+Heat heat_of(const NodeTiming& t, double largest_share) {
+  const std::string attributes = t.critical ? std::string(", ") + critical_style : std::string();
+  if (!t.measured) return {"not measured", "white", attributes};
+  char line[64];
+  std::snprintf(line, sizeof line, "median %.1f \u00b5s (%.0f%%)", t.median_us, 100.0 * t.share);
+  const double saturation = largest_share > 0 ? std::min(1.0, t.share / largest_share) : 0.0;
+  char fill[32];
+  std::snprintf(fill, sizeof fill, "\"0.000 %.3f 1.000\"", saturation);
+  return {line, fill, attributes};
+}
+
+std::string heat_edge(const NodeTimings* timings, NodeId from, NodeId to) {
+  if (timings == nullptr || from == no_node || to >= timings->nodes.size()) return {};
+  const bool on_path = timings->nodes[to].critical && timings->nodes[to].critical_after == from;
+  return on_path ? std::string(" [") + critical_style + "]" : std::string();
+}
+
 class DotWriter {
  public:
   DotWriter(const Description& d, const DotOptions& options) : d_(d), options_(options), addresses_(d) {
+    if (options.timings != nullptr && options.timings->nodes.size() != d.nodes.size()) {
+      throw UsageError("flowdsl: to_dot: the timings cover " + std::to_string(options.timings->nodes.size()) +
+                       " nodes, the graph has " + std::to_string(d.nodes.size()));
+    }
+    if (options.timings != nullptr) largest_share_ = largest_share(d, *options.timings);
     for (NodeId id = 0; id < d.nodes.size(); ++id) {
       const Node& n = d.nodes[id];
       members_[{n.parent, n.body}].push_back(id);
@@ -27,13 +70,17 @@ class DotWriter {
 
   std::string run() {
     out_ = "digraph flowdsl {\n  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\"];\n";
+    std::string title;
     if (options_.last_launch) {
-      std::string title = std::string("last launch: ") + to_string(options_.last_launch->kind);
+      title = std::string("last launch: ") + to_string(options_.last_launch->kind);
       if (options_.last_launch->kind == LaunchKind::updated) {
         title += " (" + std::to_string(options_.last_launch->nodes_updated) + " nodes)";
       }
-      out_ += "  labelloc=t;\n  label=" + io::quoted(title) + ";\n";
     }
+    if (options_.timings != nullptr) {
+      title += std::string(title.empty() ? "" : "\n") + "GPU time per launch: red = largest share; bold blue = critical path";
+    }
+    if (!title.empty()) out_ += "  labelloc=t;\n  label=" + io::quoted(title) + ";\n";
     body(no_node, 0, "  ");
     edges();
     if (options_.data_flow) out_ += io::data_flow_dot(d_, addresses_);
@@ -71,8 +118,15 @@ class DotWriter {
       if (i) text += "\\n";
       escape_into(text, lines[i]);
     }
-    out_ += indent + "n" + std::to_string(id) + " [label=" + text + "\", fillcolor=" + colour +
-            (shape ? std::string(", shape=") + shape : std::string()) + "];\n";
+    std::string fill = colour, attributes;
+    if (options_.timings != nullptr) {
+      Heat heat = heat_of(options_.timings->nodes[id], largest_share_);
+      text += "\\n" + heat.line;  // made here, nothing to escape
+      fill = std::move(heat.fill);
+      attributes = std::move(heat.attributes);
+    }
+    out_ += indent + "n" + std::to_string(id) + " [label=" + text + "\", fillcolor=" + fill +
+            (shape ? std::string(", shape=") + shape : std::string()) + attributes + "];\n";
   }
 
   // Body `b` of node `id` as a cluster, tied to the node by dotted lines to the body's nodes,
@@ -99,13 +153,15 @@ class DotWriter {
 
   void edges() {
     std::unordered_map<std::string, std::string> missing;  // undeclared name -> DOT id
-    const auto endpoint = [&](const NodeRef& ref, NodeId beside) -> std::string {
-      if (ref.id != no_node) return "n" + std::to_string(ref.id);
+    const auto resolve = [&](const NodeRef& ref, NodeId beside) -> NodeId {
+      if (ref.id != no_node) return ref.id;
       const NodeId parent = beside == no_node ? no_node : d_.nodes[beside].parent;
       const std::uint32_t index = beside == no_node ? 0 : d_.nodes[beside].body;
-      if (const auto it = names_.find(std::make_tuple(parent, index, std::string_view(ref.name))); it != names_.end()) {
-        return "n" + std::to_string(it->second);
-      }
+      const auto it = names_.find(std::make_tuple(parent, index, std::string_view(ref.name)));
+      return it != names_.end() ? it->second : no_node;
+    };
+    const auto endpoint = [&](const NodeRef& ref, NodeId beside) -> std::string {
+      if (const NodeId id = resolve(ref, beside); id != no_node) return "n" + std::to_string(id);
       auto [it, added] = missing.emplace(ref.name, "missing" + std::to_string(missing.size()));
       if (added) {
         out_ += "  " + it->second + " [label=" + io::quoted(ref.name + "\n(undeclared)") +
@@ -117,7 +173,8 @@ class DotWriter {
       const std::string from = endpoint(e.from, e.to.id);
       const std::string to = endpoint(e.to, e.from.id);
       out_ += "  " + from + " -> " + to +
-              (e.kind == EdgeKind::programmatic ? " [style=dashed, label=\"programmatic\", fontsize=9]" : "") + ";\n";
+              (e.kind == EdgeKind::programmatic ? " [style=dashed, label=\"programmatic\", fontsize=9]" : "") +
+              heat_edge(options_.timings, resolve(e.from, e.to.id), resolve(e.to, e.from.id)) + ";\n";
     }
   }
 
@@ -128,6 +185,7 @@ class DotWriter {
   std::map<std::tuple<NodeId, std::uint32_t, std::string_view>, NodeId> names_;  ///< first node of each name, per body
   std::string out_;
   std::string extras_;  ///< what nodes add (io::dot_extra), after the declared edges
+  double largest_share_ = 0;  ///< heat map: the share drawn reddest
 };
 
 }  // namespace

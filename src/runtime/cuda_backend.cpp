@@ -34,6 +34,8 @@ class CudaExecutable final : public Executable {
            cudaGetErrorString(status.code) + ")";
   }
 
+  const std::vector<cudaGraphNode_t>* native_nodes() const noexcept override { return &nodes_; }
+
   void launch(cudaStream_t stream) override {
     check(cudaGraphLaunch(exec_.get(), stream), "cudaGraphLaunch");
     if (unfreed_.empty()) return;

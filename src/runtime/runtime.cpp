@@ -379,6 +379,15 @@ LaunchExplanation Runtime::explain(const Graph& graph, cudaStream_t stream) cons
 
 bool Runtime::debug() const noexcept { return impl_->debug; }
 
+bool Runtime::inspect_executable(const Graph& graph, const std::function<void(const Executable&)>& visit) const {
+  std::lock_guard lock(impl_->mutex);
+  if (impl_->debug) return false;
+  const Entry* entry = impl_->cached(graph.plan(), graph);
+  if (entry == nullptr) return false;
+  visit(*entry->executable);
+  return true;
+}
+
 RuntimeStatistics Runtime::statistics() const {
   std::lock_guard lock(impl_->mutex);
   return impl_->stats;

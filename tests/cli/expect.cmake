@@ -4,6 +4,7 @@
 #   [-DTHEN_DOT=<file>]: afterwards, `dot -Tsvg <file>` must succeed
 #   [-DTHEN_JSON=<file> -DJSON_MEMBERS=a/b,c]: afterwards, <file> must be JSON holding each
 #   member (a path of object keys separated by /; members separated by commas)
+#   [-DTHEN_TRACE=<file>]: afterwards, <file> must be JSON with a non-empty traceEvents array
 execute_process(COMMAND ${COMMAND} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message("${out}${err}")
 if(NO_DEVICE_OK AND status EQUAL 2 AND "${err}" MATCHES "no CUDA device is available")
@@ -39,4 +40,10 @@ if(DEFINED THEN_JSON)
       message(FATAL_ERROR "${THEN_JSON}: no member ${member}: ${json_error}")
     endif()
   endforeach()
+if(DEFINED THEN_TRACE)
+  file(READ ${THEN_TRACE} trace)
+  string(JSON events ERROR_VARIABLE json_error LENGTH "${trace}" traceEvents)
+  if(json_error OR events EQUAL 0)
+    message(FATAL_ERROR "${THEN_TRACE} is not a trace with events: ${json_error}")
+  endif()
 endif()

@@ -188,3 +188,37 @@ TEST_CASE("The data-flow view draws buffers, with an edge for each read and each
 
   CHECK_THAT(flowdsl::to_dot(g), !contains("parallelogram"));
 }
+
+TEST_CASE("Timings turn the dump into a heat map with the critical path drawn", "[dot][timings]") {
+  flowdsl::Graph g;
+  float buf[8];
+  auto a = g.kernel("a", scale_f32, "scale_f32").grid(1).block(32).args(4, 1.0f, buf, buf);
+  auto b = g.kernel("b", scale_f32, "scale_f32").grid(1).block(32).args(4, 1.0f, buf, buf).after(a);
+  auto c = g.kernel("c", scale_f32, "scale_f32").grid(1).block(32).args(4, 1.0f, buf, buf).after(a);
+  c.before("join");  // an edge to a name declared later: on the path all the same
+  g.empty("join").after(b);
+
+  flowdsl::NodeTimings timings;
+  timings.nodes.resize(g.size());
+  timings.nodes[a.id()] = {true, 5.0, 6.0, 0.125, true, flowdsl::no_node};
+  timings.nodes[b.id()] = {true, 10.0, 11.0, 0.25, false, flowdsl::no_node};
+  timings.nodes[c.id()] = {true, 25.0, 30.0, 0.625, true, a.id()};
+  timings.nodes[g.node("join").id()] = {false, 0, 0, 0, true, c.id()};
+  flowdsl::DotOptions options;
+  options.timings = &timings;
+  options.last_launch = flowdsl::LaunchReport{flowdsl::LaunchKind::hit, 0};
+  const std::string dot = flowdsl::to_dot(g, options);
+  CHECK_THAT(dot, contains("label=\"last launch: hit\\nGPU time per launch: red = largest share; bold blue = critical path\""));
+  CHECK_THAT(dot, contains("median 25.0 \xc2\xb5s (62%)\", fillcolor=\"0.000 1.000 1.000\", color=blue, penwidth=3];"));
+  CHECK_THAT(dot, contains("median 10.0 \xc2\xb5s (25%)\", fillcolor=\"0.000 0.400 1.000\"];"));
+  CHECK_THAT(dot, contains("median 5.0 \xc2\xb5s (12%)\", fillcolor=\"0.000 0.200 1.000\", color=blue, penwidth=3];"));
+  CHECK_THAT(dot, contains("join\\nempty\\nnot measured\", fillcolor=white, color=blue, penwidth=3];"));
+  CHECK_THAT(dot, contains("n0 -> n2 [color=blue, penwidth=3];"));
+  CHECK_THAT(dot, contains("n0 -> n1;"));
+  CHECK_THAT(dot, contains("n2 -> n3 [color=blue, penwidth=3];"));
+  CHECK_THAT(dot, contains("n1 -> n3;"));
+  require_dot_accepts(dot, "dot_heat_map.dot");
+
+  timings.nodes.pop_back();
+  CHECK_THROWS_AS(flowdsl::to_dot(g, options), flowdsl::UsageError);
+}

@@ -408,3 +408,25 @@ TEST_CASE("Graphs declaring equal topologies in other orders update the right na
   CHECK(r.updated[0] == std::make_pair(std::string("ay"), std::uint32_t{0}));   // the producer's native node
   CHECK(r.updated[1] == std::make_pair(std::string("bee"), std::uint32_t{1}));  // the consumer's
 }
+
+TEST_CASE("inspect_executable visits the executable a launch would use and changes nothing", "[runtime]") {
+  Record r;
+  flowdsl::Runtime runtime = make_runtime(r);
+  const flowdsl::Graph g = chain(3);
+  int visits = 0;
+  CHECK_FALSE(runtime.inspect_executable(g, [&](const flowdsl::Executable&) { ++visits; }));  // nothing cached
+  runtime.launch(g);
+  const flowdsl::RuntimeStatistics before = runtime.statistics();
+  const bool found = runtime.inspect_executable(g, [&](const flowdsl::Executable& e) {
+    ++visits;
+    CHECK(e.native_nodes() == nullptr);  // a backend without native nodes
+  });
+  CHECK(found);
+  CHECK(visits == 1);
+  const flowdsl::RuntimeStatistics after = runtime.statistics();
+  CHECK(after.launches == before.launches);
+  CHECK(after.hits == before.hits);
+  CHECK(after.misses == before.misses);
+  CHECK(r.instantiations == 1);
+  CHECK(r.launches == 1);
+}

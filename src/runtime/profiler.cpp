@@ -1,0 +1,210 @@
+// The Profiler: launches through a Runtime, timed on the host and between events on the
+// stream, with the native nodes of each executable named to CUPTI's ids so that its records
+// map back to nodes once collected.
+#include "flowdsl/profiler.hpp"
+
+#include <fstream>
+#include <mutex>
+#include <unordered_map>
+
+#include "cupti_session.hpp"
+#include "log_internal.hpp"
+#include "profile_graph.hpp"
+#include "profile_records.hpp"
+
+namespace flowdsl {
+
+ProfilerError::ProfilerError(std::string message, std::string call, int result)
+    : Error(std::move(message)), call_(std::move(call)), result_(result) {}
+
+namespace {
+
+// The events around one launch, read once the device is idle.
+struct LaunchEvents {
+  std::size_t launch = 0;
+  EventHandle start;
+  EventHandle stop;
+};
+
+}  // namespace
+
+struct Profiler::Impl {
+  Impl(Runtime& r, const ProfilerOptions& options)
+      : runtime(r), registry(options.registry != nullptr ? options.registry : &KernelRegistry::global()) {}
+
+  std::uint32_t graph_index(const Graph& graph, const Plan& plan);
+  std::vector<std::pair<std::uint32_t, NamedValues>> changed_arguments(const Graph& graph, std::uint32_t index);
+  std::uint64_t name_executable(const Graph& graph);
+  LaunchEvents take_events();
+  const Profile& collect();
+
+  Runtime& runtime;
+  const KernelRegistry* registry;
+  profiling::CuptiSession session;
+  profiling::Attribution attribution;
+  Profile profile;
+  std::vector<std::uint64_t> versions;  ///< per graph: the parameter version its arguments were taken at
+  std::unordered_map<std::uint64_t, std::string> names;  ///< by Graph::uid
+  std::vector<LaunchEvents> unread;                      ///< events of launches not collected yet
+  std::vector<LaunchEvents> spare;                       ///< events read, for later launches
+  std::vector<NodeId> changed;                           ///< scratch
+  std::mutex mutex;
+};
+
+std::uint32_t Profiler::Impl::graph_index(const Graph& graph, const Plan& plan) {
+  for (std::size_t g = profile.graphs.size(); g-- > 0;) {
+    if (profile.graphs[g].uid == graph.uid() && profile.graphs[g].topology_hash == plan.topology_hash) {
+      return static_cast<std::uint32_t>(g);
+    }
+  }
+  ProfiledGraph added;
+  const auto named = names.find(graph.uid());
+  added.name = named != names.end() ? named->second : "graph " + std::to_string(profile.graphs.size() + 1);
+  added.uid = graph.uid();
+  added.topology_hash = plan.topology_hash;
+  added.nodes = profiling::profiled_nodes(graph.description(), plan, *registry);
+  profile.graphs.push_back(std::move(added));
+  versions.push_back(graph.parameter_version());
+  return static_cast<std::uint32_t>(profile.graphs.size() - 1);
+}
+
+// Kernels whose arguments changed since the graph's last launch, with their arguments now.
+std::vector<std::pair<std::uint32_t, NamedValues>> Profiler::Impl::changed_arguments(const Graph& graph,
+                                                                                     std::uint32_t index) {
+  std::vector<std::pair<std::uint32_t, NamedValues>> out;
+  if (graph.parameter_version() == versions[index]) return out;
+  changed.clear();
+  graph.changes_since(versions[index], changed);
+  versions[index] = graph.parameter_version();
+  const Plan& plan = graph.plan();
+  for (NodeId id : changed) {
+    NamedValues arguments = profiling::kernel_arguments(graph.description(), id, *registry);
+    if (!arguments.empty()) out.emplace_back(plan.position[id], std::move(arguments));
+  }
+  return out;
+}
+
+// Tells the attribution CUPTI's ids of the native nodes of the executable `graph` just ran, once
+// per executable; returns the executable's tag (the id of its first native node).
+std::uint64_t Profiler::Impl::name_executable(const Graph& graph) {
+  std::uint64_t tag = 0;
+  const bool found = runtime.inspect_executable(graph, [&](const Executable& executable) {
+    const std::vector<cudaGraphNode_t>* nodes = executable.native_nodes();
+    if (nodes == nullptr || nodes->empty()) {
+      throw UsageError(
+          "flowdsl: the runtime's executables have no native nodes to profile (only the CUDA backend's have)");
+    }
+    tag = session.node_id(nodes->front());
+    if (attribution.ids().knows(tag)) return;
+    for (std::uint32_t position = 0; position < nodes->size(); ++position) {
+      attribution.ids().add(session.node_id((*nodes)[position]), tag, position);
+    }
+  });
+  if (!found) {
+    detail::log().warn("profiler: the executable of a launch was not cached after it; its spans stay unmapped");
+  }
+  return tag;
+}
+
+LaunchEvents Profiler::Impl::take_events() {
+  if (spare.empty()) return LaunchEvents{0, make_event(), make_event()};
+  LaunchEvents events = std::move(spare.back());
+  spare.pop_back();
+  return events;
+}
+
+const Profile& Profiler::Impl::collect() {
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (collecting a profile)");
+  attribution.add(session.take(), profile);
+  for (LaunchEvents& events : unread) {
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, events.start.get(), events.stop.get()), "cudaEventElapsedTime");
+    profile.launches[events.launch].events_us = 1000.0 * static_cast<double>(ms);
+    spare.push_back(std::move(events));
+  }
+  unread.clear();
+  return profile;
+}
+
+Profiler::Profiler(Runtime& runtime, ProfilerOptions options) {
+  if (runtime.debug()) {
+    throw UsageError("flowdsl: a Runtime in debug mode runs graphs node by node: there is no graph launch to profile");
+  }
+  impl_ = std::make_unique<Impl>(runtime, options);
+  // CUPTI names an executable's nodes when it is instantiated: executables made before the
+  // session began could not be mapped.
+  runtime.clear();
+}
+
+Profiler::~Profiler() = default;
+
+LaunchReport Profiler::launch(const Graph& graph, cudaStream_t stream) {
+  Impl& m = *impl_;
+  std::lock_guard lock(m.mutex);
+  const Plan& plan = graph.plan();  // a ValidationError leaves nothing recorded, as Runtime::launch does
+  const std::uint32_t index = m.graph_index(graph, plan);
+  LaunchEvents events = m.take_events();
+  check(cudaEventRecord(events.start.get(), stream), "cudaEventRecord (before a profiled launch)");
+  LaunchProfile record;
+  record.graph = index;
+  record.host_start_ns = m.session.timestamp();
+  try {
+    record.report = m.runtime.launch(graph, stream);
+  } catch (...) {
+    m.spare.push_back(std::move(events));
+    throw;
+  }
+  record.host_end_ns = m.session.timestamp();
+  check(cudaEventRecord(events.stop.get(), stream), "cudaEventRecord (after a profiled launch)");
+  record.arguments = m.changed_arguments(graph, index);
+  const std::uint64_t executable = m.name_executable(graph);
+  events.launch = m.profile.launches.size();
+  m.profile.launches.push_back(std::move(record));
+  m.attribution.expect(events.launch, executable);
+  m.unread.push_back(std::move(events));
+  return m.profile.launches.back().report;
+}
+
+void Profiler::name(const Graph& graph, std::string name) {
+  std::lock_guard lock(impl_->mutex);
+  for (ProfiledGraph& g : impl_->profile.graphs) {
+    if (g.uid == graph.uid()) g.name = name;
+  }
+  impl_->names[graph.uid()] = std::move(name);
+}
+
+const Profile& Profiler::collect() {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->collect();
+}
+
+std::string Profiler::report() {
+  std::lock_guard lock(impl_->mutex);
+  return profile_table(impl_->collect());
+}
+
+void Profiler::write_trace(const std::string& path) {
+  std::lock_guard lock(impl_->mutex);
+  const std::string text = trace_json(impl_->collect());
+  std::ofstream file(path, std::ios::binary);
+  if (!(file << text) || !file.flush()) throw Error("flowdsl: cannot write the trace to '" + path + "'");
+}
+
+NodeTimings Profiler::timings(const Graph& graph) {
+  std::lock_guard lock(impl_->mutex);
+  const Profile& profile = impl_->collect();
+  const Plan& plan = graph.plan();
+  std::size_t found = profile.graphs.size();
+  for (std::size_t g = 0; g < profile.graphs.size(); ++g) {
+    if (profile.graphs[g].topology_hash != plan.topology_hash) continue;
+    if (found == profile.graphs.size() || profile.graphs[g].uid == graph.uid()) found = g;  // its own graph first
+  }
+  if (found == profile.graphs.size()) {
+    throw UsageError("flowdsl: no graph of this topology was launched through the profiler");
+  }
+  return node_timings(profile, found, plan);
+}
+
+std::string Profiler::cupti_library() const { return impl_->session.library(); }
+
+}  // namespace flowdsl

@@ -1,0 +1,23 @@
+# Checks that nothing links CUPTI: the profiler opens it with dlopen when a Profiler is made, so
+# that the library and a plain launch do not depend on it (cmake -P).
+#   -DNM=<nm> -DREADELF=<readelf> -DTOOL=<the flowdsl tool> -DLIBRARIES="a.a;b.a"
+foreach(library IN LISTS LIBRARIES)
+  execute_process(COMMAND ${NM} --undefined-only ${library} RESULT_VARIABLE status OUTPUT_VARIABLE symbols ERROR_QUIET)
+  if(NOT status EQUAL 0)
+    message(FATAL_ERROR "${NM} --undefined-only ${library} failed with ${status}")
+  endif()
+  if(symbols MATCHES " U (cupti[A-Za-z_0-9]*)")
+    message(FATAL_ERROR "${library} refers to the CUPTI function ${CMAKE_MATCH_1}: it would need libcupti to link")
+  endif()
+endforeach()
+execute_process(COMMAND ${READELF} --dynamic ${TOOL} RESULT_VARIABLE status OUTPUT_VARIABLE dynamic)
+if(NOT status EQUAL 0)
+  message(FATAL_ERROR "${READELF} --dynamic ${TOOL} failed with ${status}")
+endif()
+if(dynamic MATCHES "NEEDED[^\n]*(libcupti[^]\n]*)")
+  message(FATAL_ERROR "${TOOL} needs ${CMAKE_MATCH_1} to start")
+endif()
+if(NOT dynamic MATCHES "NEEDED")
+  message(FATAL_ERROR "${READELF} --dynamic ${TOOL} lists no NEEDED entry: the check reads nothing")
+endif()
+message("no CUPTI link: ${TOOL} and ${LIBRARIES}")
