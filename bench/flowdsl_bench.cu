@@ -690,6 +690,8 @@ bool run_streams(int launches, int reps) {
     ok = false;
   }
   return ok;
+}
+
 /// Hit-launch host time around profiling, after every other figure (so that those are taken
 /// before CUPTI was ever loaded): through Profiler::launch while a profiler records, and through
 /// Runtime::launch (paired with raw) once the profiler is gone, CUPTI still loaded but nothing

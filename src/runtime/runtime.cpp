@@ -382,9 +382,20 @@ bool Runtime::debug() const noexcept { return impl_->debug; }
 bool Runtime::inspect_executable(const Graph& graph, const std::function<void(const Executable&)>& visit) const {
   std::lock_guard lock(impl_->mutex);
   if (impl_->debug) return false;
-  const Entry* entry = impl_->cached(graph.plan(), graph);
-  if (entry == nullptr) return false;
-  visit(*entry->executable);
+  const detail::Pool* pool = impl_->cached(graph.plan(), graph);
+  if (pool == nullptr) return false;
+  // The executable this Graph's launches last used: of those synchronised with it, the one
+  // chosen last; else (another Graph launched since) the one chosen last.
+  const detail::Member* pick = nullptr;
+  for (const auto& member : pool->members) {
+    const bool own = member->graph_uid == graph.uid();
+    const bool pick_own = pick != nullptr && pick->graph_uid == graph.uid();
+    if (pick == nullptr || (own && !pick_own) || (own == pick_own && member->last_use > pick->last_use)) {
+      pick = member.get();
+    }
+  }
+  if (pick == nullptr) return false;
+  visit(*pick->executable);
   return true;
 }
 
