@@ -98,6 +98,7 @@ auto declare(Into g, std::string node, const A&... args) {
   const LaunchShape shape = D::template shape<T...>(args...);
   return g.builder().kernel(std::move(node), D::template kernel<T...>(), D::name)
       .launch(shape.grid, shape.block, shape.shared_bytes)
+      .waits_for_producers()  // programmatic_prologue(): see common.cuh
       .args(args...);
 }
 

@@ -82,6 +82,7 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag) {
   const auto waits_for_producers = [&](NodeId id) {
     const auto* op = std::get_if<KernelOp>(&d.nodes[id].op);
     if (op == nullptr) return false;
+    if (op->waits_for_producers) return true;
     const auto [it, added] = waits.try_emplace(op->function, false);
     if (added) {
       const KernelInfo* info = op->info != nullptr ? op->info : KernelRegistry::global().find_function(op->function);

@@ -32,6 +32,11 @@ struct KernelOp {
   LaunchShape launch;
   bool grid_set = false;           ///< grid() or launch() was called: there is no default grid
   bool block_set = false;          ///< block() or launch() was called: there is no default block
+  /// The kernel waits for its producers before reading what they wrote (griddepcontrol.wait),
+  /// so that Graph::programmatic_edges may make its edges programmatic; set by the built-in
+  /// launchers (flowdsl/kernels.hpp) and by waits_for_producers(). Registered kernels say so
+  /// in KernelInfo::waits_for_producers.
+  bool waits_for_producers = false;
   ArgumentPack args;
 
   /// Passes each pointer and Condition argument through `f` (symbols of a copied graph).
@@ -78,6 +83,13 @@ class KernelHandleBase : public NodeHandleBase<Derived> {
   /// \brief Dynamic shared memory per block in bytes. Structure.
   Derived& shared_memory(std::uint32_t bytes) {
     op().launch.shared_bytes = bytes;
+    return this->self();
+  }
+  /// \brief Declares that the kernel waits for its producers before reading what they wrote
+  /// (griddepcontrol.wait, cudaGridDependencySynchronize()), so that Graph::programmatic_edges
+  /// may make its edges to other such kernels programmatic. Not hashed by itself.
+  Derived& waits_for_producers(bool on = true) {
+    op().waits_for_producers = on;
     return this->self();
   }
   /// \brief Grid, block and dynamic shared memory at once. Structure.
