@@ -15,17 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "bench_cuda.hpp"
 #include "bench_util.hpp"
 #include "flowdsl/flowdsl.hpp"
 
-#define CHECK_CUDA(call)                                                                                   \
-  do {                                                                                                     \
-    const cudaError_t status_ = (call);                                                                    \
-    if (status_ != cudaSuccess) {                                                                          \
-      std::fprintf(stderr, "%s:%d %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(status_)); \
-      std::exit(1);                                                                                        \
-    }                                                                                                      \
-  } while (0)
 
 namespace {
 
@@ -97,15 +90,6 @@ std::pair<double, double> host_pair_us(int reps, cudaStream_t stream, A&& a, B&&
   }
   CHECK_CUDA(cudaStreamSynchronize(stream));
   return {bench::median(ta), bench::median(tb)};
-}
-
-flowdsl::NativeExecutable instantiate(cudaGraph_t graph, cudaStream_t stream) {
-  cudaGraphInstantiateParams params{};
-  params.flags = cudaGraphInstantiateFlagUpload;
-  params.uploadStream = stream;
-  cudaGraphExec_t exec = nullptr;
-  CHECK_CUDA(cudaGraphInstantiateWithParams(&exec, graph, &params));
-  return flowdsl::NativeExecutable(exec);
 }
 
 cudaGraphNode_t add_kernel(cudaGraph_t graph, const cudaGraphNode_t* dep, const void* function, void** args) {
@@ -186,7 +170,7 @@ struct WhileGraphs {
       void* args[] = {&c, &l, &condition};
       add_kernel(body, nullptr, reinterpret_cast<const void*>(step_and_decide), args);
     }
-    raw_exec = instantiate(raw_graph, stream);
+    raw_exec = bench::instantiate_uploaded(raw_graph, stream);
   }
   ~WhileGraphs() {
     raw_exec.reset();
@@ -270,7 +254,7 @@ struct NestedGraphs {
     cudaGraph_t then = add_conditional(raw_graph, n1, cudaGraphCondTypeIf, 1);
     void* a3[] = {&p[3], &one};
     add_kernel(then, nullptr, reinterpret_cast<const void*>(tiny), a3);
-    raw_exec = instantiate(raw_graph, stream);
+    raw_exec = bench::instantiate_uploaded(raw_graph, stream);
   }
   ~NestedGraphs() {
     raw_exec.reset();

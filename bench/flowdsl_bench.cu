@@ -19,17 +19,10 @@
 #include <thread>
 #include <vector>
 
+#include "bench_cuda.hpp"
 #include "bench_util.hpp"
 #include "flowdsl/flowdsl.hpp"
 
-#define CHECK_CUDA(call)                                                                                   \
-  do {                                                                                                     \
-    const cudaError_t status_ = (call);                                                                    \
-    if (status_ != cudaSuccess) {                                                                          \
-      std::fprintf(stderr, "%s:%d %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(status_)); \
-      std::exit(1);                                                                                        \
-    }                                                                                                      \
-  } while (0)
 
 namespace {
 

@@ -13,18 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "bench_cuda.hpp"
 #include "bench_util.hpp"
 #include "flowdsl/flowdsl.hpp"
 #include "flowdsl/kernels.hpp"
 
-#define CHECK_CUDA(call)                                                                                   \
-  do {                                                                                                     \
-    const cudaError_t status_ = (call);                                                                    \
-    if (status_ != cudaSuccess) {                                                                          \
-      std::fprintf(stderr, "%s:%d %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(status_)); \
-      std::exit(1);                                                                                        \
-    }                                                                                                      \
-  } while (0)
 
 namespace fk = flowdsl::kernels;
 
@@ -101,15 +94,6 @@ flowdsl::NativeGraph raw_chain(int links, bool programmatic, const Buffers& buf,
   return owned;
 }
 
-flowdsl::NativeExecutable instantiate(cudaGraph_t graph, cudaStream_t stream) {
-  cudaGraphInstantiateParams params{};
-  params.flags = cudaGraphInstantiateFlagUpload;
-  params.uploadStream = stream;
-  cudaGraphExec_t exec = nullptr;
-  CHECK_CUDA(cudaGraphInstantiateWithParams(&exec, graph, &params));
-  return flowdsl::NativeExecutable(exec);
-}
-
 std::vector<float> host_chain(std::vector<float> v, int links) {
   for (int i = 0; i < links; ++i) {
     for (float& e : v) e *= factor(i);
@@ -147,8 +131,8 @@ int main(int argc, char** argv) {
   const flowdsl::Graph flow_full = flowdsl_chain(links, false, buf), flow_early = flowdsl_chain(links, true, buf);
   const flowdsl::NativeGraph raw_full_graph = raw_chain(links, false, buf, flow_full);
   const flowdsl::NativeGraph raw_early_graph = raw_chain(links, true, buf, flow_full);
-  const flowdsl::NativeExecutable raw_full = instantiate(raw_full_graph.get(), stream.get());
-  const flowdsl::NativeExecutable raw_early = instantiate(raw_early_graph.get(), stream.get());
+  const flowdsl::NativeExecutable raw_full = bench::instantiate_uploaded(raw_full_graph.get(), stream.get());
+  const flowdsl::NativeExecutable raw_early = bench::instantiate_uploaded(raw_early_graph.get(), stream.get());
   flowdsl::Runtime runtime;
 
   const char* names[4] = {"raw, full edges", "raw, programmatic edges", "flowdsl, full edges", "flowdsl, programmatic edges"};

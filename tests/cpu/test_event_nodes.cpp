@@ -6,10 +6,13 @@
 #include <string>
 
 #include "catch.hpp"
+#include "graphviz.hpp"
 #include "flowdsl/flowdsl.hpp"
 #include "recording_backend.hpp"
 
 using flowdsl_test::contains;
+
+using flowdsl_test::require_dot_accepts;
 
 namespace {
 
@@ -38,18 +41,6 @@ struct Signals {
   flowdsl::EventWaitNode wait{nullptr, 0};
 };
 
-void require_dot_accepts(const std::string& text, const std::string& file) {
-  if (std::system("command -v dot >/dev/null 2>&1") != 0) {
-    FAIL("Graphviz 'dot' is not on PATH: install the graphviz package (.ci/install-deps does)");
-  }
-  { std::ofstream(file) << text; }
-  const std::string command = "dot -Tsvg '" + file + "' -o '" + file + ".svg' 2>'" + file + ".err'";
-  INFO("dot input:\n" << text);
-  REQUIRE(std::system(command.c_str()) == 0);
-  std::ifstream err(file + ".err");
-  const std::string warnings((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
-  CHECK(warnings.empty());
-}
 
 const std::string event_file = R"({"version": 1, "name": "t", "buffers": [],
   "nodes": [{"name": "go", "kind": "event_wait", "event": "ready"},

@@ -6,10 +6,13 @@
 #include <string>
 
 #include "catch.hpp"
+#include "graphviz.hpp"
 #include "flowdsl/flowdsl.hpp"
 #include "recording_backend.hpp"
 
 using flowdsl_test::contains;
+
+using flowdsl_test::require_dot_accepts;
 
 namespace {
 
@@ -55,19 +58,6 @@ struct Scratch {
   flowdsl::NodeHandle free_tmp{nullptr, 0};
 };
 
-// Renders `text` with Graphviz; fails the test with the reason when dot rejects it.
-void require_dot_accepts(const std::string& text, const std::string& file) {
-  if (std::system("command -v dot >/dev/null 2>&1") != 0) {
-    FAIL("Graphviz 'dot' is not on PATH: install the graphviz package (.ci/install-deps does)");
-  }
-  { std::ofstream(file) << text; }
-  const std::string command = "dot -Tsvg '" + file + "' -o '" + file + ".svg' 2>'" + file + ".err'";
-  INFO("dot input:\n" << text);
-  REQUIRE(std::system(command.c_str()) == 0);
-  std::ifstream err(file + ".err");
-  const std::string warnings((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
-  CHECK(warnings.empty());
-}
 
 flowdsl::JsonError json_error(const std::string& text) {
   try {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "catch.hpp"
+#include "graphviz.hpp"
 #include "flowdsl/flowdsl.hpp"
 #include "recording_backend.hpp"
 #include "runtime/cupti_session.hpp"
@@ -21,6 +22,8 @@ using flowdsl_test::contains;
 #if defined(FLOWDSL_CATCH2_V3)
 using Catch::Approx;
 #endif
+
+using flowdsl_test::require_dot_accepts;
 
 namespace {
 
@@ -109,19 +112,6 @@ flowdsl::Profile diamond_profile(const flowdsl::Graph& g) {
   return profile;
 }
 
-// Renders `text` with Graphviz; fails the test with the reason when dot rejects it.
-void require_dot_accepts(const std::string& text, const std::string& file) {
-  if (std::system("command -v dot >/dev/null 2>&1") != 0) {
-    FAIL("Graphviz 'dot' is not on PATH: install the graphviz package (.ci/install-deps does)");
-  }
-  { std::ofstream(file) << text; }
-  const std::string command = "dot -Tsvg '" + file + "' -o '" + file + ".svg' 2>'" + file + ".err'";
-  INFO("dot input:\n" << text);
-  REQUIRE(std::system(command.c_str()) == 0);
-  std::ifstream err(file + ".err");
-  const std::string warnings((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
-  CHECK(warnings.empty());
-}
 
 }  // namespace
 
