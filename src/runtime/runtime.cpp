@@ -161,8 +161,13 @@ void Runtime::Impl::explain_miss(const Plan& plan, const Graph& graph, const low
 std::shared_ptr<detail::Member> Runtime::Impl::instantiate(const Graph& graph, const Plan& plan, std::uint64_t key,
                                                            const detail::StreamKey& where, cudaStream_t stream) {
   const Description& d = graph.description();
-  // The plan may predate parameter changes (it is kept while only parameters change).
-  if (auto problems = validate_parameters(d); !problems.empty()) throw ValidationError(std::move(problems));
+  // The plan checked every parameter when it was made (Plan::checked_version), and may predate
+  // later changes (it is kept while only parameters change): only those are checked again.
+  checked.clear();
+  graph.changes_since(plan.checked_version, checked);
+  if (!checked.empty()) {
+    if (auto problems = validate_parameters(d, checked); !problems.empty()) throw ValidationError(std::move(problems));
+  }
   detail::Pool* pool = cache.find(key);
   lowering::StructureSummary structure;
   if (pool == nullptr) {
