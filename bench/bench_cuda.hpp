@@ -4,6 +4,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
 
 #include <cuda_runtime_api.h>
 
@@ -28,6 +31,44 @@ inline flowdsl::NativeExecutable instantiate_uploaded(cudaGraph_t graph, cudaStr
   cudaGraphExec_t exec = nullptr;
   CHECK_CUDA(cudaGraphInstantiateWithParams(&exec, graph, &params));
   return flowdsl::NativeExecutable(exec);
+}
+
+/// The options every GPU benchmark takes: `--quick` (a smoke run) and `--json FILE`.
+struct Options {
+  bool quick = false;
+  std::string json_path;
+};
+
+/// Reads the options; prints the usage and returns nothing for anything else.
+inline std::optional<Options> parse_options(int argc, char** argv) {
+  Options out;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      out.quick = true;
+    } else if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
+      out.json_path = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: %s [--quick] [--json FILE]\n", argv[0]);
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
+/// The JSON header of a report: the benchmark's name (none when empty), the GPU, the driver and
+/// runtime versions, as members ending in ",\n" (bench::write_json's `header_fields`).
+inline std::string device_header(const std::string& bench_name) {
+  cudaDeviceProp prop{};
+  int device = 0, driver = 0, runtime = 0;
+  CHECK_CUDA(cudaGetDevice(&device));
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, device));
+  CHECK_CUDA(cudaDriverGetVersion(&driver));
+  CHECK_CUDA(cudaRuntimeGetVersion(&runtime));
+  std::string out = bench_name.empty() ? std::string() : "  \"bench\": \"" + bench_name + "\",\n";
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "  \"gpu\": \"%s\",\n  \"driver_version\": %d,\n  \"runtime_version\": %d,\n", prop.name,
+                driver, runtime);
+  return out + buf;
 }
 
 }  // namespace bench

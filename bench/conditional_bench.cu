@@ -316,35 +316,13 @@ double find(const char* figure, const char* variant, int n, int width) {
   return 0.0;
 }
 
-std::string header_fields() {
-  cudaDeviceProp prop{};
-  int device = 0, driver = 0, runtime = 0;
-  CHECK_CUDA(cudaGetDevice(&device));
-  CHECK_CUDA(cudaGetDeviceProperties(&prop, device));
-  CHECK_CUDA(cudaDriverGetVersion(&driver));
-  CHECK_CUDA(cudaRuntimeGetVersion(&runtime));
-  char buf[512];
-  std::snprintf(buf, sizeof buf,
-                "  \"bench\": \"conditional\",\n  \"gpu\": \"%s\",\n  \"driver_version\": %d,\n  \"runtime_version\": %d,\n",
-                prop.name, driver, runtime);
-  return buf;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false;
-  std::string json_path;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0) {
-      quick = true;
-    } else if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
-      json_path = argv[++i];
-    } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--json FILE]\n", argv[0]);
-      return 2;
-    }
-  }
+  const std::optional<bench::Options> options = bench::parse_options(argc, argv);
+  if (!options) return 2;
+  const bool quick = options->quick;
+  const std::string& json_path = options->json_path;
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("no CUDA device: the conditional benchmark needs one\n");
@@ -353,7 +331,7 @@ int main(int argc, char** argv) {
   const int iterations = quick ? 100 : 1000;
   const int while_reps = quick ? 5 : 31;
   const int launch_reps = quick ? 50 : 2000;
-  const std::string header = header_fields();
+  const std::string header = bench::device_header("conditional");
   std::printf("%s", header.c_str());
 
   bool ok = true;

@@ -799,34 +799,13 @@ void print_rebuild_and_streams(int rebuild_n, int launches) {
   std::printf("  throughput flowdsl / raw per stream %.3f (goal >= 0.9)\n", pool > 0 ? per_stream / pool : 0.0);
 }
 
-std::string header_fields() {
-  cudaDeviceProp prop{};
-  int device = 0, driver = 0, runtime = 0;
-  CHECK_CUDA(cudaGetDevice(&device));
-  CHECK_CUDA(cudaGetDeviceProperties(&prop, device));
-  CHECK_CUDA(cudaDriverGetVersion(&driver));
-  CHECK_CUDA(cudaRuntimeGetVersion(&runtime));
-  char buf[512];
-  std::snprintf(buf, sizeof buf, "  \"gpu\": \"%s\",\n  \"driver_version\": %d,\n  \"runtime_version\": %d,\n",
-                prop.name, driver, runtime);
-  return buf;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false;
-  std::string json_path;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0)
-      quick = true;
-    else if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc)
-      json_path = argv[++i];
-    else {
-      std::fprintf(stderr, "usage: %s [--quick] [--json FILE]\n", argv[0]);
-      return 2;
-    }
-  }
+  const std::optional<bench::Options> options = bench::parse_options(argc, argv);
+  if (!options) return 2;
+  const bool quick = options->quick;
+  const std::string& json_path = options->json_path;
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("no CUDA device: the GPU benchmark needs one (flowdsl_bench_host runs without)\n");
@@ -837,7 +816,7 @@ int main(int argc, char** argv) {
   for (int n : quick ? std::vector<int>{10, 100} : std::vector<int>{10, 100, 1000, 10000}) {
     for (int w : {1, 8}) shapes.push_back(Shape{n, w});
   }
-  const std::string header = header_fields();
+  const std::string header = bench::device_header("");
   std::printf("%s", header.c_str());
   bool ok = true;
   for (const Shape& s : shapes) {

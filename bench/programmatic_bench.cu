@@ -104,18 +104,10 @@ std::vector<float> host_chain(std::vector<float> v, int links) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false;
-  std::string json_path;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0) {
-      quick = true;
-    } else if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
-      json_path = argv[++i];
-    } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--json FILE]\n", argv[0]);
-      return 2;
-    }
-  }
+  const std::optional<bench::Options> options = bench::parse_options(argc, argv);
+  if (!options) return 2;
+  const bool quick = options->quick;
+  const std::string& json_path = options->json_path;
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::fprintf(stderr, "no CUDA device\n");
@@ -199,10 +191,7 @@ int main(int argc, char** argv) {
   std::printf(ok ? "results verified: every variant computed the host's values, the same bytes\n"
                  : "RESULTS WRONG\n");
   if (!json_path.empty()) {
-    cudaDeviceProp prop{};
-    CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
-    bench::write_json(json_path, "  \"bench\": \"programmatic\",\n  \"gpu\": \"" + bench::json_escape(prop.name) + "\",\n",
-                      figures);
+    bench::write_json(json_path, bench::device_header("programmatic"), figures);
   }
   return ok ? 0 : 1;
 }

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "flowdsl/registry.hpp"
@@ -20,11 +21,11 @@ std::string dims(const Dim3& d) {
 }
 
 // `resolved` holds the arguments when some hold symbols (they are resolved into it).
-cudaKernelNodeParams native_params(const KernelOp& op, const Symbols& symbols, ArgumentPack& resolved,
+cudaKernelNodeParams native_params(const KernelOp& op, const Symbols& symbols, std::optional<ArgumentPack>& resolved,
                                    std::vector<void*>& pointers) {
   if (op.args.has_symbols()) {
-    resolved = symbols.resolve(op.args);
-    resolved.pointers(pointers);
+    resolved.emplace(symbols.resolve(op.args));
+    resolved->pointers(pointers);
   } else {
     op.args.pointers(pointers);
   }
@@ -235,7 +236,7 @@ std::uint64_t prepare_native(const KernelOp&, cudaGraph_t, const std::string&) {
 cudaGraphNode_t add_native(const KernelOp& op, NativeNode& node) {
   opt_in_shared_memory(op, node.path);
   thread_local std::vector<void*> pointers;
-  ArgumentPack resolved;
+  std::optional<ArgumentPack> resolved;  // made only when some argument holds a symbol
   const cudaKernelNodeParams params = native_params(op, node.symbols, resolved, pointers);
   cudaGraphNode_t native = nullptr;
   check(cudaGraphAddKernelNode(&native, node.graph, node.deps.data(), node.deps.size(), &params),
@@ -245,7 +246,7 @@ cudaGraphNode_t add_native(const KernelOp& op, NativeNode& node) {
 
 UpdateStatus update_native(const KernelOp& op, cudaGraphExec_t exec, cudaGraphNode_t native, const Symbols& symbols) {
   thread_local std::vector<void*> pointers;
-  ArgumentPack resolved;
+  std::optional<ArgumentPack> resolved;  // made only when some argument holds a symbol
   const cudaKernelNodeParams params = native_params(op, symbols, resolved, pointers);
   return {cudaGraphExecKernelNodeSetParams(exec, native, &params), "cudaGraphExecKernelNodeSetParams"};
 }
@@ -253,10 +254,10 @@ UpdateStatus update_native(const KernelOp& op, cudaGraphExec_t exec, cudaGraphNo
 void launch_eager(const KernelOp& op, EagerNode& node) {
   opt_in_shared_memory(op, node.path);
   thread_local std::vector<void*> pointers;
-  ArgumentPack resolved;
+  std::optional<ArgumentPack> resolved;  // made only when some argument holds a symbol
   if (op.args.has_symbols()) {
-    resolved = node.symbols.resolve(op.args);
-    resolved.pointers(pointers);
+    resolved.emplace(node.symbols.resolve(op.args));
+    resolved->pointers(pointers);
   } else {
     op.args.pointers(pointers);
   }
