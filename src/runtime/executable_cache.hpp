@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -69,11 +70,22 @@ struct Pool {
   std::vector<std::shared_ptr<Member>> members;
   std::size_t node_count = 0;            ///< of the topology (another count: a hash collision)
   std::uint64_t owner = 0;               ///< graph memory: the Graph the executables belong to; else 0
-  lowering::StructureSummary structure;  ///< to explain misses of other topologies
+  /// What was instantiated, kept to explain misses of other topologies: summarised only when a
+  /// miss is explained (a summary formats every node's structure as text, which a miss that
+  /// nobody asks about should not pay for).
+  std::shared_ptr<const Description> description;
+  std::shared_ptr<const Plan> plan;
   StreamKey last_stream;                 ///< of its last launch
   /// Launched on more than one stream: from then on the end of every launch is marked, so that a
   /// launch on another stream can tell whether an executable may still run.
   bool several_streams = false;
+  mutable std::optional<lowering::StructureSummary> summary;  ///< see structure()
+
+  /// The structure of its topology (summarised on first use).
+  const lowering::StructureSummary& structure() const {
+    if (!summary) summary = lowering::summarize_structure(*description, *plan);
+    return *summary;
+  }
 
   /// The executable for a launch of Graph `graph_uid` on `stream`, in this order of preference:
   /// the Graph's own (last synchronised with it) on this stream; the Graph's own whose launch

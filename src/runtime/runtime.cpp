@@ -148,7 +148,7 @@ void Runtime::Impl::explain_miss(const Plan& plan, const Graph& graph, const low
   out.own_executables = plan.graph_memory;
   cache.for_each([&](const detail::Pool& pool) {
     if (plan.graph_memory && pool.owner != graph.uid()) return;  // never shared: no candidate
-    lowering::StructureComparison c = lowering::compare_structure(pool.structure, wanted, explained_differences);
+    lowering::StructureComparison c = lowering::compare_structure(pool.structure(), wanted, explained_differences);
     const bool closer = out.differences.empty() || c.equal_nodes > out.closest_equal_nodes ||
                         (c.equal_nodes == out.closest_equal_nodes && c.difference_count < out.difference_count);
     if (!closer) return;
@@ -169,12 +169,10 @@ std::shared_ptr<detail::Member> Runtime::Impl::instantiate(const Graph& graph, c
     if (auto problems = validate_parameters(d, checked); !problems.empty()) throw ValidationError(std::move(problems));
   }
   detail::Pool* pool = cache.find(key);
-  lowering::StructureSummary structure;
   if (pool == nullptr) {
-    structure = lowering::summarize_structure(d, plan);
     if (detail::log().should_log(spdlog::level::debug)) {
       LaunchExplanation why;
-      explain_miss(plan, graph, structure, why);
+      explain_miss(plan, graph, lowering::summarize_structure(d, plan), why);
       FLOWDSL_DEBUG("instantiate topology {:016x}: {} nodes; {}", plan.topology_hash, plan.position.size(), why.text());
     }
   } else {
@@ -191,7 +189,8 @@ std::shared_ptr<detail::Member> Runtime::Impl::instantiate(const Graph& graph, c
     pool = &cache.pool(key);
     pool->node_count = plan.position.size();
     pool->owner = plan.graph_memory ? graph.uid() : 0;
-    pool->structure = std::move(structure);
+    pool->description = std::make_shared<const Description>(d);
+    pool->plan = std::make_shared<const Plan>(plan);
     pool->last_stream = where;
   } else {
     ++stats.busy_misses;
