@@ -1,4 +1,5 @@
-// Host-only benchmark: build, validate + plan + hash per node at 100k nodes. Needs no GPU.
+// Host-only benchmark: declare, validate + plan + hash per node at 100k nodes, with and without
+// Graph::reserve. Needs no GPU.
 // `--quick` runs a small size (used as a ctest smoke test; no timing is asserted).
 #include <cstdio>
 #include <cstring>
@@ -12,8 +13,9 @@ namespace {
 void tiny(float*, float) {}  // stands in for a kernel: the description stores only its address
 float slot[8];
 
-flowdsl::Graph make_graph(int n, int width) {
+flowdsl::Graph make_graph(int n, int width, bool reserve) {
   flowdsl::Graph g;
+  if (reserve) g.reserve(static_cast<std::size_t>(n), static_cast<std::size_t>(n));
   std::vector<flowdsl::KernelNode<float*, float>> nodes;
   nodes.reserve(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) {
@@ -30,20 +32,25 @@ int main(int argc, char** argv) {
   const int n = quick ? 2000 : 100000;
   const int reps = quick ? 3 : 7;
   std::printf("host-only figures, %d nodes, median of %d\n", n, reps);
-  std::printf("%-8s %14s %22s\n", "width", "build us/node", "validate+plan+hash us/node");
+  std::printf("%-8s %-9s %14s %27s %10s\n", "width", "reserved", "declare us/node", "validate+plan+hash us/node",
+              "total");
   for (int width : {1, 8}) {
-    std::vector<double> build, lower;
-    for (int r = 0; r < reps; ++r) {
-      const double t0 = bench::now_us();
-      flowdsl::Graph g = make_graph(n, width);
-      const double t1 = bench::now_us();
-      const std::uint64_t hash = g.topology_hash();
-      const double t2 = bench::now_us();
-      if (hash == 0) std::printf("(zero hash)\n");
-      build.push_back((t1 - t0) / n);
-      lower.push_back((t2 - t1) / n);
+    for (bool reserve : {false, true}) {
+      std::vector<double> build, lower, total;
+      for (int r = 0; r < reps; ++r) {
+        const double t0 = bench::now_us();
+        flowdsl::Graph g = make_graph(n, width, reserve);
+        const double t1 = bench::now_us();
+        const std::uint64_t hash = g.topology_hash();
+        const double t2 = bench::now_us();
+        if (hash == 0) std::printf("(zero hash)\n");
+        build.push_back((t1 - t0) / n);
+        lower.push_back((t2 - t1) / n);
+        total.push_back((t2 - t0) / n);
+      }
+      std::printf("%-8d %-9s %14.3f %27.3f %10.3f\n", width, reserve ? "yes" : "no", bench::median(build),
+                  bench::median(lower), bench::median(total));
     }
-    std::printf("%-8d %14.3f %22.3f\n", width, bench::median(build), bench::median(lower));
   }
   return 0;
 }

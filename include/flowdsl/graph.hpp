@@ -140,6 +140,12 @@ class Graph : public Builder<Graph>, public detail::Factories<Graph, Operation> 
   /// kernels: KernelInfo::waits_for_producers) programmatic, as if declared with
   /// `after(k, flowdsl::programmatic)` (off by default). Bodies included. Changes the topology.
   Graph& programmatic_edges(bool on);
+  /// \brief Makes room for `nodes` more nodes and `edges` more edges, so that declaring a graph
+  /// whose size is known up front moves no node. Changes nothing else.
+  Graph& reserve(std::size_t nodes, std::size_t edges = 0) {
+    detail::reserve(*state_, nodes, edges);
+    return *this;
+  }
   /// \brief Nodes declared, in every body.
   std::size_t size() const noexcept { return description().nodes.size(); }
 

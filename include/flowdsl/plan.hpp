@@ -2,7 +2,9 @@
 /// \file plan.hpp
 /// \brief Validation and lowering of a description to a plan: pure data, no GPU needed.
 
+#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "flowdsl/description.hpp"
@@ -11,10 +13,100 @@
 
 namespace flowdsl {
 
+/// \brief A list of step indices that keeps up to four inline: most steps have one or two
+/// dependencies, so a plan of a chain allocates nothing per step. A vector's interface, as far
+/// as plans use it.
+class IndexList {
+ public:
+  IndexList() noexcept : inline_{} {}
+  IndexList(std::initializer_list<std::uint32_t> values) : IndexList() {
+    reserve(values.size());
+    for (std::uint32_t v : values) push_back(v);
+  }
+  IndexList(const IndexList& other) : IndexList() { *this = other; }
+  IndexList(IndexList&& other) noexcept : IndexList() { take(other); }
+  IndexList& operator=(const IndexList& other) {
+    if (this == &other) return *this;
+    clear();
+    reserve(other.size_);
+    std::copy(other.begin(), other.end(), data());
+    size_ = other.size_;
+    return *this;
+  }
+  IndexList& operator=(IndexList&& other) noexcept {
+    if (this != &other) {
+      release();
+      take(other);
+    }
+    return *this;
+  }
+  ~IndexList() { release(); }
+
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  const std::uint32_t* data() const noexcept { return capacity_ > inline_capacity ? heap_ : inline_; }
+  std::uint32_t* data() noexcept { return capacity_ > inline_capacity ? heap_ : inline_; }
+  const std::uint32_t* begin() const noexcept { return data(); }
+  const std::uint32_t* end() const noexcept { return data() + size_; }
+  std::uint32_t* begin() noexcept { return data(); }
+  std::uint32_t* end() noexcept { return data() + size_; }
+  std::uint32_t operator[](std::size_t i) const noexcept { return data()[i]; }
+  std::uint32_t& operator[](std::size_t i) noexcept { return data()[i]; }
+  std::uint32_t back() const noexcept { return data()[size_ - 1]; }
+  void clear() noexcept { size_ = 0; }
+  void push_back(std::uint32_t value) {
+    if (size_ == capacity_) reserve(std::size_t{capacity_} * 2);
+    data()[size_++] = value;
+  }
+  void reserve(std::size_t wanted) {
+    if (wanted <= capacity_) return;
+    auto* grown = new std::uint32_t[wanted];
+    std::copy(begin(), end(), grown);
+    release();
+    heap_ = grown;
+    capacity_ = static_cast<std::uint32_t>(wanted);
+  }
+
+  friend bool operator==(const IndexList& a, const IndexList& b) noexcept {
+    return a.size_ == b.size_ && std::equal(a.begin(), a.end(), b.begin());
+  }
+  friend bool operator!=(const IndexList& a, const IndexList& b) noexcept { return !(a == b); }
+  friend bool operator==(const IndexList& a, const std::vector<std::uint32_t>& b) noexcept {
+    return a.size_ == b.size() && std::equal(a.begin(), a.end(), b.begin());
+  }
+  friend bool operator==(const std::vector<std::uint32_t>& a, const IndexList& b) noexcept { return b == a; }
+
+ private:
+  static constexpr std::uint32_t inline_capacity = 4;
+  void release() noexcept {
+    if (capacity_ > inline_capacity) delete[] heap_;
+    capacity_ = inline_capacity;
+    size_ = 0;
+  }
+  void take(IndexList& other) noexcept {  // this holds nothing
+    if (other.capacity_ > inline_capacity) {
+      heap_ = other.heap_;
+    } else {
+      std::copy(other.inline_, other.inline_ + other.size_, inline_);
+    }
+    size_ = other.size_;
+    capacity_ = other.capacity_;
+    other.capacity_ = inline_capacity;
+    other.size_ = 0;
+  }
+
+  std::uint32_t size_ = 0;
+  std::uint32_t capacity_ = inline_capacity;
+  union {
+    std::uint32_t inline_[inline_capacity];
+    std::uint32_t* heap_;
+  };
+};
+
 /// \brief One node of the plan, with the steps it depends on and the bodies it holds.
 struct PlanStep {
   NodeId node;                       ///< index into Description::nodes
-  std::vector<std::uint32_t> deps;   ///< indices of earlier steps of the same body, ascending, no duplicates
+  IndexList deps;                    ///< indices of earlier steps of the same body, ascending, no duplicates
   std::vector<std::uint32_t> bodies; ///< per body of the node: its index in Plan::bodies
   /// The deps reached through a programmatic edge (EdgeKind::programmatic), ascending; the
   /// others are full. Empty in most graphs.

@@ -146,6 +146,18 @@ bool ResolvedEdges::is_programmatic(NodeId from, NodeId to) const {
 
 std::vector<NodeId> topological_order(const ResolvedEdges& edges, std::size_t count) {
   const Adjacency& preds = edges.predecessors;
+  // The common case: every edge goes from a node to one declared later. Then the declaration
+  // order is the order Kahn's algorithm gives (the first node not yet taken has all its
+  // predecessors taken, and no ready node comes before it), with no heap and no successor lists.
+  bool forward = true;
+  for (NodeId to = 0; to < count && forward; ++to) {
+    for (const NodeId* p = preds.begin(to); p != preds.end(to); ++p) forward = forward && *p < to;
+  }
+  if (forward) {
+    std::vector<NodeId> order(count);
+    for (NodeId id = 0; id < count; ++id) order[id] = id;
+    return order;
+  }
   std::vector<std::pair<NodeId, NodeId>> reversed;  // (from, to)
   reversed.reserve(preds.nodes.size());
   std::vector<std::uint32_t> waiting(count, 0);

@@ -37,9 +37,17 @@ struct Entry {
 // Every access of every node, once per level from its own body up to the top.
 std::vector<Entry> collect(const Description& d, BufferIndex& buffers) {
   std::unordered_map<std::uint64_t, std::uint32_t> groups;  // (parent, body) -> group
+  std::uint64_t last_key = ~std::uint64_t{0};               // most nodes share the last one's body
+  std::uint32_t last_group = 0;
   const auto group_of = [&](const Node& n) {
     const std::uint64_t key = (std::uint64_t{n.parent} << 32) | n.body;
-    return groups.emplace(key, static_cast<std::uint32_t>(groups.size())).first->second;
+    if (key != last_key) {
+      const auto found = groups.find(key);
+      last_group = found != groups.end() ? found->second
+                                         : groups.emplace(key, static_cast<std::uint32_t>(groups.size())).first->second;
+      last_key = key;
+    }
+    return last_group;
   };
   std::vector<Entry> out;
   out.reserve(2 * d.nodes.size());  // typically a read and a write a node: no growth by copying
