@@ -129,6 +129,39 @@ class ArgumentPack {
   std::vector<Chunk> heap_;       ///< all bytes, once more than 64
 };
 
+/// \brief Kernel parameters computed on the host from a kernel's arguments: values only the host
+/// can make, such as the tensor maps of Hopper's copy engine (TMA), which encode a buffer's
+/// address and shape.
+///
+/// A kernel node with derived parameters has one more kernel parameter than it has arguments: its
+/// last one, of `bytes` bytes, which `compute` writes each time the arguments reach CUDA (the
+/// graph's node is added, the node is updated in an executable, the node is launched eagerly or in
+/// debug mode), from the arguments as CUDA will receive them (symbols resolved). The derived bytes
+/// are never stored: two nodes with equal arguments derive equal parameters. `compute` must not
+/// throw; a kernel whose derived values may be unusable (a misaligned buffer for TMA, say) carries
+/// a flag in them and falls back on another path.
+struct DerivedParameters {
+  /// Writes `bytes` bytes at `out` (aligned to `align`) from `arguments`: one pointer per argument
+  /// slot, in the form cudaKernelNodeParams::kernelParams wants.
+  void (*compute)(const void* const* arguments, void* out) = nullptr;
+  std::uint32_t bytes = 0;
+  std::uint32_t align = 1;  ///< a power of two, at most max_align
+
+  static constexpr std::uint32_t max_align = 128;
+  static constexpr std::uint32_t max_bytes = 4096;
+  explicit operator bool() const noexcept { return compute != nullptr; }
+  friend bool operator==(const DerivedParameters& a, const DerivedParameters& b) {
+    return a.compute == b.compute && a.bytes == b.bytes && a.align == b.align;
+  }
+  friend bool operator!=(const DerivedParameters& a, const DerivedParameters& b) { return !(a == b); }
+};
+
+/// \brief Whether `d`'s size and alignment are within DerivedParameters' limits.
+constexpr bool valid_derived(const DerivedParameters& d) noexcept {
+  return d.bytes > 0 && d.bytes <= DerivedParameters::max_bytes && d.align > 0 && d.align <= DerivedParameters::max_align &&
+         (d.align & (d.align - 1)) == 0;
+}
+
 /// \brief Reference to a node, either by index (handles) or by name (resolved by validation).
 struct NodeRef {
   NodeId id = no_node;

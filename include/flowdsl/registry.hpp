@@ -10,6 +10,8 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <utility>
 #include <type_traits>
 #include <vector>
 
@@ -125,6 +127,9 @@ struct KernelInfo {
   /// dependents launch early), so that its edges may be programmatic: every built-in kernel
   /// does (Graph::programmatic_edges).
   bool waits_for_producers = false;
+  /// Parameters the kernel takes after `params`, computed from the arguments (DerivedParameters);
+  /// its function then has one parameter more than `params` lists.
+  DerivedParameters derived;
 
   /// \brief Index of the parameter called `param`, or params.size() when there is none.
   std::size_t index_of(std::string_view param) const noexcept;
@@ -157,9 +162,34 @@ class KernelRegistry {
                        " parameters but " + std::to_string(param_names.size()) + " names were given");
     }
     KernelInfo info{std::move(name), reinterpret_cast<const void*>(function), {}, std::move(summary), {},
-                    waits_for_producers};
+                    waits_for_producers, {}};
     const ParamType types[] = {param_type_of<Params>()..., ParamType{}};
     for (std::size_t i = 0; i < sizeof...(Params); ++i) info.params.push_back(split_param(param_names[i], types[i]));
+    return add(std::move(info));
+  }
+
+  /// \brief Adds a `__global__` function whose last parameter is derived from the others
+  /// (DerivedParameters): `param_names` names the others, the arguments of its nodes.
+  /// \throws UsageError as add(KernelInfo), or when the number of names is not one less than the
+  ///         number of parameters, or `derived` is not the size of the last parameter.
+  template <class... Params>
+  const KernelInfo& add(std::string name, void (*function)(Params...), std::vector<std::string> param_names,
+                        std::string summary, bool waits_for_producers, DerivedParameters derived) {
+    static_assert(sizeof...(Params) > 0, "flowdsl: a kernel with derived parameters takes them as its last parameter");
+    using Last = std::tuple_element_t<sizeof...(Params) - 1, std::tuple<Params...>>;
+    static_assert(std::is_trivially_copyable_v<Last>, "flowdsl: derived parameters must be trivially copyable");
+    if (param_names.size() + 1 != sizeof...(Params)) {
+      throw UsageError("flowdsl: kernel '" + name + "' takes " + std::to_string(sizeof...(Params) - 1) +
+                       " arguments before its derived parameters but " + std::to_string(param_names.size()) +
+                       " names were given");
+    }
+    if (!derived || derived.bytes != sizeof(Last)) {
+      throw UsageError("flowdsl: kernel '" + name + "': its derived parameters must be computed (compute set) and be " +
+                       std::to_string(sizeof(Last)) + " bytes, the size of its last parameter");
+    }
+    KernelInfo info{std::move(name), reinterpret_cast<const void*>(function), {}, std::move(summary), {},
+                    waits_for_producers, derived};
+    add_params<std::tuple<Params...>>(info, param_names, std::make_index_sequence<sizeof...(Params) - 1>{});
     return add(std::move(info));
   }
 
@@ -172,6 +202,10 @@ class KernelRegistry {
 
  private:
   static KernelParam split_param(const std::string& declared, const ParamType& type);
+  template <class Tuple, std::size_t... I>
+  static void add_params(KernelInfo& info, const std::vector<std::string>& names, std::index_sequence<I...>) {
+    (info.params.push_back(split_param(names[I], param_type_of<std::tuple_element_t<I, Tuple>>())), ...);
+  }
 
   mutable std::mutex mutex_;
   std::map<std::string, std::unique_ptr<KernelInfo>, std::less<>> kernels_;

@@ -41,6 +41,12 @@ KernelParam KernelRegistry::split_param(const std::string& declared, const Param
 const KernelInfo& KernelRegistry::add(KernelInfo info) {
   if (info.name.empty()) throw UsageError("flowdsl: a registered kernel needs a name");
   if (info.function == nullptr) throw UsageError("flowdsl: kernel '" + info.name + "' has a null function");
+  if (info.derived && !valid_derived(info.derived)) {
+    throw UsageError("flowdsl: kernel '" + info.name + "': derived parameters of " + std::to_string(info.derived.bytes) +
+                     " bytes aligned to " + std::to_string(info.derived.align) + " (1 to " +
+                     std::to_string(DerivedParameters::max_bytes) + " bytes, a power-of-two alignment up to " +
+                     std::to_string(DerivedParameters::max_align) + ")");
+  }
   std::set<std::string_view> seen;
   for (const KernelParam& p : info.params) {
     if (p.name.empty() || !seen.insert(p.name).second) {

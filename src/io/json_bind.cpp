@@ -419,7 +419,7 @@ Graph inspect_graph(const GraphSpec& spec, const KernelRegistry& registry, const
       continue;
     }
     try {
-      scratch.add(KernelInfo{f.name, &placeholder_kernel, f.params, {}, {}});
+      scratch.add(KernelInfo{f.name, &placeholder_kernel, f.params, {}, {}, false, {}});
     } catch (const UsageError& e) {
       problems.push_back({"/kernel_files/" + std::to_string(i), e.what()});
     }

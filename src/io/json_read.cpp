@@ -46,17 +46,6 @@ ScalarType read_scalar_type(const json& j, const char* key) {
   return type;
 }
 
-std::vector<std::string> read_names(const json& j, const char* key) {
-  std::vector<std::string> out;
-  const json* array = optional_member(j, key);
-  if (array == nullptr) return out;
-  if (!array->is_array()) fail(token(key), "expected an array of node names, found " + type_of(*array));
-  for (std::size_t i = 0; i < array->size(); ++i) {
-    within(token(key) + token(i), [&] { out.push_back(as_string((*array)[i])); });
-  }
-  return out;
-}
-
 // "after": node names, or {"node": name, "programmatic": bool} for an edge of another kind.
 void read_after(const json& j, NodeSpec& v) {
   const json* array = optional_member(j, "after");

@@ -1,6 +1,7 @@
 // Topology hash: equal for equal topology whatever the parameters; different for any
 // structural change.
 #include <algorithm>
+#include <cstring>
 
 #include "catch.hpp"
 #include "flowdsl/flowdsl.hpp"
@@ -118,4 +119,32 @@ TEST_CASE("Chains of different lengths and widths all hash differently", "[hash]
   }
   std::sort(hashes.begin(), hashes.end());
   CHECK(std::adjacent_find(hashes.begin(), hashes.end()) == hashes.end());
+}
+
+namespace {
+struct Extra {
+  float value;
+};
+void with_extra(float*, float, int, Extra) {}
+// The same function without its derived parameter hashes as another function: compare through
+// `scale`'s hash only the presence, and through two derive functions their identity.
+void derive_a(const void* const*, void* out) { std::memset(out, 0, sizeof(Extra)); }
+void derive_b(const void* const*, void* out) { std::memset(out, 1, sizeof(Extra)); }
+}  // namespace
+
+TEST_CASE("Derived parameters are structure: their presence and their function change the hash", "[hash]") {
+  auto hash_of = [](flowdsl::DerivedParameters derived) {
+    flowdsl::Graph g;
+    if (derived) {
+      g.kernel("k", with_extra, derived).launch(1, 32).args(buf_a, 1.0f, 8);
+    } else {
+      g.kernel("k", scale).launch(1, 32).args(buf_a, 1.0f, 8);
+    }
+    return g.topology_hash();
+  };
+  const std::uint64_t none = hash_of({});
+  const std::uint64_t a = hash_of({derive_a, sizeof(Extra), alignof(Extra)});
+  CHECK(a != none);
+  CHECK(hash_of({derive_b, sizeof(Extra), alignof(Extra)}) != a);
+  CHECK(hash_of({derive_a, sizeof(Extra), alignof(Extra)}) == a);
 }

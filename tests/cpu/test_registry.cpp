@@ -2,6 +2,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstring>
+
 #include "catch.hpp"
 #include "flowdsl/registry.hpp"
 
@@ -55,6 +57,43 @@ TEST_CASE("Registry misuse is reported by name", "[registry][errors]") {
   CHECK_THROWS_WITH(registry.add("axpy", axpy, {"n", "alpha", "x", "y"}), contains("'axpy' is already registered"));
   CHECK_THROWS_WITH(registry.add("short", axpy, {"n", "alpha"}), contains("takes 4 parameters but 2 names"));
   CHECK_THROWS_WITH(registry.add("dup", axpy, {"n", "n", "x", "y"}), contains("repeated parameter name 'n'"));
-  CHECK_THROWS_AS(registry.add(flowdsl::KernelInfo{"null", nullptr, {}, {}, {}}), flowdsl::UsageError);
+  CHECK_THROWS_AS(registry.add(flowdsl::KernelInfo{"null", nullptr, {}, {}, {}, false, {}}), flowdsl::UsageError);
+  CHECK(registry.list().size() == 1);
+}
+
+namespace {
+struct Window {
+  int n;
+  float twice_alpha;
+};
+void windowed(int, float, const float*, float*, Window) {}
+void derive_window(const void* const* arguments, void* out) {
+  Window w{};
+  std::memcpy(&w.n, arguments[0], sizeof w.n);
+  float alpha = 0;
+  std::memcpy(&alpha, arguments[1], sizeof alpha);
+  w.twice_alpha = 2 * alpha;
+  std::memcpy(out, &w, sizeof w);
+}
+constexpr flowdsl::DerivedParameters window_params{derive_window, sizeof(Window), alignof(Window)};
+}  // namespace
+
+TEST_CASE("A kernel with derived parameters registers the arguments before them", "[registry]") {
+  flowdsl::KernelRegistry registry;
+  const auto& info = registry.add("windowed", windowed, {"n", "alpha", "x", "y"}, "", false, window_params);
+  REQUIRE(info.params.size() == 4);
+  CHECK(flowdsl::to_string(info.params[3].type) == "f32*");
+  CHECK(info.derived == window_params);
+
+  CHECK_THROWS_WITH(registry.add("names", windowed, {"n", "alpha", "x", "y", "w"}, "", false, window_params),
+                    contains("takes 4 arguments before its derived parameters but 5 names"));
+  CHECK_THROWS_WITH(registry.add("size", windowed, {"n", "alpha", "x", "y"}, "", false,
+                                 flowdsl::DerivedParameters{derive_window, 4, 4}),
+                    contains("be 8 bytes, the size of its last parameter"));
+  CHECK_THROWS_WITH(registry.add("none", windowed, {"n", "alpha", "x", "y"}, "", false, flowdsl::DerivedParameters{}),
+                    contains("must be computed"));
+  flowdsl::KernelInfo odd{"odd", reinterpret_cast<const void*>(windowed), {}, {}, {}, false, {}};
+  odd.derived = flowdsl::DerivedParameters{derive_window, 8, 3};
+  CHECK_THROWS_WITH(registry.add(odd), contains("aligned to 3"));
   CHECK(registry.list().size() == 1);
 }

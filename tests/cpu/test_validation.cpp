@@ -197,3 +197,16 @@ TEST_CASE("validate_parameters checks only the nodes given", "[validation]") {
   REQUIRE(found.size() == 1);
   CHECK(found[0].message == "node 'bad' (memcpy): source pointer is null");
 }
+
+namespace {
+void derive_nothing(const void* const*, void*) {}
+}  // namespace
+
+TEST_CASE("Derived parameters of no size or a bad alignment are reported on their node", "[validation]") {
+  static int data = 0;
+  flowdsl::Graph g;
+  g.kernel("k", touch).launch(1, 1).args(&data).derived(flowdsl::DerivedParameters{derive_nothing, 0, 4});
+  const auto p = only_problem(g);
+  CHECK(names(p, "k"));
+  CHECK_THAT(p.message, contains("derived parameters of 0 bytes aligned to 4"));
+}

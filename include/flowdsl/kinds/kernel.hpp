@@ -38,6 +38,8 @@ struct KernelOp {
   /// in KernelInfo::waits_for_producers.
   bool waits_for_producers = false;
   ArgumentPack args;
+  /// Parameters the kernel takes after its arguments, computed from them (structure).
+  DerivedParameters derived;
 
   /// Passes each pointer and Condition argument through `f` (symbols of a copied graph).
   template <class F>
@@ -90,6 +92,13 @@ class KernelHandleBase : public NodeHandleBase<Derived> {
   /// may make its edges to other such kernels programmatic. Not hashed by itself.
   Derived& waits_for_producers(bool on = true) {
     op().waits_for_producers = on;
+    return this->self();
+  }
+  /// \brief Declares that the kernel takes one parameter after its arguments, computed from them
+  /// by `derived.compute` whenever they reach CUDA (see DerivedParameters). The node's function
+  /// then has one parameter more than the node has arguments. Structure.
+  Derived& derived(DerivedParameters derived) {
+    op().derived = derived;
     return this->self();
   }
   /// \brief Grid, block and dynamic shared memory at once. Structure.
@@ -210,6 +219,25 @@ class KernelOp::Factory {
     return builder().template add<KernelNode<Params...>>(std::move(name), std::move(op));
   }
 
+  /// \brief Declares a kernel node launching `function`, whose last parameter is derived from
+  /// the others by `derived` (see DerivedParameters): the node's arguments are the parameters
+  /// before it, bound with args().
+  /// \throws UsageError when `derived` computes nothing or is not the size of the last parameter.
+  template <class... Params>
+  auto kernel(std::string name, void (*function)(Params...), DerivedParameters derived, std::string kernel_name = {}) {
+    static_assert(sizeof...(Params) > 0, "flowdsl: a kernel with derived parameters takes them as its last parameter");
+    static_assert((std::is_trivially_copyable_v<Params> && ...),
+                  "flowdsl: kernel parameters must be trivially copyable (CUDA copies them by value)");
+    using Last = std::tuple_element_t<sizeof...(Params) - 1, std::tuple<Params...>>;
+    if (!derived || derived.bytes != sizeof(Last)) {
+      throw UsageError("flowdsl: kernel node '" + name + "': its derived parameters must be computed (compute set) and be " +
+                       std::to_string(sizeof(Last)) + " bytes, the size of the kernel's last parameter");
+    }
+    return with_derived<std::tuple<Params...>>(std::move(name), reinterpret_cast<const void*>(function), derived,
+                                               std::move(kernel_name),
+                                               std::make_index_sequence<sizeof...(Params) - 1>{});
+  }
+
   /// \brief Declares a kernel node launching the registered kernel `kernel`, whose parameters
   /// start unset. The node's kernel_name is the registered name. `kernel` must outlive the
   /// graph (entries of a KernelRegistry do).
@@ -218,6 +246,7 @@ class KernelOp::Factory {
     op.function = kernel.function;
     op.kernel_name = kernel.name;
     op.info = &kernel;
+    op.derived = kernel.derived;
     for (const KernelParam& p : kernel.params) {
       const unsigned char zero[16] = {};
       op.args.append(zero, p.type.size(), p.type.align(), /*bound=*/false, p.type.slot_kind());
@@ -227,6 +256,17 @@ class KernelOp::Factory {
 
  private:
   Builder& builder() { return static_cast<Builder&>(*this); }
+  template <class Tuple, std::size_t... I>
+  KernelNode<std::tuple_element_t<I, Tuple>...> with_derived(std::string name, const void* function,
+                                                             DerivedParameters derived, std::string kernel_name,
+                                                             std::index_sequence<I...>) {
+    KernelOp op;
+    op.function = function;
+    op.kernel_name = std::move(kernel_name);
+    op.derived = derived;
+    (append_slot<std::tuple_element_t<I, Tuple>>(op.args), ...);
+    return builder().template add<KernelNode<std::tuple_element_t<I, Tuple>...>>(std::move(name), std::move(op));
+  }
   template <class T>
   static void append_slot(ArgumentPack& pack) {
     const T zero{};

@@ -20,15 +20,26 @@ std::string dims(const Dim3& d) {
   return std::to_string(d.x) + "x" + std::to_string(d.y) + "x" + std::to_string(d.z);
 }
 
-// `resolved` holds the arguments when some hold symbols (they are resolved into it).
-cudaKernelNodeParams native_params(const KernelOp& op, const Symbols& symbols, std::optional<ArgumentPack>& resolved,
-                                   std::vector<void*>& pointers) {
+// Points `pointers` at the node's arguments (resolved into `resolved` when some hold symbols)
+// and, for a kernel with derived parameters, at them, computed into this thread's buffer.
+void argument_pointers(const KernelOp& op, const Symbols& symbols, std::optional<ArgumentPack>& resolved,
+                       std::vector<void*>& pointers) {
   if (op.args.has_symbols()) {
     resolved.emplace(symbols.resolve(op.args));
     resolved->pointers(pointers);
   } else {
     op.args.pointers(pointers);
   }
+  if (!op.derived) return;
+  alignas(DerivedParameters::max_align) thread_local unsigned char derived[DerivedParameters::max_bytes];
+  op.derived.compute(pointers.data(), derived);
+  pointers.push_back(derived);
+}
+
+// `resolved` holds the arguments when some hold symbols (they are resolved into it).
+cudaKernelNodeParams native_params(const KernelOp& op, const Symbols& symbols, std::optional<ArgumentPack>& resolved,
+                                   std::vector<void*>& pointers) {
+  argument_pointers(op, symbols, resolved, pointers);
   cudaKernelNodeParams p{};
   p.func = const_cast<void*>(op.function);
   p.gridDim = dim3(op.launch.grid.x, op.launch.grid.y, op.launch.grid.z);
@@ -94,6 +105,11 @@ void check_structure(const KernelOp& op, NodeCheck& diag) {
   }
   for (std::size_t i = 0; i < op.args.size(); ++i) {
     if (!op.args.bound(i)) diag.report("argument " + std::to_string(i) + " was never set (call args(...))");
+  }
+  if (op.derived && !valid_derived(op.derived)) {
+    diag.report("derived parameters of " + std::to_string(op.derived.bytes) + " bytes aligned to " +
+                std::to_string(op.derived.align) + " (1 to " + std::to_string(DerivedParameters::max_bytes) +
+                " bytes, a power-of-two alignment up to " + std::to_string(DerivedParameters::max_align) + ")");
   }
 }
 
@@ -182,6 +198,7 @@ void hash_structure(const KernelOp& op, Hasher& h) {
   }
   h.add(op.launch.shared_bytes);
   h.add(op.args.size());
+  h.add(reinterpret_cast<std::uintptr_t>(op.derived.compute));
 }
 
 void describe_structure(const KernelOp& op, std::vector<StructureField>& out) {
@@ -196,6 +213,7 @@ void describe_structure(const KernelOp& op, std::vector<StructureField>& out) {
   out.push_back({"block", dims(op.launch.block)});
   out.push_back({"shared memory", std::to_string(op.launch.shared_bytes)});
   out.push_back({"argument count", std::to_string(op.args.size())});
+  if (op.derived) out.push_back({"derived parameters", std::to_string(op.derived.bytes) + " bytes"});
 }
 
 void check_device(const KernelOp& op, NodeCheck& diag, DeviceContext& device) {
@@ -255,12 +273,7 @@ void launch_eager(const KernelOp& op, EagerNode& node) {
   opt_in_shared_memory(op, node.path);
   thread_local std::vector<void*> pointers;
   std::optional<ArgumentPack> resolved;  // made only when some argument holds a symbol
-  if (op.args.has_symbols()) {
-    resolved.emplace(node.symbols.resolve(op.args));
-    resolved->pointers(pointers);
-  } else {
-    op.args.pointers(pointers);
-  }
+  argument_pointers(op, node.symbols, resolved, pointers);
   const dim3 grid(op.launch.grid.x, op.launch.grid.y, op.launch.grid.z);
   const dim3 block(op.launch.block.x, op.launch.block.y, op.launch.block.z);
   check(cudaLaunchKernel(op.function, grid, block, pointers.empty() ? nullptr : pointers.data(), op.launch.shared_bytes,
