@@ -18,9 +18,11 @@
 // The copies need tensor maps (MatmulMaps), encoded on the host from the arguments every time
 // they reach CUDA (a derived kernel parameter, see matmul.cu). When they could not be encoded
 // (a or b not 16-byte aligned, k or n not a multiple of 8, an empty matrix, no driver entry
-// point), when the block has too little dynamic shared memory, or when the code was not built
-// for sm_90a, the same launch takes the generic path instead: threads 0 .. 255 compute the
-// tile as two 128 x 128 halves with mma_sync_tile (matmul.cuh).
+// point), when the launch is not the kernel's own shape (384 threads, wg::shared_bytes of dynamic
+// shared memory), or when the code was not built for sm_90a, the same launch takes the generic
+// path instead: threads 0 .. 255 compute the tile as two 128 x 128 halves with mma_sync_tile
+// (matmul.cuh); a launch with fewer threads or too little shared memory for that (a graph
+// file's hand-written shape) computes plain dot products.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (a type only: the library does not link the driver)
@@ -66,6 +68,12 @@ constexpr int matmul_fallback_shared_bytes() {
 
 __device__ __forceinline__ std::uint32_t shared_address(const void* p) {
   return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ std::uint32_t dynamic_shared_bytes() {
+  std::uint32_t bytes;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
+  return bytes;
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -163,12 +171,6 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], std::uint64_t 
 }
 #undef FLOWDSL_WGMMA_M64N256K16
 #undef FLOWDSL_WGMMA_OUTPUTS
-
-__device__ __forceinline__ std::uint32_t dynamic_shared_bytes() {
-  std::uint32_t bytes;
-  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
-  return bytes;
-}
 
 /// The tensor-core path: producer (warpgroup 0) and consumers (warpgroups 1 and 2) of one tile.
 template <class T, class Out>
@@ -290,20 +292,47 @@ __device__ __noinline__ void matmul_generic_tile(std::int32_t m, std::int32_t n,
   }
 }
 
+/// The last resort, for a launch shape other than the kernel's own (a graph file's, say): every
+/// thread of the block computes elements of the tile as plain dot products, no shared memory.
+template <class T, class Out>
+__device__ __noinline__ void matmul_plain_tile(std::int32_t m, std::int32_t n, std::int32_t k, const T* a, const T* b,
+                                               const float* bias, std::int32_t act, Out* c) {
+  const int threads = blockDim.x * blockDim.y * blockDim.z;
+  const int thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  const int row0 = blockIdx.y * wg::bm, col0 = blockIdx.x * wg::bn;
+  for (int e = thread; e < wg::bm * wg::bn; e += threads) {
+    const int r = row0 + e / wg::bn, col = col0 + e % wg::bn;
+    if (r >= m || col >= n) continue;
+    float acc = 0.0f;
+    for (int p = 0; p < k; ++p) {
+      acc = fmaf(to_float(a[static_cast<std::int64_t>(r) * k + p]), to_float(b[static_cast<std::int64_t>(p) * n + col]), acc);
+    }
+    c[static_cast<std::int64_t>(r) * n + col] = from_float<Out>(activate(act, acc + (bias != nullptr ? bias[col] : 0.0f)));
+  }
+}
+
 /// c = act(a b + bias) in Out (float, or T for the cast variant); see the top of this file.
+/// Each block computes the 128 x 256 tile at (blockIdx.y, blockIdx.x) on the best path its launch
+/// allows: TMA and wgmma with the kernel's own shape (384 threads, wg::shared_bytes) and valid
+/// maps; mma.sync with at least 256 threads and its shared memory; plain dot products otherwise.
 template <class T, class Out>
 __global__ void __launch_bounds__(wg::threads, 1)
     matmul_wgmma_kernel(std::int32_t m, std::int32_t n, std::int32_t k, const T* a, const T* b, const float* bias,
                         std::int32_t act, Out* c, const __grid_constant__ MatmulMaps maps) {
   ::flowdsl::kernels::detail::programmatic_prologue();
   extern __shared__ __align__(1024) unsigned char matmul_shared[];
+  const bool one_dimensional = blockDim.y == 1 && blockDim.z == 1;
 #if defined(FLOWDSL_MATMUL_WGMMA)
-  if (maps.valid != 0 && dynamic_shared_bytes() >= wg::shared_bytes) {
+  if (maps.valid != 0 && one_dimensional && blockDim.x == wg::threads && dynamic_shared_bytes() >= wg::shared_bytes) {
     matmul_wgmma_tile<T>(m, n, k, bias, act, c, maps, matmul_shared);
     return;
   }
 #endif
-  matmul_generic_tile(m, n, k, a, b, bias, act, c, matmul_shared);
+  if (one_dimensional && blockDim.x >= mm::threads && dynamic_shared_bytes() >= matmul_fallback_shared_bytes<T>()) {
+    matmul_generic_tile(m, n, k, a, b, bias, act, c, matmul_shared);
+  } else {
+    matmul_plain_tile(m, n, k, a, b, bias, act, c);
+  }
 }
 
 }  // namespace flowdsl::kernels::detail
