@@ -1,7 +1,7 @@
 // kernels_bench: achieved bandwidth of the memory-bound kernels against a device-to-device
 // cudaMemcpy measured in the same run, and matmul TFLOP/s against cuBLAS in the same run.
 //
-//   kernels_bench [--quick] [--repeats R] [--json FILE]
+//   kernels_bench [--quick] [--repeats R] [--json FILE] [--matmul-only]
 //
 // Method: inputs are random (never zeros), each kernel is the one node of a flowdsl::Graph
 // launched by cudaLaunchKernel from its description (so the graph launch cost is not timed),
@@ -35,9 +35,13 @@ struct Row {
 
 int repeats = 20;
 
-/// Median of `repeats` event-timed runs of `enqueue`, after 3 warm-up runs.
-double time_ms(cudaStream_t stream, const std::function<void()>& enqueue) {
-  for (int i = 0; i < 3; ++i) enqueue();
+/// Median of `repeats` event-timed runs of `enqueue`, after 3 warm-up runs; `before` (if set) is
+/// enqueued ahead of each run, outside the events.
+double time_ms(cudaStream_t stream, const std::function<void()>& enqueue, const std::function<void()>& before = {}) {
+  for (int i = 0; i < 3; ++i) {
+    if (before) before();
+    enqueue();
+  }
   SAMPLE_CHECK(cudaStreamSynchronize(stream));
   SAMPLE_CHECK(cudaGetLastError());
   cudaEvent_t start, stop;
@@ -45,6 +49,7 @@ double time_ms(cudaStream_t stream, const std::function<void()>& enqueue) {
   SAMPLE_CHECK(cudaEventCreate(&stop));
   std::vector<double> ms;
   for (int i = 0; i < repeats; ++i) {
+    if (before) before();
     SAMPLE_CHECK(cudaEventRecord(start, stream));
     enqueue();
     SAMPLE_CHECK(cudaEventRecord(stop, stream));
@@ -59,6 +64,22 @@ double time_ms(cudaStream_t stream, const std::function<void()>& enqueue) {
   return sample::median(ms);
 }
 
+__global__ void spin(long long cycles) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+}
+
+/// As time_ms, with a kernel spinning for about 50 us ahead of each start event, so that the
+/// host's work to enqueue (an eager launch's, cuBLAS's) is done while the device is busy and
+/// the events time the device alone.
+double time_device_ms(cudaStream_t stream, const std::function<void()>& enqueue) {
+  return time_ms(stream, enqueue, [&] {
+    spin<<<1, 1, 0, stream>>>(100000);
+    SAMPLE_CHECK(cudaGetLastError());
+  });
+}
+
 void* device_bytes(std::size_t bytes) {
   void* p = nullptr;
   SAMPLE_CHECK(cudaMalloc(&p, bytes));
@@ -68,7 +89,7 @@ void* device_bytes(std::size_t bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, matmul_only = false;
   const char* json = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) {
@@ -77,8 +98,10 @@ int main(int argc, char** argv) {
       json = argv[++i];
     } else if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc) {
       repeats = std::max(1, std::atoi(argv[++i]));
+    } else if (!std::strcmp(argv[i], "--matmul-only")) {
+      matmul_only = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--repeats R] [--json FILE]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--repeats R] [--json FILE] [--matmul-only]\n", argv[0]);
       return 2;
     }
   }
@@ -129,6 +152,7 @@ int main(int argc, char** argv) {
   rows.push_back({"cudaMemcpy D2D (baseline)", 2.0 * operand, 0, copy_ms, 100.0});
 
   // One node per graph, timed as a plain kernel launch.
+  if (!matmul_only) {
   auto memory_row = [&](const std::string& name, double bytes, auto&& declare) {
     flowdsl::Graph g;
     declare(g);
@@ -230,59 +254,96 @@ int main(int argc, char** argv) {
     });
   }
 
-  // Matmul at 4096^3 (--quick: 2048^3), half/bfloat16 in, float accumulate and out, vs cuBLAS.
+  }  // !matmul_only
+
+  // Matmul, half/bfloat16 in, float accumulate, c in float (and, for the cast variant, in the
+  // operands' type), against cuBLAS on the same operands: 4096^3 (--quick: 2048^3), 1024^3 and
+  // 128 x 4096 x 4096 (a small batch through a large layer).
   cublasHandle_t blas;
   if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) {
     std::fprintf(stderr, "cublasCreate failed\n");
     return 1;
   }
-  cublasSetStream(blas, stream);
-  const int mn = quick ? 2048 : 4096;
-  auto matmul_rows = [&](auto tag, cudaDataType_t type, const char* label) {
+  if (cublasSetStream(blas, stream) != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr, "cublasSetStream failed\n");
+    return 1;
+  }
+  int failures = 0;
+  struct Shape {
+    int m, n, k;
+  };
+  const int big = quick ? 2048 : 4096;
+  const Shape shapes[] = {{big, big, big}, {1024, 1024, 1024}, {128, 4096, 4096}};
+  auto matmul_rows = [&](auto tag, cudaDataType_t type, const char* label, const Shape& s) {
     using T = decltype(tag);
-    const std::size_t elems = std::size_t(mn) * mn;
+    const std::size_t a_elems = std::size_t(s.m) * s.k, b_elems = std::size_t(s.k) * s.n, c_elems = std::size_t(s.m) * s.n;
     T* A = reinterpret_cast<T*>(a);
     T* B = reinterpret_cast<T*>(b);
     float* C = fc;
-    float* C_ref = reinterpret_cast<float*>(a + elems * sizeof(T));  // after A in the same operand
+    T* C_cast = reinterpret_cast<T*>(fc + c_elems);                    // after C in the same operand
+    float* C_ref = reinterpret_cast<float*>(a + a_elems * sizeof(T));  // after A in the same operand
     {
       flowdsl::Graph init;  // random operands in [-1, 1)
-      fk::random_uniform(init, "A", static_cast<std::int64_t>(elems), 11, -1.0f, 1.0f, A);
-      fk::random_uniform(init, "B", static_cast<std::int64_t>(elems), 12, -1.0f, 1.0f, B);
+      fk::random_uniform(init, "A", static_cast<std::int64_t>(a_elems), 11, -1.0f, 1.0f, A);
+      fk::random_uniform(init, "B", static_cast<std::int64_t>(b_elems), 12, -1.0f, 1.0f, B);
       runtime.launch(init, stream);
     }
-    const double flops = 2.0 * mn * double(mn) * mn;
-    flowdsl::Graph g;
-    fk::matmul(g, "k", mn, mn, mn, static_cast<const T*>(A), static_cast<const T*>(B), static_cast<const float*>(nullptr),
+    const double flops = 2.0 * s.m * double(s.n) * s.k;
+    const std::string shape = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+    flowdsl::Graph g, g_cast;
+    fk::matmul(g, "k", s.m, s.n, s.k, static_cast<const T*>(A), static_cast<const T*>(B), static_cast<const float*>(nullptr),
                fk::Activation::none, C);
-    const double ours = time_ms(stream, [&] { flowdsl::launch_eagerly(g, stream); });
+    fk::matmul_cast(g_cast, "k", s.m, s.n, s.k, static_cast<const T*>(A), static_cast<const T*>(B),
+                    static_cast<const float*>(nullptr), fk::Activation::none, C_cast);
+    // The eager launch encodes the tensor maps on the host each time: a busy stream ahead keeps
+    // that host time out of the events (time_device_ms).
+    const double ours = time_device_ms(stream, [&] { flowdsl::launch_eagerly(g, stream); });
+    const double ours_cast = time_device_ms(stream, [&] { flowdsl::launch_eagerly(g_cast, stream); });
     const float one = 1.0f, zero = 0.0f;
     // Row-major C = A B is column-major C^T = B^T A^T: pass B first.
     auto gemm = [&] {
-      const cublasStatus_t s = cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, mn, mn, mn, &one, B, type, mn, A, type, mn, &zero,
-                                            C_ref, CUDA_R_32F, mn, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-      if (s != CUBLAS_STATUS_SUCCESS) {
-        std::fprintf(stderr, "cublasGemmEx failed: %d\n", static_cast<int>(s));
+      const cublasStatus_t status = cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, s.n, s.m, s.k, &one, B, type, s.n, A, type,
+                                                 s.k, &zero, C_ref, CUDA_R_32F, s.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      if (status != CUBLAS_STATUS_SUCCESS) {
+        std::fprintf(stderr, "cublasGemmEx failed: %d\n", static_cast<int>(status));
         std::exit(1);
       }
     };
-    const double theirs = time_ms(stream, gemm);
-    // Same result as cuBLAS (both accumulate in float)?
-    std::vector<float> x(elems), y(elems);
-    SAMPLE_CHECK(cudaMemcpy(x.data(), C, elems * 4, cudaMemcpyDeviceToHost));
-    SAMPLE_CHECK(cudaMemcpy(y.data(), C_ref, elems * 4, cudaMemcpyDeviceToHost));
-    double num = 0, den = 0;
-    for (std::size_t i = 0; i < elems; ++i) {
-      num += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
+    const double theirs = time_device_ms(stream, gemm);
+    SAMPLE_CHECK(cudaStreamSynchronize(stream));
+    // The same product as cuBLAS's (both accumulate in float; the cast variant rounds c to T)?
+    std::vector<float> x(c_elems), y(c_elems);
+    std::vector<T> xc(c_elems);
+    SAMPLE_CHECK(cudaMemcpy(x.data(), C, c_elems * 4, cudaMemcpyDeviceToHost));
+    SAMPLE_CHECK(cudaMemcpy(xc.data(), C_cast, c_elems * sizeof(T), cudaMemcpyDeviceToHost));
+    SAMPLE_CHECK(cudaMemcpy(y.data(), C_ref, c_elems * 4, cudaMemcpyDeviceToHost));
+    double num = 0, num_cast = 0, den = 0;
+    for (std::size_t i = 0; i < c_elems; ++i) {
+      const double d = double(x[i]) - y[i], dc = double(static_cast<float>(xc[i])) - y[i];
+      num += d * d;
+      num_cast += dc * dc;
       den += double(y[i]) * y[i];
     }
-    std::printf("matmul %s %d^3: ||flowdsl - cuBLAS|| / ||cuBLAS|| = %.2e\n", label, mn, std::sqrt(num / den));
-    rows.push_back({std::string("matmul ") + label + " " + std::to_string(mn) + "^3 (flowdsl)", 0, flops, ours, 100.0 * theirs / ours});
-    rows.push_back({std::string("matmul ") + label + " " + std::to_string(mn) + "^3 (cuBLAS)", 0, flops, theirs, 100.0});
+    const double error = std::sqrt(num / den), error_cast = std::sqrt(num_cast / den);
+    // Float accumulation in another order: ~1e-6. Rounding c to half (2^-11) or bfloat16 (2^-8): a few 1e-4, 1e-3.
+    const double limit = 1e-4, limit_cast = std::is_same_v<T, __half> ? 1e-3 : 8e-3;
+    const bool ok = error <= limit && error_cast <= limit_cast;  // NaN fails too
+    failures += ok ? 0 : 1;
+    std::printf("matmul %s %s: ||flowdsl - cuBLAS|| / ||cuBLAS|| = %.2e (float c), %.2e (cast c)%s\n", label, shape.c_str(), error,
+                error_cast, ok ? "" : "  FAILED");
+    const std::string name = std::string("matmul ") + label + " " + shape;
+    rows.push_back({name + " (flowdsl)", 0, flops, ours, 100.0 * theirs / ours});
+    rows.push_back({name + " cast (flowdsl)", 0, flops, ours_cast, 100.0 * theirs / ours_cast});
+    rows.push_back({name + " (cuBLAS)", 0, flops, theirs, 100.0});
   };
-  matmul_rows(__half{}, CUDA_R_16F, "f16");
-  matmul_rows(__nv_bfloat16{}, CUDA_R_16BF, "bf16");
-  cublasDestroy(blas);
+  for (const Shape& s : shapes) {
+    matmul_rows(__half{}, CUDA_R_16F, "f16", s);
+    matmul_rows(__nv_bfloat16{}, CUDA_R_16BF, "bf16", s);
+  }
+  if (cublasDestroy(blas) != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr, "cublasDestroy failed\n");
+    return 1;
+  }
 
   std::printf("\n%-40s %10s %12s %12s %10s\n", "kernel", "ms", "GB/s", "TFLOP/s", "% of base");
   for (const Row& r : rows) {
@@ -309,6 +370,10 @@ int main(int argc, char** argv) {
     std::fprintf(f, "  ]\n}\n");
     std::fclose(f);
     std::printf("wrote %s\n", json);
+  }
+  if (failures > 0) {
+    std::fprintf(stderr, "%d matmul result(s) differ from cuBLAS's\n", failures);
+    return 1;
   }
   return 0;
 }

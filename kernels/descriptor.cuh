@@ -13,11 +13,14 @@
 //   template <class... T, class... A> static LaunchShape shape(const A&... args);
 //   using instances = Instances<Types<...>...>;                  (Descriptor: float types)
 //   static constexpr const char* variant, note;                  (Descriptor: none)
+//   template <class... T> static DerivedParameters derived();    when the kernel takes one
+//                                     parameter more than `params` names: its derived parameters
 #pragma once
 
 #include <iterator>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "common.cuh"
 #include "flowdsl/kernels.hpp"
@@ -92,11 +95,27 @@ struct arity;
 template <class... P>
 struct arity<void (*)(P...)> : std::integral_constant<std::size_t, sizeof...(P)> {};
 
+/// Whether kernel D<T...> takes derived parameters (DerivedParameters) after its named ones.
+template <class D, class... T>
+constexpr bool has_derived() {
+  constexpr std::size_t params = arity<decltype(D::template kernel<T...>())>::value;
+  static_assert(std::size(D::params) == params || std::size(D::params) + 1 == params,
+                "flowdsl: a kernel descriptor must name every parameter of its kernel once (all but derived parameters)");
+  return std::size(D::params) + 1 == params;
+}
+
 /// The node of kernel D<T...> with D's launch shape for these arguments, every argument bound.
 template <class D, class... T, class... A>
 auto declare(Into g, std::string node, const A&... args) {
   const LaunchShape shape = D::template shape<T...>(args...);
-  return g.builder().kernel(std::move(node), D::template kernel<T...>(), D::name)
+  auto with_function = [&]() {
+    if constexpr (has_derived<D, T...>()) {
+      return g.builder().kernel(std::move(node), D::template kernel<T...>(), D::template derived<T...>(), D::name);
+    } else {
+      return g.builder().kernel(std::move(node), D::template kernel<T...>(), D::name);
+    }
+  };
+  return with_function()
       .launch(shape.grid, shape.block, shape.shared_bytes)
       .waits_for_producers()  // programmatic_prologue(): see common.cuh
       .args(args...);
@@ -104,13 +123,18 @@ auto declare(Into g, std::string node, const A&... args) {
 
 template <class D, class... T>
 void register_instance(KernelRegistry& registry, Types<T...>) {
-  static_assert(std::size(D::params) == arity<decltype(D::template kernel<T...>())>::value,
-                "flowdsl: a kernel descriptor must name every parameter of its kernel once");
   std::string name = std::string(D::name) + D::variant;
   ((name += std::string(".") + suffix<T>()), ...);
+  std::vector<std::string> params(std::begin(D::params), std::end(D::params));
+  std::string summary = std::string(D::summary) + D::note;
   // Every kernel of the library starts with programmatic_prologue(): it waits for its producers.
-  registry.add(std::move(name), D::template kernel<T...>(), {std::begin(D::params), std::end(D::params)},
-               std::string(D::summary) + D::note, /*waits_for_producers=*/true);
+  if constexpr (has_derived<D, T...>()) {
+    registry.add(std::move(name), D::template kernel<T...>(), std::move(params), std::move(summary),
+                 /*waits_for_producers=*/true, D::template derived<T...>());
+  } else {
+    registry.add(std::move(name), D::template kernel<T...>(), std::move(params), std::move(summary),
+                 /*waits_for_producers=*/true);
+  }
 }
 template <class D, class... I>
 void register_instances(KernelRegistry& registry, Instances<I...>) {

@@ -1,17 +1,96 @@
-// Descriptor and launcher of the matrix multiply.
+// Descriptors and launchers of the matrix multiply, and the tensor maps of its Hopper path.
+#include <cstring>
+
 #include "descriptor.cuh"
-#include "matmul.cuh"
+#include "matmul_wgmma.cuh"
 
 namespace flowdsl::kernels {
 namespace detail {
 namespace {
-/// f16 and bf16 on tensor cores, f32 on the FMA units: a block per output tile of either.
+
+/// cuTensorMapEncodeTiled from the driver, looked up once (null when the driver lacks it); the
+/// library does not link libcuda.
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*, const cuuint64_t*,
+                                 const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+EncodeTiled encode_tiled() noexcept {
+  static const EncodeTiled function = []() noexcept -> EncodeTiled {
+    void* found = nullptr;
+    cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &found, 12000, cudaEnableDefault, &status) != cudaSuccess ||
+        status != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();  // the matmul takes its generic path; leave no error for the caller's next check
+      return nullptr;
+    }
+    return reinterpret_cast<EncodeTiled>(found);
+  }();
+  return function;
+}
+
+/// The map of a row-major [rows, cols] matrix of T read in boxes of [box_rows, box_cols], 128-byte swizzled.
+template <class T>
+bool encode(std::uint64_t (&out)[16], EncodeTiled encode, const void* base, std::int32_t rows, std::int32_t cols,
+            std::uint32_t box_rows, std::uint32_t box_cols) noexcept {
+  static_assert(sizeof(T) == 2, "the Hopper matmul reads 16-bit operands");
+  const CUtensorMapDataType type = std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * sizeof(T)};  // bytes between rows
+  const cuuint32_t box[2] = {box_cols, box_rows};
+  const cuuint32_t element_strides[2] = {1, 1};
+  CUtensorMap map;
+  const CUresult result = encode(&map, type, 2, const_cast<void*>(base), dims, strides, box, element_strides,
+                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);  // NONE: out-of-bounds elements read as zeros
+  std::memcpy(out, &map, sizeof map);
+  return result == CUDA_SUCCESS;
+}
+
+/// DerivedParameters::compute of the Hopper matmul: the tensor maps of a and b from the
+/// arguments (m, n, k, a, b, ...). Never throws: whatever cannot be encoded leaves valid = 0.
+template <class T>
+void encode_matmul_maps(const void* const* args, void* out) noexcept {
+  std::int32_t m, n, k;
+  const void* a;
+  const void* b;
+  std::memcpy(&m, args[0], sizeof m);
+  std::memcpy(&n, args[1], sizeof n);
+  std::memcpy(&k, args[2], sizeof k);
+  std::memcpy(&a, args[3], sizeof a);
+  std::memcpy(&b, args[4], sizeof b);
+  MatmulMaps maps{};
+  // The copy engine wants 16-byte-aligned bases and rows (k, n multiples of 8 elements).
+  const auto aligned16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  const bool usable = m > 0 && n > 0 && k > 0 && k % 8 == 0 && n % 8 == 0 && a != nullptr && b != nullptr && aligned16(a) &&
+                      aligned16(b);
+  const EncodeTiled function = usable ? encode_tiled() : nullptr;
+  if (function != nullptr) {
+    maps.valid = encode<T>(maps.a, function, a, m, k, wg::bm, wg::bk) && encode<T>(maps.b, function, b, k, n, wg::bk, wg::box_n)
+                     ? 1
+                     : 0;
+  }
+  std::memcpy(out, &maps, sizeof maps);
+}
+
+/// Dynamic shared memory for the Hopper kernel: its stages where the device allows them, else
+/// what the generic path needs (the kernel checks which it got). Without a device, the stages.
+template <class T>
+std::uint32_t wgmma_shared_bytes() {
+  int device = 0, limit = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return wg::shared_bytes;
+  }
+  return static_cast<std::uint32_t>(limit >= wg::shared_bytes ? wg::shared_bytes : matmul_fallback_shared_bytes<T>());
+}
+
+/// f16 and bf16 on the Hopper kernel (c in float or, for the cast variant, in T), f32 on FMA units.
 template <class T>
 auto matmul_function() {
   if constexpr (std::is_same_v<T, float>) {
     return matmul_float_kernel;
   } else {
-    return matmul_tensor_kernel<T>;
+    return matmul_wgmma_kernel<T, float>;
   }
 }
 struct ByTile : Descriptor {
@@ -20,16 +99,27 @@ struct ByTile : Descriptor {
     if constexpr (std::is_same_v<T, float>) {
       return {Dim3(blocks_for(n, mmf::bn), blocks_for(m, mmf::bm)), mmf::threads};
     } else {
-      return {Dim3(blocks_for(n, mm::bn), blocks_for(m, mm::bm)), mm::threads};
+      return {Dim3(blocks_for(n, wg::bn), blocks_for(m, wg::bm)), wg::threads, wgmma_shared_bytes<T>()};
     }
   }
+  template <class T>
+  static DerivedParameters derived() {
+    return {encode_matmul_maps<T>, sizeof(MatmulMaps), alignof(MatmulMaps)};
+  }
+};
+struct CastByTile : ByTile {
+  using instances = Instances<Types<__half>, Types<__nv_bfloat16>>;
+  static constexpr const char* variant = ".cast";
 };
 FLOWDSL_KERNEL(Matmul, ByTile, "matmul",
                "c[m, n] = act(a[m, k] b[k, n] + bias[n]), float accumulate; f16, bf16 on tensor cores, f32 on FMA units",
                matmul_function<T...>(), "m", "n", "k", "a: m * k", "b: k * n", "bias: n", "activation", "c: m * n")
+FLOWDSL_KERNEL(MatmulCast, CastByTile, "matmul",
+               "c[m, n] = act(a[m, k] b[k, n] + bias[n]) rounded to the type of a and b, float accumulate, tensor cores",
+               (matmul_wgmma_kernel<T..., T...>), "m", "n", "k", "a: m * k", "b: k * n", "bias: n", "activation", "c: m * n")
 }  // namespace
 
-void register_matmul(KernelRegistry& registry) { register_kernels<void, Matmul>(registry); }
+void register_matmul(KernelRegistry& registry) { register_kernels<void, Matmul, MatmulCast>(registry); }
 }  // namespace detail
 
 template <class T>
@@ -38,7 +128,15 @@ KernelNode<i32, i32, i32, const T*, const T*, const float*, i32, float*> matmul(
                                                                                 Activation act, float* c) {
   return detail::declare<detail::Matmul, T>(g, std::move(name), m, n, k, a, b, bias, static_cast<i32>(act), c);
 }
+template <class T>
+KernelNode<i32, i32, i32, const T*, const T*, const float*, i32, T*> matmul_cast(Into g, std::string name, i32 m, i32 n, i32 k,
+                                                                                 const T* a, const T* b, const float* bias,
+                                                                                 Activation act, T* c) {
+  return detail::declare<detail::MatmulCast, T>(g, std::move(name), m, n, k, a, b, bias, static_cast<i32>(act), c);
+}
 
 FLOWDSL_INSTANTIATE_FLOAT_TYPES(matmul)
+FLOWDSL_INSTANTIATE(matmul_cast, __half)
+FLOWDSL_INSTANTIATE(matmul_cast, __nv_bfloat16)
 
 }  // namespace flowdsl::kernels

@@ -1,11 +1,12 @@
 // Matrix multiply c = act(a b + bias), row-major, float accumulation, any m, n, k.
 //
-// Half and bfloat16: 128 x 128 x 32 block tiles on tensor cores (WMMA 16x16x16, 8 warps of
-// 64 x 32), operands staged through shared memory two stages deep with cp.async (16-byte
-// copies, zero-filled past the edges) when rows are 16-byte aligned, element by element
-// otherwise. The epilogue goes through a per-warp 16 x 16 scratch tile to apply the bias,
-// the activation and the edge checks. Float: 64 x 64 tiles on the FMA units, 4 x 4 outputs
-// per thread (exact float arithmetic).
+// Half and bfloat16 run the Hopper kernel of matmul_wgmma.cuh; its fallback (no tensor maps, or
+// a build or device without sm_90a) is mma_sync_tile here: 128 x 128 x 32 tiles on tensor cores
+// (WMMA 16x16x16, 8 warps of 64 x 32), operands staged through shared memory two stages deep
+// with cp.async (16-byte copies, zero-filled past the edges) when rows are 16-byte aligned,
+// element by element otherwise. Its epilogue goes through a per-warp 16 x 16 scratch tile to
+// apply the bias, the activation and the edge checks. Float: 64 x 64 tiles on the FMA units,
+// 4 x 4 outputs per thread (exact float arithmetic).
 #pragma once
 
 #include <mma.h>
@@ -65,16 +66,30 @@ __device__ __forceinline__ void load_tiles(bool vector_path, int m, int n, int k
   }
 }
 
-template <class T>
-__global__ void __launch_bounds__(mm::threads) matmul_tensor_kernel(std::int32_t m, std::int32_t n, std::int32_t k, const T* a,
-                                                                    const T* b, const float* bias, std::int32_t act, float* c) {
-  ::flowdsl::kernels::detail::programmatic_prologue();
-  using namespace nvcuda;
-  __shared__ __align__(128) T sa[2][mm::bm * mm::a_stride];
-  __shared__ __align__(128) T sb[2][mm::bk * mm::b_stride];
-  __shared__ __align__(32) float scratch[mm::threads / 32][16 * 16];
+/// Shared memory of one mma_sync_tile: two stages of A and B, and a 16 x 16 float scratch tile per warp.
+struct MmaSyncShared {
+  static constexpr int a_elements = 2 * mm::bm * mm::a_stride, b_elements = 2 * mm::bk * mm::b_stride;
+  static constexpr int scratch_floats = mm::threads / 32 * 16 * 16;
+  template <class T>
+  static constexpr int bytes() {
+    return (a_elements + b_elements) * static_cast<int>(sizeof(T)) + scratch_floats * 4;
+  }
+};
 
-  const int row0 = blockIdx.y * mm::bm, col0 = blockIdx.x * mm::bn;
+/// c[row0 .. +bm, col0 .. +bn] = act(a b + bias) by threads 0 .. mm::threads - 1 on WMMA
+/// (mma.sync), converted to Out. `shared` holds MmaSyncShared::bytes<T>(), 128-byte aligned;
+/// `sync()` is a barrier of exactly those threads.
+template <class T, class Out, class Sync>
+__device__ __forceinline__ void mma_sync_tile(std::int32_t m, std::int32_t n, std::int32_t k, const T* a, const T* b,
+                                              const float* bias, std::int32_t act, Out* c, int row0, int col0,
+                                              unsigned char* shared, Sync sync) {
+  using namespace nvcuda;
+  T* const sa_base = reinterpret_cast<T*>(shared);
+  T* const sb_base = sa_base + MmaSyncShared::a_elements;
+  float* const scratch = reinterpret_cast<float*>(sb_base + MmaSyncShared::b_elements);
+  auto sa = [&](int stage) { return sa_base + stage * mm::bm * mm::a_stride; };
+  auto sb = [&](int stage) { return sb_base + stage * mm::bk * mm::b_stride; };
+
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int warp_row = (warp / (mm::bn / mm::warp_n)) * mm::warp_m;
   const int warp_col = (warp % (mm::bn / mm::warp_n)) * mm::warp_n;
@@ -87,32 +102,32 @@ __global__ void __launch_bounds__(mm::threads) matmul_tensor_kernel(std::int32_t
     for (int j = 0; j < mm::frag_n; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
 
   const int tiles = (k + mm::bk - 1) / mm::bk;
-  load_tiles(vector_path, m, n, k, a, b, row0, col0, 0, sa[0], sb[0]);
+  load_tiles(vector_path, m, n, k, a, b, row0, col0, 0, sa(0), sb(0));
   cp_async_commit();
   for (int t = 0; t < tiles; ++t) {
     const int stage = t & 1;
-    if (t + 1 < tiles) load_tiles(vector_path, m, n, k, a, b, row0, col0, (t + 1) * mm::bk, sa[stage ^ 1], sb[stage ^ 1]);
+    if (t + 1 < tiles) load_tiles(vector_path, m, n, k, a, b, row0, col0, (t + 1) * mm::bk, sa(stage ^ 1), sb(stage ^ 1));
     cp_async_commit();
     cp_async_wait<1>();
-    __syncthreads();
+    sync();
 #pragma unroll
     for (int kk = 0; kk < mm::bk; kk += 16) {
       wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa[mm::frag_m];
       wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb[mm::frag_n];
 #pragma unroll
-      for (int i = 0; i < mm::frag_m; ++i) wmma::load_matrix_sync(fa[i], sa[stage] + (warp_row + i * 16) * mm::a_stride + kk, mm::a_stride);
+      for (int i = 0; i < mm::frag_m; ++i) wmma::load_matrix_sync(fa[i], sa(stage) + (warp_row + i * 16) * mm::a_stride + kk, mm::a_stride);
 #pragma unroll
-      for (int j = 0; j < mm::frag_n; ++j) wmma::load_matrix_sync(fb[j], sb[stage] + kk * mm::b_stride + warp_col + j * 16, mm::b_stride);
+      for (int j = 0; j < mm::frag_n; ++j) wmma::load_matrix_sync(fb[j], sb(stage) + kk * mm::b_stride + warp_col + j * 16, mm::b_stride);
 #pragma unroll
       for (int i = 0; i < mm::frag_m; ++i)
 #pragma unroll
         for (int j = 0; j < mm::frag_n; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
     }
-    __syncthreads();  // the stage just read is the next iteration's load target
+    sync();  // the stage just read is the next iteration's load target
   }
   cp_async_wait<0>();  // no copy may be left in flight at exit (k == 0 issues one and never waits)
 
-  float* tile = scratch[warp];
+  float* tile = scratch + warp * 16 * 16;
 #pragma unroll
   for (int i = 0; i < mm::frag_m; ++i) {
 #pragma unroll
@@ -122,7 +137,9 @@ __global__ void __launch_bounds__(mm::threads) matmul_tensor_kernel(std::int32_t
       const int r_base = row0 + warp_row + i * 16, c_base = col0 + warp_col + j * 16;
       for (int e = lane; e < 256; e += 32) {
         const int r = r_base + e / 16, col = c_base + e % 16;
-        if (r < m && col < n) c[static_cast<std::int64_t>(r) * n + col] = activate(act, tile[e] + (bias ? bias[col] : 0.0f));
+        if (r < m && col < n) {
+          c[static_cast<std::int64_t>(r) * n + col] = from_float<Out>(activate(act, tile[e] + (bias ? bias[col] : 0.0f)));
+        }
       }
       __syncwarp();
     }

@@ -80,10 +80,22 @@ def uniform(low, high, seed):
     return {"kind": "uniform", "low": low, "high": high, "seed": seed}
 
 
-def kernel(name, kernel_name, grid, block, args, after=None):
+# The launch shape fk::matmul gives f16/bf16 (kernels/matmul_wgmma.cuh): 128 x 256 tiles of c,
+# 384 threads, the shared memory of 4 stages; another shape takes a slower path.
+MATMUL_BLOCK = 384
+MATMUL_SHARED_BYTES = 4 * (128 * 64 + 64 * 256) * 2 + 2 * 4 * 8 + 1024
+
+
+def matmul_grid(m, n):
+    return [blocks_for(n, 256), blocks_for(m, 128)]
+
+
+def kernel(name, kernel_name, grid, block, args, after=None, shared_bytes=0):
     node = {"name": name, "kind": "kernel", "kernel": kernel_name, "grid": grid, "block": block, "args": args}
     if after:
         node["after"] = after
+    if shared_bytes:
+        node["shared_bytes"] = shared_bytes
     return node
 
 
@@ -127,14 +139,14 @@ def mlp_inference():
                 "out": "padded", "mask": "mask"}),
         kernel("cast_in", "cast.f32.bf16", elementwise_grid(batch * width), 256,
                {"n": batch * width, "x": "padded", "y": "x16"}, ["pad"]),
-        kernel("linear1", "matmul.bf16", [blocks_for(hidden, 128), blocks_for(batch, 128)], 256,
+        kernel("linear1", "matmul.bf16", matmul_grid(batch, hidden), MATMUL_BLOCK,
                {"m": batch, "n": hidden, "k": width, "a": "x16", "b": "w1", "bias": "b1", "activation": 2, "c": "h"},
-               ["cast_in"]),
+               ["cast_in"], MATMUL_SHARED_BYTES),
         kernel("cast_h", "cast.f32.bf16", elementwise_grid(batch * hidden), 256,
                {"n": batch * hidden, "x": "h", "y": "h16"}, ["linear1"]),
-        kernel("linear2", "matmul.bf16", [blocks_for(classes, 128), blocks_for(batch, 128)], 256,
+        kernel("linear2", "matmul.bf16", matmul_grid(batch, classes), MATMUL_BLOCK,
                {"m": batch, "n": classes, "k": hidden, "a": "h16", "b": "w2", "bias": "b2", "activation": 0,
-                "c": "logits"}, ["cast_h"]),
+                "c": "logits"}, ["cast_h"], MATMUL_SHARED_BYTES),
         kernel("softmax", softmax, softmax_grid, 256, {"rows": batch, "cols": classes, "x": "logits", "y": "probs"},
                ["linear2"]),
         kernel("argmax", argmax, argmax_grid, 256, {"rows": batch, "cols": classes, "x": "probs", "out": "classes"},

@@ -173,12 +173,22 @@ KernelNode<i32, u64, float*, float*, i32*, i32*, u8*> cartpole_reset(Into g, std
 // ---------------------------------------------------------------- matrix multiply -------------
 
 /// \brief c[m, n] = act(a[m, k] b[k, n] + bias[n]), row-major, float accumulation; any m, n, k.
-/// T = __half or __nv_bfloat16 runs on tensor cores; T = float on the FMA units (exact float).
-/// `bias` may be null.
+/// T = __half or __nv_bfloat16 runs on tensor cores (on Hopper: wgmma fed by the copy engine,
+/// which wants a and b 16-byte aligned with k and n multiples of 8; other shapes and pointers
+/// take a slower generic path in the same kernel); T = float on the FMA units (exact float).
+/// `bias` may be null. The f16/bf16 kernel asks for about 194 KiB of dynamic shared memory
+/// (the launch shape says so; keep it when overriding the grid).
 template <class T>
 KernelNode<i32, i32, i32, const T*, const T*, const float*, i32, float*> matmul(Into g, std::string name, i32 m, i32 n, i32 k,
                                                                                 const T* a, const T* b, const float* bias,
                                                                                 Activation act, float* c);
+/// \brief matmul with c in the operands' type: c[m, n] = (T) act(a b + bias[n]), rounded to
+/// nearest even from the float accumulators, so that a chain of layers (an MLP) needs no cast
+/// kernel between them. T = __half or __nv_bfloat16.
+template <class T>
+KernelNode<i32, i32, i32, const T*, const T*, const float*, i32, T*> matmul_cast(Into g, std::string name, i32 m, i32 n, i32 k,
+                                                                                 const T* a, const T* b, const float* bias,
+                                                                                 Activation act, T* c);
 
 // ---------------------------------------------------------------- conditions -----------------
 //

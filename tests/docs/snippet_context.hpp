@@ -49,6 +49,15 @@ extern const __half* d_x16_const;
 extern const __half* d_w;
 extern const float* d_bias;
 extern float* d_h;
+// docs/kernels.md, "Matrix multiply": two half layers chained by matmul_cast.
+extern std::int32_t classes;
+extern const __half* d_w1;
+extern const __half* d_w2;
+extern const float* d_b1;
+extern const float* d_b2;
+extern __half* d_h16;
+extern const __half* d_h16_const;
+extern __half* d_y16;
 
 // docs/architecture.md, "Conditional nodes": a heat step and a decision kernel.
 void heat_step(float* a, float* b, int n);

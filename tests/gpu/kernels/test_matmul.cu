@@ -1,6 +1,9 @@
 // The matrix multiply against a double-precision host product, for float (FMA units) and
 // half/bfloat16 (tensor cores, float accumulation), at shapes with edges in every dimension,
-// with and without bias and activation, on the 16-byte copy path and the element path.
+// with and without bias and activation. Half and bfloat16 on Hopper take the copy-engine (TMA)
+// and wgmma path when a and b are 16-byte aligned with k and n multiples of 8, the generic
+// path of the same kernel otherwise; both are covered here, as is the cast variant (c in the
+// operands' type) and an update that re-derives the tensor maps.
 #include "kernel_test_support.cuh"
 
 namespace fk = flowdsl::kernels;
@@ -11,47 +14,162 @@ namespace {
 struct Dims {
   int m, n, k;
 };
-/// Sum over k of |a[i, p] b[p, j]|: the scale of the rounding error of entry (i, j).
-std::vector<double> magnitudes(const Dims& d, const std::vector<float>& a, const std::vector<float>& b) {
-  std::vector<float> abs_a(a.size()), abs_b(b.size());
-  for (std::size_t i = 0; i < a.size(); ++i) abs_a[i] = std::fabs(a[i]);
-  for (std::size_t i = 0; i < b.size(); ++i) abs_b[i] = std::fabs(b[i]);
-  return ref::matmul(d.m, d.n, d.k, abs_a, abs_b, {}, 0);
+/// Rows `rows` of act(a b + bias) in double, and of sum over k of |a[i, p] b[p, j]| (the scale of
+/// the rounding error of entry (i, j)), row after row.
+struct RowsReference {
+  std::vector<double> want, scale;
+};
+RowsReference reference_rows(const Dims& d, const std::vector<float>& a, const std::vector<float>& b,
+                             const std::vector<float>& bias, int act, const std::vector<int>& rows) {
+  RowsReference r{std::vector<double>(rows.size() * d.n, 0.0), std::vector<double>(rows.size() * d.n, 0.0)};
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    double* want = r.want.data() + i * d.n;
+    double* scale = r.scale.data() + i * d.n;
+    for (int p = 0; p < d.k; ++p) {
+      const double av = a[std::size_t(rows[i]) * d.k + p];
+      const float* brow = b.data() + std::size_t(p) * d.n;
+      for (int j = 0; j < d.n; ++j) {
+        want[j] += av * brow[j];
+        scale[j] += std::fabs(av * brow[j]);
+      }
+    }
+    for (int j = 0; j < d.n; ++j) want[j] = ref::activate(act, want[j] + (bias.empty() ? 0.0 : bias[j]));
+  }
+  return r;
 }
+std::vector<int> all_rows(int m) {
+  std::vector<int> rows(m);
+  for (int i = 0; i < m; ++i) rows[i] = i;
+  return rows;
+}
+/// Every row of a small product; of a large one (the host reference would take seconds), the
+/// first, last and tile-edge rows and a few others.
+std::vector<int> checked_rows(const Dims& d) {
+  if (std::int64_t{d.m} * d.n * d.k <= (std::int64_t{1} << 26)) return all_rows(d.m);
+  std::vector<int> rows = {0, 1, 7, 8, 63, 64, 65, 127, 128, 129, d.m / 2, d.m - 129, d.m - 128, d.m - 2, d.m - 1};
+  for (int i = 1; i <= 8; ++i) rows.push_back(static_cast<int>((std::uint64_t(i) * 2654435761u) % std::uint64_t(d.m)));
+  rows.erase(std::remove_if(rows.begin(), rows.end(), [&](int r) { return r < 0 || r >= d.m; }), rows.end());
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  return rows;
+}
+
+/// Elements of rows `rows` of got (m x n) farther from the reference than `tol` sum |a b| plus
+/// `relative` |want| (the rounding of c to its type); NaN (the poison) always counts.
+std::size_t bad_entries(const std::vector<float>& got, const Dims& d, const std::vector<int>& rows, const RowsReference& r,
+                        double tol, double relative) {
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    for (int j = 0; j < d.n; ++j) {
+      const double g = got[std::size_t(rows[i]) * d.n + j], w = r.want[i * d.n + j];
+      if (!(std::fabs(g - w) <= tol * std::max(1.0, r.scale[i * d.n + j]) + relative * std::fabs(w))) ++bad;
+    }
+  }
+  return bad;
+}
+std::size_t unwritten(const std::vector<float>& got) {
+  return static_cast<std::size_t>(std::count_if(got.begin(), got.end(), [](float x) { return std::isnan(x); }));
+}
+
+/// Products of the inputs are exact in float; only the float accumulation rounds: float FMA
+/// chains stay within 1e-5 of sum |a b|, the tensor cores' adds within 1e-3.
+template <class T>
+constexpr double accumulation_tolerance() {
+  return std::is_same_v<T, float> ? 1e-5 : 1e-3;
+}
+/// The relative rounding of c to T (half: 11 bits, bfloat16: 8), with a little room.
+template <class T>
+constexpr double rounding_of() {
+  return std::is_same_v<T, __half> ? 1.0 / 1024 : std::is_same_v<T, __nv_bfloat16> ? 1.0 / 128 : 0.0;
+}
+
+template <class T>
+struct Operands {
+  Dims d;
+  std::vector<float> a, b, bias;
+  DeviceBuffer<T> da, db;
+  DeviceBuffer<float> dbias;
+  Operands(Dims dims, bool with_bias, unsigned seed)
+      : d(dims),
+        a(random_values<T>(std::size_t(d.m) * d.k, seed)),
+        b(random_values<T>(std::size_t(d.k) * d.n, seed + 1)),
+        bias(with_bias ? random_values<float>(d.n, seed + 2) : std::vector<float>{}),
+        da(a.size() + 8),
+        db(b.size() + 8),
+        dbias(std::max(1, d.n)) {
+    upload(da, a);
+    upload(db, b);
+    if (with_bias) dbias.upload(bias);
+  }
+  const float* bias_ptr() const { return bias.empty() ? nullptr : dbias.get(); }
+};
 }  // namespace
 
 TEMPLATE_TEST_CASE("Matmul matches a double-precision product at every shape", "[kernels][matmul]", KERNEL_TYPES) {
   using T = TestType;
-  // n % 8 != 0 or k % 8 != 0 take the element path; the others the 16-byte cp.async path.
-  const Dims shapes[] = {{1, 1, 1},     {31, 31, 31},    {33, 65, 17},    {128, 128, 128}, {1000, 96, 64},
-                         {257, 1000, 136}, {130, 8, 1000}, {1027, 1021, 64}, {64, 64, 0}};
+  // For half and bfloat16, n % 8 != 0 or k % 8 != 0 take the generic path; the others the TMA path.
+  const Dims shapes[] = {{1, 1, 1},       {31, 31, 31},   {33, 65, 17},     {128, 128, 128}, {1000, 96, 64},
+                         {257, 1000, 136}, {130, 8, 1000}, {1027, 1021, 64}, {64, 64, 0},     {127, 129, 65},
+                         {300, 260, 72},  {129, 264, 8},  {200, 520, 1032}, {8, 8, 8}};
   for (const Dims d : shapes) {
-    for (const fk::Activation act : {fk::Activation::none, fk::Activation::gelu}) {
+    for (const fk::Activation act : {fk::Activation::none, fk::Activation::gelu, fk::Activation::relu, fk::Activation::silu}) {
       const bool with_bias = act != fk::Activation::none;
-      INFO("type " << type_name<T>() << ", m " << d.m << " n " << d.n << " k " << d.k << ", bias and gelu " << with_bias);
-      const std::vector<float> a = random_values<T>(std::size_t(d.m) * d.k, 31), b = random_values<T>(std::size_t(d.k) * d.n, 32);
-      const std::vector<float> bias = with_bias ? random_values<float>(d.n, 33) : std::vector<float>{};
-      DeviceBuffer<T> da(a.size() + 1), db(b.size() + 1);
-      DeviceBuffer<float> dbias(d.n), dc(std::size_t(d.m) * d.n);
-      upload(da, a);
-      upload(db, b);
-      if (with_bias) dbias.upload(bias);
+      INFO("type " << type_name<T>() << ", m " << d.m << " n " << d.n << " k " << d.k << ", activation " << static_cast<int>(act));
+      Operands<T> in(d, with_bias, 31);
+      DeviceBuffer<float> dc(std::max<std::size_t>(1, std::size_t(d.m) * d.n));
       dc.poison();
       flowdsl::Graph g;
-      fk::matmul(g, "matmul", d.m, d.n, d.k, da.get(), db.get(), with_bias ? dbias.get() : nullptr, act, dc.get());
+      fk::matmul(g, "matmul", d.m, d.n, d.k, in.da.get(), in.db.get(), in.bias_ptr(), act, dc.get());
       Runner runner;
       runner.run(g);
-      const std::vector<double> want = ref::matmul(d.m, d.n, d.k, a, b, bias, static_cast<int>(act));
-      const std::vector<double> scale = magnitudes(d, a, b);
+      const std::vector<int> rows = all_rows(d.m);
       const std::vector<float> got = dc.download();
-      // Products of the inputs are exact in float; only the float accumulation rounds:
-      // float FMA chains stay within 1e-5 of sum |a b|, the tensor cores' adds within 1e-3.
-      const double tol = std::is_same_v<T, float> ? 1e-5 : 1e-3;
-      std::size_t bad = 0;
-      for (std::size_t i = 0; i < want.size(); ++i) {
-        if (!(std::fabs(got[i] - want[i]) <= tol * std::max(1.0, scale[i]))) ++bad;
-      }
-      CHECK(bad == 0);
+      CHECK(bad_entries(got, d, rows, reference_rows(d, in.a, in.b, in.bias, static_cast<int>(act), rows),
+                        accumulation_tolerance<T>(), 0.0) == 0);
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("Matmul on tensor cores is right at 1024^3 and at 128 x 4096 x 4096", "[kernels][matmul][large]", __half,
+                   __nv_bfloat16) {
+  using T = TestType;
+  for (const Dims d : {Dims{1024, 1024, 1024}, Dims{128, 4096, 4096}, Dims{1000, 1048, 2056}}) {
+    INFO("type " << type_name<T>() << ", m " << d.m << " n " << d.n << " k " << d.k);
+    Operands<T> in(d, true, 41);
+    DeviceBuffer<float> dc(std::size_t(d.m) * d.n);
+    dc.poison();
+    flowdsl::Graph g;
+    fk::matmul(g, "matmul", d.m, d.n, d.k, in.da.get(), in.db.get(), in.bias_ptr(), fk::Activation::gelu, dc.get());
+    Runner runner;
+    runner.run(g);
+    const std::vector<float> got = dc.download();
+    CHECK(unwritten(got) == 0);
+    const std::vector<int> rows = checked_rows(d);
+    CHECK(bad_entries(got, d, rows, reference_rows(d, in.a, in.b, in.bias, 2, rows), 1e-3, 0.0) == 0);
+  }
+}
+
+TEMPLATE_TEST_CASE("Matmul with the cast epilogue writes c in the operands' type", "[kernels][matmul][cast]", __half,
+                   __nv_bfloat16) {
+  using T = TestType;
+  const Dims shapes[] = {{1, 1, 1},     {127, 129, 65}, {300, 260, 72}, {64, 64, 0},
+                         {256, 512, 1024}, {33, 136, 40}, {130, 7, 64},   {1100, 1031, 96}};
+  for (const Dims d : shapes) {
+    for (const fk::Activation act : {fk::Activation::none, fk::Activation::silu}) {
+      const bool with_bias = act != fk::Activation::none;
+      INFO("type " << type_name<T>() << ", m " << d.m << " n " << d.n << " k " << d.k << ", activation " << static_cast<int>(act));
+      Operands<T> in(d, with_bias, 51);
+      DeviceBuffer<T> dc(std::max<std::size_t>(1, std::size_t(d.m) * d.n));
+      dc.poison();
+      flowdsl::Graph g;
+      fk::matmul_cast(g, "matmul", d.m, d.n, d.k, in.da.get(), in.db.get(), in.bias_ptr(), act, dc.get());
+      Runner runner;
+      runner.run(g);
+      const std::vector<int> rows = checked_rows(d);
+      const std::vector<float> got = download(dc);
+      CHECK(unwritten(got) == 0);
+      CHECK(bad_entries(got, d, rows, reference_rows(d, in.a, in.b, in.bias, static_cast<int>(act), rows), 1e-3,
+                        rounding_of<T>()) == 0);
     }
   }
 }
@@ -75,4 +193,73 @@ TEST_CASE("Matmul relaunches with new operands as a parameter update", "[kernels
   CHECK(runner.run(g).kind == flowdsl::LaunchKind::updated);
   const std::vector<double> want = ref::matmul(d.m, d.n, d.k, a1, b, {}, 1);
   CHECK(mismatches(dc.download(), want, 1e-3 * d.k) == 0);
+}
+
+TEMPLATE_TEST_CASE("Matmul updated to other buffers and sizes re-derives its tensor maps", "[kernels][matmul][update]", __half,
+                   __nv_bfloat16) {
+  using T = TestType;
+  // One node, updated in its executable: new operands (maps re-encoded), then a misaligned a
+  // (no maps: the generic path), then aligned again with a smaller k and m, then the cast node.
+  const Dims big{300, 264, 136};
+  Operands<T> first(big, true, 61), second(big, true, 71);
+  DeviceBuffer<float> dc(std::size_t(big.m) * big.n);
+  flowdsl::Graph g;
+  auto node = fk::matmul(g, "matmul", big.m, big.n, big.k, first.da.get(), first.db.get(), first.bias_ptr(),
+                         fk::Activation::gelu, dc.get());
+  Runner runner;
+  auto check_against = [&](const Dims& d, const std::vector<float>& a, const std::vector<float>& b,
+                           const std::vector<float>& bias) {
+    const std::vector<int> rows = all_rows(d.m);
+    std::vector<float> got = dc.download();
+    got.resize(std::size_t(d.m) * d.n);
+    CHECK(bad_entries(got, d, rows, reference_rows(d, a, b, bias, 2, rows), 1e-3, 0.0) == 0);
+  };
+  dc.poison();
+  runner.run(g);
+  check_against(big, first.a, first.b, first.bias);
+
+  SECTION("new operand buffers") {
+    node.template arg<3>(static_cast<const T*>(second.da.get())).template arg<4>(static_cast<const T*>(second.db.get()));
+    dc.poison();
+    CHECK(runner.run(g).kind == flowdsl::LaunchKind::updated);
+    check_against(big, second.a, second.b, first.bias);
+  }
+  SECTION("a misaligned a, then an aligned one with smaller sizes") {
+    // a shifted by one element: not 16-byte aligned, so no tensor maps; same values from there.
+    std::vector<float> shifted(first.a.size() + 1, 0.5f);
+    std::copy(first.a.begin(), first.a.end(), shifted.begin() + 1);
+    upload(second.da, shifted);
+    node.template arg<3>(static_cast<const T*>(second.da.get() + 1));
+    dc.poison();
+    CHECK(runner.run(g).kind == flowdsl::LaunchKind::updated);
+    check_against(big, first.a, first.b, first.bias);
+
+    const Dims small{100, 264, 64};  // within the grid declared for big
+    Operands<T> third(small, true, 81);
+    node.template arg<0>(small.m).template arg<2>(small.k).template arg<3>(static_cast<const T*>(third.da.get()));
+    node.template arg<4>(static_cast<const T*>(third.db.get()));
+    dc.poison();
+    CHECK(runner.run(g).kind == flowdsl::LaunchKind::updated);
+    check_against(small, third.a, third.b, first.bias);
+  }
+}
+
+TEMPLATE_TEST_CASE("Matmul with the cast epilogue updates its operands", "[kernels][matmul][cast][update]", __half,
+                   __nv_bfloat16) {
+  using T = TestType;
+  const Dims d{192, 320, 256};
+  Operands<T> first(d, true, 91), second(d, true, 101);
+  DeviceBuffer<T> dc(std::size_t(d.m) * d.n);
+  flowdsl::Graph g;
+  auto node = fk::matmul_cast(g, "matmul", d.m, d.n, d.k, first.da.get(), first.db.get(), first.bias_ptr(),
+                              fk::Activation::relu, dc.get());
+  Runner runner;
+  dc.poison();
+  runner.run(g);
+  const std::vector<int> rows = all_rows(d.m);
+  CHECK(bad_entries(download(dc), d, rows, reference_rows(d, first.a, first.b, first.bias, 1, rows), 1e-3, rounding_of<T>()) == 0);
+  node.template arg<3>(static_cast<const T*>(second.da.get())).template arg<4>(static_cast<const T*>(second.db.get()));
+  dc.poison();
+  CHECK(runner.run(g).kind == flowdsl::LaunchKind::updated);
+  CHECK(bad_entries(download(dc), d, rows, reference_rows(d, second.a, second.b, first.bias, 1, rows), 1e-3, rounding_of<T>()) == 0);
 }

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The Hopper matmul on the device machine in one call: builds test_kernels and kernels_bench if
+# they are not there yet, then runs
+#   1. test_kernels "[matmul]"          every matmul test (float64 host reference, poisoned outputs)
+#   2. compute-sanitizer memcheck and racecheck on the small update tests "[matmul][update]"
+#      (TMA path, generic path, re-derived tensor maps, cast variant)
+#   3. kernels_bench --matmul-only       f16/bf16 (float c) and the cast variant vs cuBLAS at
+#      4096^3, 1024^3 and 128 x 4096 x 4096, with ||flowdsl - cuBLAS|| / ||cuBLAS||
+# Logs go under $OUT (one file a step); the end of the output is a short summary. Exits non-zero
+# when a step failed.
+#
+#   bash bench/matmul_device.sh                  # BUILD=build-device by default
+#   BUILD=build bash bench/matmul_device.sh      # reuse a carried build folder
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$ROOT/build-device}
+OUT=${OUT:-/tmp/matmul_device}
+mkdir -p "$OUT"
+status=0
+
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv >"$OUT/gpu.txt" 2>&1
+if [ ! -x "$BUILD/tests/test_kernels" ] || [ ! -x "$BUILD/bench/kernels_bench" ]; then
+  echo "== building test_kernels and kernels_bench in $BUILD"
+  if ! { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 &&
+         cmake --build "$BUILD" -j"$(nproc)" --target test_kernels kernels_bench; } >"$OUT/build.log" 2>&1; then
+    echo "build failed:"
+    tail -n 40 "$OUT/build.log"
+    exit 1
+  fi
+fi
+
+step() {
+  local name=$1
+  shift
+  echo "== $name: $*"
+  local start=$SECONDS
+  "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  echo "   exit $rc after $((SECONDS - start)) s (log: $OUT/$name.log)"
+  [ "$rc" -eq 0 ] || status=1
+  tail -n 4 "$OUT/$name.log"
+}
+
+SANITIZER=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+step tests "$BUILD/tests/test_kernels" "[matmul]"
+step memcheck "$SANITIZER" --tool memcheck --error-exitcode 9 "$BUILD/tests/test_kernels" "[matmul][update]"
+step racecheck "$SANITIZER" --tool racecheck --error-exitcode 9 "$BUILD/tests/test_kernels" "[matmul][update]"
+step bench "$BUILD/bench/kernels_bench" --matmul-only --json "$OUT/kernels_bench_matmul.json"
+
+echo
+echo "== summary ($(head -n 2 "$OUT/gpu.txt" | tail -n 1))"
+grep -E "test cases|All tests passed" "$OUT/tests.log" | tail -n 1
+grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/memcheck.log" "$OUT/racecheck.log"
+grep -E "^matmul .*cuBLAS\|\|" "$OUT/bench.log"
+grep -E "^matmul" "$OUT/bench.log" | grep -E "flowdsl|cuBLAS" | grep -v "||"
+exit $status
