@@ -1,7 +1,11 @@
 // kernels_bench: achieved bandwidth of the memory-bound kernels against a device-to-device
 // cudaMemcpy measured in the same run, and matmul TFLOP/s against cuBLAS in the same run.
 //
-//   kernels_bench [--quick] [--repeats R] [--json FILE] [--matmul-only]
+//   kernels_bench [--quick] [--repeats R] [--json FILE] [--matmul-only] [--only TEXT]...
+//
+// --only TEXT (repeatable) times only the rows whose name contains one of the TEXTs (the copy
+// baseline always runs), e.g. --only random_normal --only matmul. --matmul-only skips every
+// memory-bound row.
 //
 // Method: inputs are random (never zeros), each kernel is the one node of a flowdsl::Graph
 // launched by cudaLaunchKernel from its description (so the graph launch cost is not timed),
@@ -34,6 +38,12 @@ struct Row {
 };
 
 int repeats = 20;
+std::vector<std::string> only;  ///< --only: substrings of the row names to run; empty: all
+
+bool wanted(const std::string& name) {
+  if (only.empty()) return true;
+  return std::any_of(only.begin(), only.end(), [&](const std::string& part) { return name.find(part) != std::string::npos; });
+}
 
 /// Median of `repeats` event-timed runs of `enqueue`, after 3 warm-up runs; `before` (if set) is
 /// enqueued ahead of each run, outside the events.
@@ -100,8 +110,10 @@ int main(int argc, char** argv) {
       repeats = std::max(1, std::atoi(argv[++i]));
     } else if (!std::strcmp(argv[i], "--matmul-only")) {
       matmul_only = true;
+    } else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) {
+      only.emplace_back(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--repeats R] [--json FILE] [--matmul-only]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--repeats R] [--json FILE] [--matmul-only] [--only TEXT]...\n", argv[0]);
       return 2;
     }
   }
@@ -154,6 +166,7 @@ int main(int argc, char** argv) {
   // One node per graph, timed as a plain kernel launch.
   if (!matmul_only) {
   auto memory_row = [&](const std::string& name, double bytes, auto&& declare) {
+    if (!wanted(name)) return;
     flowdsl::Graph g;
     declare(g);
     const double ms = time_ms(stream, [&] { flowdsl::launch_eagerly(g, stream); });
@@ -175,6 +188,10 @@ int main(int argc, char** argv) {
   });
   memory_row("bias+silu bf16 [2n/1024, 1024]", 8 * N, [&](flowdsl::Graph& g) {
     fk::bias_activation(g, "k", 2 * row_count, cols, fk::Activation::silu, static_cast<const __nv_bfloat16*>(ha),
+                        static_cast<const __nv_bfloat16*>(ha), hc);
+  });
+  memory_row("bias+silu bf16 [~2n/1001, 1001] (bias by element)", 4.0 * (2 * n / 1001) * 1001, [&](flowdsl::Graph& g) {
+    fk::bias_activation(g, "k", 2 * n / 1001, 1001, fk::Activation::silu, static_cast<const __nv_bfloat16*>(ha),
                         static_cast<const __nv_bfloat16*>(ha), hc);
   });
   memory_row("cast f32 -> bf16", 6 * N, [&](flowdsl::Graph& g) { fk::cast(g, "k", n, static_cast<const float*>(fa), hc); });
@@ -276,6 +293,7 @@ int main(int argc, char** argv) {
   const Shape shapes[] = {{big, big, big}, {1024, 1024, 1024}, {128, 4096, 4096}};
   auto matmul_rows = [&](auto tag, cudaDataType_t type, const char* label, const Shape& s) {
     using T = decltype(tag);
+    if (!wanted(std::string("matmul ") + label)) return;
     const std::size_t a_elems = std::size_t(s.m) * s.k, b_elems = std::size_t(s.k) * s.n, c_elems = std::size_t(s.m) * s.n;
     T* A = reinterpret_cast<T*>(a);
     T* B = reinterpret_cast<T*>(b);

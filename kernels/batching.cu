@@ -8,15 +8,8 @@ namespace {
 constexpr std::uint32_t batching_block = 256;
 std::uint32_t row_blocks(i32 rows) { return std::min<std::uint32_t>(blocks_for(rows, batching_rows), 65535); }
 
-/// crop: a thread per column, batching_rows rows a thread.
-struct ByColumn : Descriptor {
-  template <class... T, class... A>
-  static LaunchShape shape(i32 rows, i32 cols, const A&...) {
-    return {Dim3(blocks_for(cols, batching_block), row_blocks(rows)), batching_block};
-  }
-};
-/// pad and gather_rows: a thread per 16-byte chunk of a row (the kernels stride over the rest
-/// when rows cannot be chunked), batching_rows rows a thread.
+/// A thread per 16-byte chunk of a row (pad and gather_rows stride over the rest when rows
+/// cannot be chunked; crop strides over a row's output vectors), batching_rows rows a thread.
 struct ByChunk : Descriptor {
   template <class T, class... A>
   static LaunchShape shape(i32 rows, i32 cols, const A&...) {
@@ -28,7 +21,7 @@ struct ByChunk : Descriptor {
 #define FLOWDSL_BATCHING_KERNELS(X)                                                                                    \
   X(Pad, ByChunk, "pad", "pad rows values[offsets[b] .. offsets[b+1]) into [batch, width] with a validity mask",       \
     pad_kernel<T...>, "batch", "width", "pad_value", "values: offsets[batch]", "offsets: batch + 1", "out: batch * width", "mask: batch * width")                               \
-  X(Crop, ByColumn, "crop", "inverse of pad: rows of [batch, width] back to values[offsets[b] ..]", crop_kernel<T...>, \
+  X(Crop, ByChunk, "crop", "inverse of pad: rows of [batch, width] back to values[offsets[b] ..]", crop_kernel<T...>, \
     "batch", "width", "pad_value", "in: batch * width", "offsets: batch + 1", "values: offsets[batch]")                                                          \
   X(GatherRows, ByChunk, "gather_rows", "out[r, :] = in[index[r], :] (zeros for an index out of range)",               \
     gather_rows_kernel<T...>, "count", "cols", "index: count", "src_rows", "in: src_rows * cols", "out: count * cols")

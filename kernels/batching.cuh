@@ -1,7 +1,8 @@
 // Fixed-shape batching: pad variable-length rows into [batch, width] with a pad value and a
 // validity mask, crop them back, gather selected rows. Columns over grid.x and threads, rows
 // over grid.y, both with a grid stride (any grid is correct). pad and gather_rows write
-// 16-byte chunks when the rows allow it and keep batching_rows rows in flight a thread.
+// 16-byte chunks when the rows allow it, crop writes 16-byte vectors of its packed output,
+// and all three keep batching_rows rows in flight a thread.
 #pragma once
 
 #include "common.cuh"
@@ -74,32 +75,85 @@ __global__ void pad_kernel(std::int32_t batch, std::int32_t width, float pad_val
   }
 }
 
-/// crop: batching_rows rows a thread at a time, so that several loads are in flight before the
-/// first store (the packed output rows start anywhere, so accesses stay element-wide).
+/// floor(a / V) for a power of two V and any sign of a.
+template <int V>
+__device__ __forceinline__ std::int64_t floor_div(std::int64_t a) {
+  return a >= 0 ? a / V : -((-a + V - 1) / V);
+}
+
+/// Element q of crop's packed output, which lies in row r or a later one: in[r', q - offsets[r']]
+/// for the row r' holding q, pad past the width.
+template <class T>
+__device__ __forceinline__ T crop_element(std::int64_t q, std::int32_t r, std::int32_t width, T pad, const T* in,
+                                          const std::int32_t* offsets) {
+  while (q >= offsets[r + 1]) ++r;
+  const std::int64_t j = q - offsets[r];
+  return j < width ? in[static_cast<std::int64_t>(r) * width + j] : pad;
+}
+
+/// crop: the packed output is cut into 16-byte vectors on 16-byte boundaries, and row b owns
+/// the vectors whose first element lies in [offsets[b], offsets[b + 1]) (row 0 also the one
+/// holding offsets[0]), so every vector has one writer and is written whole, with one
+/// 16-byte store; only the vectors at the two ends of the output are written element by
+/// element. The input side is read element by element (a row's start is anywhere against
+/// the vectors; neighbouring lanes read neighbouring elements, so L1 serves the overlap). A
+/// vector that runs past its row's end takes the rest from the rows after it. Each thread
+/// takes batching_rows rows at a time, all their loads in flight before the stores.
 template <class T>
 __global__ void crop_kernel(std::int32_t batch, std::int32_t width, float pad_value, const T* in, const std::int32_t* offsets,
                             T* values) {
   ::flowdsl::kernels::detail::programmatic_prologue();
+  constexpr int V = 16 / sizeof(T);
   constexpr int R = batching_rows;
+  if (batch <= 0) return;
   const T pad = from_float<T>(pad_value);
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  // Output positions p on a 16-byte boundary: p % V == phase.
+  const std::int64_t phase = ((16 - reinterpret_cast<std::uintptr_t>(values) % 16) % 16) / sizeof(T);
+  const std::int64_t first = offsets[0], last = offsets[batch];
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x * V;
   for (std::int64_t b0 = static_cast<std::int64_t>(blockIdx.y) * R; b0 < batch; b0 += static_cast<std::int64_t>(gridDim.y) * R) {
-    std::int32_t start[R], length[R];
-    std::int32_t longest = 0;
+    std::int64_t start[R], end[R], owned[R];  // row range; first owned vector position
+    std::int64_t longest = 0;
 #pragma unroll
     for (int u = 0; u < R; ++u) {
-      const bool row = b0 + u < batch;
-      start[u] = row ? offsets[b0 + u] : 0;
-      length[u] = row ? offsets[b0 + u + 1] - start[u] : 0;
-      longest = length[u] > longest ? length[u] : longest;
+      const std::int64_t b = b0 + u;
+      start[u] = b < batch ? offsets[b] : 0;
+      end[u] = b < batch ? offsets[b + 1] : 0;
+      const std::int64_t lo = b == 0 ? start[u] - V + 1 : start[u];
+      owned[u] = phase + floor_div<V>(lo - phase + V - 1) * V;
+      longest = end[u] - owned[u] > longest ? end[u] - owned[u] : longest;
     }
-    for (std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < longest; j += stride) {
-      T v[R];
-#pragma unroll
-      for (int u = 0; u < R; ++u) v[u] = j < length[u] && j < width ? in[(b0 + u) * width + j] : pad;
+    for (std::int64_t j = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V; j < longest; j += stride) {
+      Vec<T, V> v[R];
 #pragma unroll
       for (int u = 0; u < R; ++u) {
-        if (j < length[u]) values[start[u] + j] = v[u];
+        const std::int64_t p = owned[u] + j;
+        if (p >= end[u]) continue;
+        const std::int32_t b = static_cast<std::int32_t>(b0 + u);
+        if (p >= start[u] && p + V <= end[u]) {  // inside the row: its elements p - start .. + V
+          const T* row = in + static_cast<std::int64_t>(b) * width;
+#pragma unroll
+          for (int t = 0; t < V; ++t) v[u].v[t] = p - start[u] + t < width ? row[p - start[u] + t] : pad;
+        } else {
+#pragma unroll
+          for (int t = 0; t < V; ++t) {
+            const std::int64_t q = p + t;
+            v[u].v[t] = q >= first && q < last ? crop_element(q, b, width, pad, in, offsets) : pad;
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < R; ++u) {
+        const std::int64_t p = owned[u] + j;
+        if (p >= end[u]) continue;
+        if (p >= first && p + V <= last) {
+          *reinterpret_cast<Vec<T, V>*>(values + p) = v[u];
+        } else {
+#pragma unroll
+          for (int t = 0; t < V; ++t) {
+            if (p + t >= first && p + t < last) values[p + t] = v[u].v[t];
+          }
+        }
       }
     }
   }

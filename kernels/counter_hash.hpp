@@ -19,10 +19,16 @@ FLOWDSL_HD std::uint64_t mix64(std::uint64_t z) {
   return z ^ (z >> 31);
 }
 
-/// 64 random bits for (seed, counter).
-FLOWDSL_HD std::uint64_t hash(std::uint64_t seed, std::uint64_t counter) {
-  return mix64(mix64(seed + 0x9e3779b97f4a7c15ull) ^ (counter * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull));
+/// The seed's half of hash(): a kernel that draws many counters mixes its seed once.
+FLOWDSL_HD std::uint64_t mixed_seed(std::uint64_t seed) { return mix64(seed + 0x9e3779b97f4a7c15ull); }
+
+/// hash(seed, counter) from mixed_seed(seed).
+FLOWDSL_HD std::uint64_t hash_mixed(std::uint64_t mixed, std::uint64_t counter) {
+  return mix64(mixed ^ (counter * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull));
 }
+
+/// 64 random bits for (seed, counter).
+FLOWDSL_HD std::uint64_t hash(std::uint64_t seed, std::uint64_t counter) { return hash_mixed(mixed_seed(seed), counter); }
 
 /// The top 24 bits as a float in [0, 1) (exact: every value is a multiple of 2^-24).
 FLOWDSL_HD float unit_float(std::uint64_t bits) {

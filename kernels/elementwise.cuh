@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <type_traits>
 
 #include "common.cuh"
 
@@ -165,30 +166,116 @@ template <class T>
 __global__ void clamp_kernel(std::int64_t n, float lo, float hi, const T* x, T* y) {
   ::flowdsl::kernels::detail::programmatic_prologue(); transform(n, ClampOp{lo, hi}, y, x); }
 
-/// y[r, c] = act(x[r, c] + bias[c]). Rows are spread over grid.y (grid-stride), columns over
-/// grid.x; no division per element. Vectorised when every row starts on a 16-byte boundary.
-template <class T>
-__global__ void bias_activation_kernel(std::int64_t rows, std::int32_t cols, std::int32_t act, const T* x, const T* bias, T* y) {
-  ::flowdsl::kernels::detail::programmatic_prologue();
+/// Activation Act (see Activation) in the precision the output keeps: float outputs use the
+/// accurate expf and division; 16-bit outputs (8 or 11 bits kept) take silu through __expf
+/// and __fdividef, whose few-ulp float error vanishes in the final rounding and which cost a
+/// third of the instructions (accurate silu alone kept bf16 rows near the issue limit).
+template <class T, int Act>
+__device__ __forceinline__ float activate_as(float x) {
+  if constexpr (Act == 3 && !std::is_same_v<T, float>) {
+    return __fdividef(x, 1.0f + __expf(-x));
+  } else {
+    return activate(Act, x);
+  }
+}
+
+/// Column of the element after `c` elements of `step` columns (step < cols): one compare,
+/// no division.
+__device__ __forceinline__ std::int32_t advance_column(std::int32_t c, std::int32_t step, std::int32_t cols) {
+  c += step;
+  return c >= cols ? c - cols : c;
+}
+
+/// Vectors in flight a thread in bias_activation: 2 fit 64 registers (8 blocks of 256 an
+/// SM: 64 KB in flight an SM); 4 made ptxas spill.
+constexpr int bias_activation_unroll = 2;
+
+/// y[i] = act(x[i] + bias[i % cols]) for i < n over the flat array. x and y move in 16-byte
+/// vectors (peeled head and tail, as in transform) whatever cols is, bias_activation_unroll
+/// vectors in flight a thread. bias is read as a vector when BiasVectors (every vector then
+/// starts on a column multiple of V), else element by element (from L1: it is cols
+/// elements). The column of each vector is carried from the thread's previous one (a
+/// grid-stride step is a fixed number of columns): no division per element.
+template <int Act, bool BiasVectors, class T>
+__device__ __forceinline__ void bias_activation_flat(std::int64_t n, std::int32_t cols, const T* __restrict__ x,
+                                                     const T* __restrict__ bias, T* __restrict__ y, std::int64_t head) {
   constexpr int V = 16 / sizeof(T);
-  const bool vectorised = cols % V == 0 && aligned<16>(x) && aligned<16>(y) && aligned<16>(bias);
-  const int per_thread = vectorised ? V : 1;
-  const std::int32_t c0 = (blockIdx.x * blockDim.x + threadIdx.x) * per_thread;
-  if (c0 >= cols) return;
-  if (vectorised) {
-    const Vec<T, V> b = *reinterpret_cast<const Vec<T, V>*>(bias + c0);
-    for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
-      const Vec<T, V> in = *reinterpret_cast<const Vec<T, V>*>(x + r * cols + c0);
+  constexpr int U = bias_activation_unroll;
+  const std::int64_t vectors = (n - head) / V;
+  const std::int64_t tail = head + vectors * V;
+  const std::int64_t block = static_cast<std::int64_t>(blockIdx.y) * gridDim.x + blockIdx.x;
+  const std::int64_t thread = block * blockDim.x + threadIdx.x;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * gridDim.y * blockDim.x;
+  const auto element = [&](std::int64_t i) {
+    y[i] = from_float<T>(activate_as<T, Act>(to_float(x[i]) + to_float(bias[i % cols])));
+  };
+  for (std::int64_t i = thread; i < head; i += stride) element(i);
+  for (std::int64_t i = tail + thread; i < n; i += stride) element(i);
+
+  const Vec<T, V>* x_v = reinterpret_cast<const Vec<T, V>*>(x + head);
+  Vec<T, V>* y_v = reinterpret_cast<Vec<T, V>*>(y + head);
+  // From one vector of a thread to its next (u to u + 1, and the last u to the next
+  // iteration's first) is `stride` vectors: `step` columns.
+  const std::int32_t step = static_cast<std::int32_t>((stride * V) % cols);
+  std::int32_t column = static_cast<std::int32_t>((head + thread * V) % cols);
+  for (std::int64_t base = thread; base < vectors; base += stride * U) {
+    Vec<T, V> in[U], b[U];
+    std::int32_t first[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const std::int64_t v = base + u * stride;
+      first[u] = column;
+      column = advance_column(column, step, cols);
+      if (v < vectors) {
+        in[u] = x_v[v];
+        if constexpr (BiasVectors) b[u] = *reinterpret_cast<const Vec<T, V>*>(bias + first[u]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const std::int64_t v = base + u * stride;
+      if (v >= vectors) break;
+      if constexpr (!BiasVectors) {
+        std::int32_t c = first[u];
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          b[u].v[j] = bias[c];
+          c = c + 1 == cols ? 0 : c + 1;
+        }
+      }
       Vec<T, V> out;
 #pragma unroll
-      for (int j = 0; j < V; ++j) out.v[j] = from_float<T>(activate(act, to_float(in.v[j]) + to_float(b.v[j])));
-      *reinterpret_cast<Vec<T, V>*>(y + r * cols + c0) = out;
+      for (int j = 0; j < V; ++j) out.v[j] = from_float<T>(activate_as<T, Act>(to_float(in[u].v[j]) + to_float(b[u].v[j])));
+      y_v[v] = out;
     }
+  }
+}
+
+template <int Act, class T>
+__device__ __forceinline__ void bias_activation_as(std::int64_t n, std::int32_t cols, const T* x, const T* bias, T* y) {
+  constexpr int V = 16 / sizeof(T);
+  const std::int64_t head = scalar_head<V>(n, y, x);
+  if (head == 0 && cols % V == 0 && aligned<16>(bias)) {
+    bias_activation_flat<Act, true>(n, cols, x, bias, y, head);
   } else {
-    const float b = to_float(bias[c0]);
-    for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
-      y[r * cols + c0] = from_float<T>(activate(act, to_float(x[r * cols + c0]) + b));
-    }
+    bias_activation_flat<Act, false>(n, cols, x, bias, y, head);
+  }
+}
+
+/// y[r, c] = act(x[r, c] + bias[c]), vectorised over the flat array (bias_activation_flat);
+/// any grid, 1-D or 2-D, and any block. The bound of 1024 threads (allowed, not used) caps
+/// registers at 64, so that 8 blocks of 256 fit an SM. The bound of 1024 threads (allowed, not used) caps
+/// registers at 64, so that 8 blocks of 256 fit an SM and keep 4 vectors a thread in flight.
+template <class T>
+__global__ void __launch_bounds__(1024) bias_activation_kernel(std::int64_t rows, std::int32_t cols, std::int32_t act, const T* x, const T* bias, T* y) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
+  if (cols <= 0 || rows <= 0) return;
+  const std::int64_t n = rows * cols;
+  switch (act) {  // uniform: one loop per activation, no switch per element
+    case 1: return bias_activation_as<1>(n, cols, x, bias, y);
+    case 2: return bias_activation_as<2>(n, cols, x, bias, y);
+    case 3: return bias_activation_as<3>(n, cols, x, bias, y);
+    default: return bias_activation_as<0>(n, cols, x, bias, y);
   }
 }
 

@@ -8,6 +8,9 @@
 // the spread), and one pass to write, re-reading the row from L1/L2.
 #pragma once
 
+#include <cstring>
+#include <type_traits>
+
 #include "row_cache.cuh"
 
 namespace flowdsl::kernels::detail {
@@ -47,6 +50,86 @@ __device__ __forceinline__ void layer_norm_cached(int rows, int cols, float eps,
   });
 }
 
+/// Longest rows of 16-bit elements that the block kernel gives a warp each (layer_norm_packed).
+constexpr int packed_row_limit = 4096;
+
+/// The two 16-bit elements of a 32-bit word, as floats (low half first).
+template <class T>
+__device__ __forceinline__ float2 unpack2(std::uint32_t word) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return make_float2(__uint_as_float(word << 16), __uint_as_float(word & 0xffff0000u));
+  } else {
+    __half2 pair;
+    memcpy(&pair, &word, sizeof(pair));
+    return __half22float2(pair);
+  }
+}
+
+/// Hides the row's words from the optimiser before a pass over them, so that each pass
+/// converts them to float again rather than keeping 128 converted floats alive from the
+/// first pass (which made ptxas spill): the row stays 64 registers.
+__device__ __forceinline__ void reconvert(uint4 (&words)[packed_row_limit / 256]) {
+#pragma unroll
+  for (int k = 0; k < packed_row_limit / 256; ++k) asm volatile("" : "+r"(words[k].x), "+r"(words[k].y), "+r"(words[k].z), "+r"(words[k].w));
+}
+
+/// Calls f(k, j, value) for element j (0..7) of each of this lane's 16-byte chunks k inside
+/// the row (chunk k of lane `lane` is chunk lane + 32 k of the row).
+template <class T, class F>
+__device__ __forceinline__ void for_each_packed(const uint4 (&words)[packed_row_limit / 256], int cols, int lane, F&& f) {
+#pragma unroll
+  for (int k = 0; k < packed_row_limit / 256; ++k) {
+    if ((lane + 32 * k) * 8 < cols) {
+      const std::uint32_t w[4] = {words[k].x, words[k].y, words[k].z, words[k].w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float2 pair = unpack2<T>(w[q]);
+        f(k, 2 * q, pair.x);
+        f(k, 2 * q + 1, pair.y);
+      }
+    }
+  }
+}
+
+/// 16-bit rows of up to packed_row_limit columns, 16-byte aligned, cols % 8 == 0: a warp a
+/// row, the row held in registers as loaded (16 chunks of 8 elements a lane: 64 registers),
+/// so that 16 loads a lane are in flight at once and the statistics need only warp shuffles,
+/// no block barrier; the warps of a block take rows independently. Same arithmetic as
+/// layer_norm_cached: the mean of x - x[0], then the mean of (x - mean)^2.
+template <class T>
+__device__ __forceinline__ void layer_norm_packed(int rows, int cols, float eps, const T* x, const float* gamma,
+                                                  const float* beta, T* y) {
+  constexpr int chunks = packed_row_limit / 256;
+  const int lane = threadIdx.x % 32;
+  const int warps = blockDim.x / 32;
+  for (int row = blockIdx.x * warps + threadIdx.x / 32; row < rows; row += gridDim.x * warps) {
+    const std::int64_t offset = static_cast<std::int64_t>(row) * cols;
+    const uint4* in = reinterpret_cast<const uint4*>(x + offset);
+    uint4 words[chunks];
+#pragma unroll
+    for (int k = 0; k < chunks; ++k) {
+      if ((lane + 32 * k) * 8 < cols) words[k] = in[lane + 32 * k];
+    }
+    const float shift = __shfl_sync(0xffffffffu, unpack2<T>(words[0].x).x, 0);  // x[0], lane 0's
+    float sum = 0.0f;
+    for_each_packed<T>(words, cols, lane, [&](int, int, float v) { sum += v - shift; });
+    const float mean = shift + group_allreduce<32>(sum, SumOp{}, nullptr) / static_cast<float>(cols);
+    reconvert(words);
+    float squares = 0.0f;
+    for_each_packed<T>(words, cols, lane, [&](int, int, float v) { squares += (v - mean) * (v - mean); });
+    const float inverse = rsqrtf(group_allreduce<32>(squares, SumOp{}, nullptr) / static_cast<float>(cols) + eps);
+    reconvert(words);
+    Vec<T, 8> result[chunks];
+    for_each_packed<T>(words, cols, lane, [&](int k, int j, float v) {
+      const int c = (lane + 32 * k) * 8 + j;
+      const float4 g = *reinterpret_cast<const float4*>(gamma + (c & ~3));
+      const float4 b = *reinterpret_cast<const float4*>(beta + (c & ~3));
+      result[k].v[j] = from_float<T>((v - mean) * inverse * component(g, j & 3) + component(b, j & 3));
+      if (j == 7) reinterpret_cast<Vec<T, 8>*>(y + offset)[lane + 32 * k] = result[k];
+    });
+  }
+}
+
 /// Any number of columns: shifted sums in one pass, then the write pass. Not inlined: kept
 /// out of the cached paths' register allocation (inlined, it made ptxas spill).
 template <int TPR, class T>
@@ -73,9 +156,11 @@ __device__ __noinline__ void layer_norm_streaming(int rows, int cols, float eps,
 }
 
 /// TPR = 32: rows of up to warp_row_limit columns cached by 4 lanes (up to 128 columns) or a
-/// warp; TPR = row_block: rows of up to 4096 columns cached by the block. Longer rows stream.
+/// warp; TPR = row_block: aligned 16-bit rows of up to packed_row_limit columns a warp each
+/// (layer_norm_packed; 2 blocks an SM for its registers: 16 rows in flight), other rows of up
+/// to 4096 columns cached by the block. Longer rows stream.
 template <int TPR, class T>
-__global__ void __launch_bounds__(row_block, TPR == row_block ? 4 : 3) layer_norm_kernel(int rows, int cols, float eps, const T* x, const float* gamma,
+__global__ void __launch_bounds__(row_block, TPR == row_block ? (sizeof(T) == 2 ? 2 : 4) : 3) layer_norm_kernel(int rows, int cols, float eps, const T* x, const float* gamma,
                                                                const float* beta, T* y) {
   ::flowdsl::kernels::detail::programmatic_prologue();
   __shared__ float scratch[2][row_block / 32];
@@ -100,6 +185,12 @@ __global__ void __launch_bounds__(row_block, TPR == row_block ? 4 : 3) layer_nor
       return;
     }
   } else {
+    if constexpr (sizeof(T) == 2) {
+      if (vectorised && cols <= packed_row_limit) {
+        layer_norm_packed(rows, cols, eps, x, gamma, beta, y);
+        return;
+      }
+    }
     constexpr int E = block_cached_elements;
     if (cols <= row_block * E) {
       if (vectorised) {

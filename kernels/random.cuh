@@ -3,9 +3,12 @@
 // host reproduces them (reference::uniform, reference::normal).
 //
 // One 64-bit hash gives a pair of elements: two 24-bit uniforms, or both outputs of one
-// Box–Muller transform. The hash is the costly part (64-bit multiplies), so a pair halves it.
-// Pairs are written as 16-byte vectors (several pairs a vector) when the output's first
-// vector boundary falls on an even element; otherwise pair by pair with scalar stores.
+// Box–Muller transform. The hash is the costly part (64-bit multiplies), so a pair halves it,
+// and the seed's half of it is mixed once a thread (mixed_seed). Pairs are written as 16-byte
+// vectors (several pairs a vector) when the output's first vector boundary falls on an even
+// element; otherwise pair by pair with scalar stores. Both fills are bound by instruction
+// issue, not by memory, unless each pair stays within some 50 instructions: hence the
+// hardware approximations (__logf, sqrt.approx, __sincosf) in Box–Muller.
 #pragma once
 
 #include "counter_hash.hpp"
@@ -13,12 +16,13 @@
 
 namespace flowdsl::kernels::detail {
 
-/// Elements 2k and 2k + 1: lo + (hi - lo) u for the top and the low 24-bit fields of hash(seed, k).
+/// Elements 2k and 2k + 1: lo + (hi - lo) u for the top and the low 24-bit fields of
+/// hash(seed, k); `mixed` is mixed_seed(seed).
 struct UniformPairOp {
-  std::uint64_t seed;
+  std::uint64_t mixed;
   float lo, hi;
   __device__ float2 operator()(std::uint64_t pair) const {
-    const std::uint64_t bits = hash(seed, pair);
+    const std::uint64_t bits = hash_mixed(mixed, pair);
     return make_float2(fmaf(hi - lo, unit_float(bits), lo), fmaf(hi - lo, low_unit_float(bits), lo));
   }
 };
@@ -28,6 +32,7 @@ struct UniformPairOp {
 /// error (2^-21.4) would be large against ln u, so for w < 1/16 the series
 /// -ln(1 - w) = w + w^2/2 + ... + w^6/6 is used (truncation under 1e-8 relative); for
 /// u <= 15/16 __logf is within 6e-6 of ln u, which moves the output by under 2.1e-6 stddev.
+/// The square root is the hardware's approximation (relative error ~2^-23, and 0 for 0).
 __device__ __forceinline__ float box_muller_radius(std::uint64_t bits) {
   const float w = static_cast<float>(0xffffffu - low_field(bits)) * 5.9604644775390625e-8f;
   float series = fmaf(w, 1.0f / 6.0f, 0.2f);
@@ -37,40 +42,32 @@ __device__ __forceinline__ float box_muller_radius(std::uint64_t bits) {
   series = fmaf(series, w, 1.0f);
   series *= w;
   const float fast = -__logf(1.0f - w);
-  return sqrtf(2.0f * (w < 0.0625f ? series : fast));
+  float radius;
+  asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(radius) : "f"(2.0f * (w < 0.0625f ? series : fast)));
+  return radius;
 }
 
-/// (sin, cos)(2 pi j / 2^24) for a 24-bit integer j, within 2e-7: the quadrant comes from the
-/// integer (exact reduction), the rest t in [-1/4, 1/4] half-turns goes through the
-/// polynomials of CUDA's sincospif.
-__device__ __forceinline__ float2 sincos_turns24(std::uint32_t j) {
-  const std::uint32_t shifted = j + 0x200000u;
-  const std::uint32_t quadrant = shifted >> 22;
-  const float t = static_cast<float>(static_cast<std::int32_t>(shifted & 0x3fffffu) - 0x200000) * 1.1920928955078125e-7f;
-  const float t2 = t * t;
-  float s = fmaf(-0.5924802422523499f, t2, 2.5501441955566406f);  // CUDA's sinpi polynomial
-  s = fmaf(s, t2, -5.167719841003418f);
-  s = fmaf(3.1415927410125732f, t, s * (t2 * t));
-  float c = fmaf(0.22686031460762024f, t2, -1.3345603942871094f);  // CUDA's cospi polynomial
-  c = fmaf(c, t2, 4.058692455291748f);
-  c = fmaf(c, t2, -4.934802055358887f);
-  c = fmaf(c, t2, 1.0f);
-  const bool swap = quadrant & 1u;
-  const float sine = swap ? c : s;
-  const float cosine = swap ? s : c;
-  return make_float2(quadrant & 2u ? -sine : sine, (quadrant + 1u) & 2u ? -cosine : cosine);
+/// (cos, sin)(2 pi j / 2^24) for a 24-bit integer j, within 4e-7: j is taken as a signed
+/// 24-bit count of 2^-24 turns, so the angle lies in [-pi, pi), where the hardware's sine
+/// and cosine (__sincosf) keep an absolute error under 2^-21.4.
+__device__ __forceinline__ float2 cos_sin_turns24(std::uint32_t j) {
+  const float turns = static_cast<float>(static_cast<std::int32_t>(j << 8) >> 8);
+  float s, c;
+  __sincosf(turns * 3.7450702e-7f, &s, &c);  // 2 pi / 2^24
+  return make_float2(c, s);
 }
 
 /// Elements 2k and 2k + 1: mean + stddev r (cos, sin)(2 pi v), r = sqrt(-2 ln u), with u and
-/// v the low and top 24-bit fields of hash(seed, k) (Box–Muller, both outputs).
+/// v the low and top 24-bit fields of hash(seed, k) (Box–Muller, both outputs); `mixed` is
+/// mixed_seed(seed).
 struct NormalPairOp {
-  std::uint64_t seed;
+  std::uint64_t mixed;
   float mean, stddev;
   __device__ float2 operator()(std::uint64_t pair) const {
-    const std::uint64_t bits = hash(seed, pair);
+    const std::uint64_t bits = hash_mixed(mixed, pair);
     const float scaled = stddev * box_muller_radius(bits);
-    const float2 sc = sincos_turns24(static_cast<std::uint32_t>(bits >> 40));
-    return make_float2(fmaf(scaled, sc.y, mean), fmaf(scaled, sc.x, mean));
+    const float2 cs = cos_sin_turns24(static_cast<std::uint32_t>(bits >> 40));
+    return make_float2(fmaf(scaled, cs.x, mean), fmaf(scaled, cs.y, mean));
   }
 };
 
@@ -129,12 +126,12 @@ __device__ __forceinline__ void fill_pairs(std::int64_t n, const Op& op, T* __re
 template <class T>
 __global__ void random_uniform_kernel(std::int64_t n, std::uint64_t seed, float lo, float hi, T* out) {
   ::flowdsl::kernels::detail::programmatic_prologue();
-  fill_pairs(n, UniformPairOp{seed, lo, hi}, out);
+  fill_pairs(n, UniformPairOp{mixed_seed(seed), lo, hi}, out);
 }
 template <class T>
 __global__ void random_normal_kernel(std::int64_t n, std::uint64_t seed, float mean, float stddev, T* out) {
   ::flowdsl::kernels::detail::programmatic_prologue();
-  fill_pairs(n, NormalPairOp{seed, mean, stddev}, out);
+  fill_pairs(n, NormalPairOp{mixed_seed(seed), mean, stddev}, out);
 }
 
 }  // namespace flowdsl::kernels::detail

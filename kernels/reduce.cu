@@ -41,6 +41,17 @@ struct ByCachedRow : ByRow<Block> {
   }
 };
 
+/// Layer normalisation as ByCachedRow, except that the block kernel gives 16-bit rows of up
+/// to packed_row_limit columns a warp each (layer_norm_packed): row_block / 32 rows a block.
+template <int Block>
+struct ByNormRow : ByCachedRow<Block> {
+  template <class T, class... A>
+  static LaunchShape shape(i32 rows, i32 cols, const A&... args) {
+    if (Block == row_block && sizeof(T) == 2 && cols <= packed_row_limit) return {blocks_for(rows, row_block / 32), row_block};
+    return ByCachedRow<Block>::template shape<T>(rows, cols, args...);
+  }
+};
+
 #define FLOWDSL_ROW_KERNELS(X)                                                                                              \
   X(RowSum, ByRow<Block>, "row_sum", "out[r] = sum of row r", (row_reduce_kernel<Block, T..., RowOp::sum>), "rows", "cols", \
     "x: rows * cols", "out: rows")                                                                                                             \
@@ -52,7 +63,7 @@ struct ByCachedRow : ByRow<Block> {
     "rows", "cols", "x: rows * cols", "out: rows")                                                                                             \
   X(Softmax, ByCachedRow<Block>, "softmax", "row-wise stable softmax", (softmax_kernel<Block, T...>), "rows", "cols", "x: rows * cols",  \
     "y: rows * cols")                                                                                                                    \
-  X(LayerNorm, ByCachedRow<Block>, "layer_norm", "row-wise layer normalisation", (layer_norm_kernel<Block, T...>), "rows",  \
+  X(LayerNorm, ByNormRow<Block>, "layer_norm", "row-wise layer normalisation", (layer_norm_kernel<Block, T...>), "rows",  \
     "cols", "eps", "x: rows * cols", "gamma: cols", "beta: cols", "y: rows * cols")
 #define FLOWDSL_ROW_KERNEL(...) template <int Block> FLOWDSL_KERNEL(__VA_ARGS__)
 FLOWDSL_ROW_KERNELS(FLOWDSL_ROW_KERNEL)

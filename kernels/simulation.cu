@@ -17,12 +17,14 @@ struct ByTile : Descriptor {
     return {heat_grid(nx, ny), Dim3(heat_block_x, heat_block_y)};
   }
 };
-/// A thread per environment.
+/// A thread per environment up to 32768 blocks (8M threads), then the kernels stride: the
+/// step kernel takes 4 environments a thread, so at 32M environments every thread is busy
+/// and ~30 waves of blocks keep the tail short.
 struct ByEnvironment : Descriptor {
   using instances = NoTypes;
   template <class... A>
   static LaunchShape shape(i32 n, const A&...) {
-    return {blocks_for(n, 256), 256};
+    return {std::min<std::uint32_t>(blocks_for(n, 256), 32768), 256};
   }
 };
 

@@ -50,6 +50,41 @@ TEMPLATE_TEST_CASE("Pad and crop round-trip variable-length rows through a fixed
   }
 }
 
+TEMPLATE_TEST_CASE("Crop writes exactly the rows' range wherever the output starts", "[kernels][batching]", KERNEL_TYPES) {
+  using T = TestType;
+  // The output's 16-byte boundaries fall anywhere against the rows (offset), and the rows'
+  // range starts past 0 (offsets[0] = 5): vectors straddle rows, both ends are partial.
+  const std::pair<int, int> shapes[] = {{1, 1}, {3, 2}, {97, 13}, {1025, 1023}};
+  for (const auto& [batch, width] : shapes) {
+    for (const int offset : {0, 1, 3}) {
+      INFO("type " << type_name<T>() << ", batch " << batch << ", width " << width << ", output offset " << offset);
+      std::vector<std::int32_t> offsets = random_offsets(batch, width, 27);
+      for (auto& o : offsets) o += 5;
+      const std::size_t total = offsets.back();
+      const std::vector<float> padded = random_values<T>(std::size_t(batch) * width, 28);
+      DeviceBuffer<T> dpadded(padded.size()), cropped(total + 16);
+      DeviceBuffer<std::int32_t> doffsets(batch + 1);
+      upload(dpadded, padded);
+      doffsets.upload(offsets);
+      cropped.poison();
+      flowdsl::Graph g;
+      fk::crop(g, "crop", batch, width, 5.0f, dpadded.get(), doffsets.get(), cropped.get() + offset);
+      Runner runner;
+      runner.run(g);
+      const std::vector<float> got = download(cropped), want = ref::crop(batch, width, 5.0f, padded, offsets);
+      std::size_t written_outside = 0;
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        const bool inside = i >= std::size_t(offset) + offsets[0] && i < offset + total;
+        if (!inside && !std::isnan(got[i])) ++written_outside;
+      }
+      CHECK(written_outside == 0);
+      const std::vector<float> range(got.begin() + offset + offsets[0], got.begin() + offset + total),
+          want_range(want.begin() + offsets[0], want.end());
+      CHECK(mismatches(range, want_range, 0.0) == 0);
+    }
+  }
+}
+
 TEMPLATE_TEST_CASE("Gather takes the selected rows into a batch", "[kernels][batching]", KERNEL_TYPES) {
   using T = TestType;
   const std::pair<int, int> shapes[] = {{1, 1}, {31, 31}, {1000, 1000}, {(1 << 20) + 3, 1}};

@@ -74,8 +74,10 @@ TEMPLATE_TEST_CASE("Elementwise kernels are correct on pointers off the 16-byte 
 
 TEMPLATE_TEST_CASE("Bias and activation run fused in one launch", "[kernels][elementwise]", KERNEL_TYPES) {
   using T = TestType;
-  // Vectorised shapes (cols a multiple of 8) and scalar ones; 4099 x 256 is past a million.
-  const std::pair<std::int64_t, int> shapes[] = {{1, 1}, {1, 31}, {31, 33}, {1000, 64}, {4099, 256}, {70000, 8}};
+  // Bias read as vectors (cols a multiple of 8) and element by element (rows not a multiple
+  // of the vector width, so vectors straddle rows); 4099 x 256 and 4099 x 257 pass a million.
+  const std::pair<std::int64_t, int> shapes[] = {{1, 1},      {1, 31},      {31, 33},   {1000, 64},
+                                                 {4099, 256}, {4099, 257}, {3, 1001}, {70000, 8}};
   for (const auto& [rows, cols] : shapes) {
     for (const fk::Activation act : {fk::Activation::none, fk::Activation::relu, fk::Activation::gelu, fk::Activation::silu}) {
       INFO("type " << type_name<T>() << ", " << rows << " x " << cols << ", activation " << static_cast<int>(act));
@@ -90,6 +92,35 @@ TEMPLATE_TEST_CASE("Bias and activation run fused in one launch", "[kernels][ele
       runner.run(g);
       CHECK(mismatches(download(dy), ref::bias_activation(rows, cols, static_cast<int>(act), x, bias), tolerance<T>()) == 0);
     }
+  }
+}
+
+TEMPLATE_TEST_CASE("Bias and activation are correct on pointers off the 16-byte boundary", "[kernels][elementwise]",
+                   KERNEL_TYPES) {
+  using T = TestType;
+  const std::int64_t rows = 517;
+  const int cols = 64;
+  const std::int64_t n = rows * cols;
+  const std::vector<float> x = random_values<T>(n + 8, 31, -4.0f, 4.0f), bias = random_values<T>(cols + 8, 32);
+  // Offsets of x, bias, y: x and y alike (peeled head, vector body; bias then element-wise
+  // as its columns no longer start vectors), bias alone off, x and y apart (scalar).
+  const int offsets[][3] = {{1, 0, 1}, {3, 3, 3}, {0, 5, 0}, {2, 0, 1}, {0, 0, 7}};
+  for (const auto& o : offsets) {
+    INFO("type " << type_name<T>() << ", offsets " << o[0] << ", " << o[1] << ", " << o[2]);
+    DeviceBuffer<T> dx(n + 8), dbias(cols + 8), dy(n + 8);
+    upload(dx, x);
+    upload(dbias, bias);
+    dy.poison();
+    flowdsl::Graph g;
+    fk::bias_activation(g, "bias_act", rows, cols, fk::Activation::silu, dx.get() + o[0], dbias.get() + o[1], dy.get() + o[2]);
+    Runner runner;
+    runner.run(g);
+    const std::vector<float> xs(x.begin() + o[0], x.begin() + o[0] + n), bs(bias.begin() + o[1], bias.begin() + o[1] + cols);
+    const std::vector<float> got = download(dy);
+    CHECK(mismatches(std::vector<float>(got.begin() + o[2], got.begin() + o[2] + n), ref::bias_activation(rows, cols, 3, xs, bs),
+                     tolerance<T>()) == 0);
+    for (int i = 0; i < o[2]; ++i) CHECK(std::isnan(got[i]));
+    for (std::int64_t i = o[2] + n; i < n + 8; ++i) CHECK(std::isnan(got[i]));
   }
 }
 

@@ -116,7 +116,11 @@ TEMPLATE_TEST_CASE("Softmax matches the host reference and is stable on large in
 
 TEMPLATE_TEST_CASE("Layer normalisation matches the host reference", "[kernels][layer_norm]", KERNEL_TYPES) {
   using T = TestType;
-  for (const Shape s : shapes) {
+  // Besides the shared shapes, rows between 1024 and 4096 columns (16-bit: a warp a row when
+  // cols % 8 == 0, the block otherwise) and just past 4096 (streamed).
+  std::vector<Shape> all(std::begin(shapes), std::end(shapes));
+  for (const Shape s : {Shape{33, 4096}, Shape{300, 1032}, Shape{17, 2056}, Shape{9, 4095}, Shape{5, 4104}}) all.push_back(s);
+  for (const Shape s : all) {
     INFO("type " << type_name<T>() << ", " << s.rows << " x " << s.cols);
     const std::size_t n = std::size_t(s.rows) * s.cols;
     // An offset of 5 against a spread of 1: the shifted statistics must not cancel.
@@ -136,5 +140,30 @@ TEMPLATE_TEST_CASE("Layer normalisation matches the host reference", "[kernels][
     // elements accumulate cols / 256 terms per thread in float, hence 5e-5 there.
     const double tol = std::is_same_v<T, float> && s.cols > 4096 ? 5e-5 : tolerance<T>();
     CHECK(mismatches(download(dy), ref::layer_norm(s.rows, s.cols, 1e-5f, x, gamma, beta), tol) == 0);
+  }
+}
+
+TEMPLATE_TEST_CASE("Layer normalisation of long rows is correct off the 16-byte boundary", "[kernels][layer_norm]", KERNEL_TYPES) {
+  using T = TestType;
+  const int rows = 21, cols = 4096;
+  const std::size_t n = std::size_t(rows) * cols;
+  const std::vector<float> x = random_values<T>(n + 8, 17, 4.0f, 6.0f);
+  const std::vector<float> gamma = random_values<float>(cols, 18, 0.5f, 1.5f), beta = random_values<float>(cols, 19);
+  for (const int offset : {1, 8}) {  // 8: aligned for float only; 1: aligned for none
+    INFO("type " << type_name<T>() << ", x and y offset by " << offset);
+    DeviceBuffer<T> dx(n + 8), dy(n + 8);
+    DeviceBuffer<float> dgamma(cols), dbeta(cols);
+    upload(dx, x);
+    upload(dgamma, gamma);
+    upload(dbeta, beta);
+    dy.poison();
+    flowdsl::Graph g;
+    fk::layer_norm(g, "layer_norm", rows, cols, 1e-5f, dx.get() + offset, dgamma.get(), dbeta.get(), dy.get() + offset);
+    Runner runner;
+    runner.run(g);
+    const std::vector<float> got = download(dy), xs(x.begin() + offset, x.begin() + offset + n);
+    CHECK(mismatches(std::vector<float>(got.begin() + offset, got.begin() + offset + n),
+                     ref::layer_norm(rows, cols, 1e-5f, xs, gamma, beta), tolerance<T>()) == 0);
+    for (int i = 0; i < offset; ++i) CHECK(std::isnan(got[i]));
   }
 }
