@@ -91,6 +91,9 @@ struct NodeSpan {
   std::uint64_t end_ns = 0;
   std::uint32_t stream = 0;  ///< CUPTI's stream id
   std::uint64_t bytes = 0;   ///< copies and fills: bytes moved or set
+  /// CUPTI's id of the node that ran it (graphNodeId: the graph's id in the upper 32 bits, the
+  /// node's id local to that graph in the lower): what to report when `node` is no_position.
+  std::uint64_t graph_node_id = 0;
 };
 
 /// \brief A CUDA runtime or driver call made by the host inside one launch call.

@@ -44,8 +44,11 @@ struct Api {
   decltype(&cuptiActivityGetNextRecord) next_record = nullptr;
   decltype(&cuptiActivityGetNumDroppedRecords) dropped_records = nullptr;
   decltype(&cuptiGetGraphNodeId) graph_node_id = nullptr;
+  decltype(&cuptiGetGraphId) graph_id = nullptr;
+  decltype(&cuptiGetGraphExecId) graph_exec_id = nullptr;
   decltype(&cuptiGetTimestamp) get_timestamp = nullptr;
   decltype(&cuptiGetCallbackName) callback_name = nullptr;
+  decltype(&cuptiActivityEnableCudaEventDeviceTimestamps) event_device_times = nullptr;  // optional
 };
 
 std::string result_text(const Api& api, CUptiResult result) {
@@ -112,8 +115,12 @@ Api load() {
   resolve(handle, "cuptiActivityGetNextRecord", api.next_record, missing);
   resolve(handle, "cuptiActivityGetNumDroppedRecords", api.dropped_records, missing);
   resolve(handle, "cuptiGetGraphNodeId", api.graph_node_id, missing);
+  resolve(handle, "cuptiGetGraphId", api.graph_id, missing);
+  resolve(handle, "cuptiGetGraphExecId", api.graph_exec_id, missing);
   resolve(handle, "cuptiGetTimestamp", api.get_timestamp, missing);
   resolve(handle, "cuptiGetCallbackName", api.callback_name, missing);
+  std::string optional;  // without it, records are attributed by time less exactly
+  resolve(handle, "cuptiActivityEnableCudaEventDeviceTimestamps", api.event_device_times, optional);
   if (!missing.empty()) {
     throw ProfilerError("flowdsl: CUPTI (" + api.library + ") lacks " + missing +
                         ": it is not a CUPTI flowdsl can use");
@@ -165,17 +172,25 @@ void copy_record(const Api& cupti, const CUpti_Activity* record, Records& out) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-      out.gpu.push_back({Activity::kernel, k->graphNodeId, k->correlationId, k->start, k->end, k->streamId, 0});
+      out.gpu.push_back(
+          {Activity::kernel, k->graphNodeId, k->correlationId, k->start, k->end, k->streamId, 0, k->graphId});
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
-      out.gpu.push_back({Activity::memcpy, m->graphNodeId, m->correlationId, m->start, m->end, m->streamId, m->bytes});
+      out.gpu.push_back(
+          {Activity::memcpy, m->graphNodeId, m->correlationId, m->start, m->end, m->streamId, m->bytes, m->graphId});
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
-      out.gpu.push_back({Activity::memset, m->graphNodeId, m->correlationId, m->start, m->end, m->streamId, m->bytes});
+      out.gpu.push_back(
+          {Activity::memset, m->graphNodeId, m->correlationId, m->start, m->end, m->streamId, m->bytes, m->graphId});
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_CUDA_EVENT: {
+      const auto* e = reinterpret_cast<const CUpti_ActivityCudaEvent2*>(record);
+      out.events.push_back({e->correlationId, e->streamId, e->deviceTimestamp});
       break;
     }
     case CUPTI_ACTIVITY_KIND_DRIVER:
@@ -229,24 +244,100 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* b
   if (!error.empty()) note_error(p, std::move(error));
 }
 
-// Resource callbacks: instantiation copies every native node, and CUPTI may name a copy in its
-// records; each copy is remembered with its original.
+// The resource callbacks the session enables: instantiation copies every native node (and the
+// graphs of child and conditional nodes), and CUPTI may name a copy in its records; each copy
+// is remembered with its original. Nodes created inside graphs and executables created are
+// remembered for the log's description of records that map to no node.
+constexpr CUpti_CallbackIdResource resource_callbacks[] = {
+    CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED, CUPTI_CBID_RESOURCE_GRAPH_CLONED, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED,
+    CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED};
+
+// CUPTI's ids of what a resource callback names, read inside the callback (its data lives only
+// that long). 0 for a null handle or a failed call; the first failure is kept.
+class Ids {
+ public:
+  explicit Ids(const Api& cupti) : cupti_(cupti) {}
+
+  std::uint64_t node(CUgraphNode n) {
+    std::uint64_t id = 0;
+    return n != nullptr && ok(cupti_.graph_node_id(n, &id), "cuptiGetGraphNodeId") ? id : 0;
+  }
+  std::uint32_t graph(CUgraph g) {
+    std::uint32_t id = 0;
+    return g != nullptr && ok(cupti_.graph_id(g, &id), "cuptiGetGraphId") ? id : 0;
+  }
+  std::uint32_t exec(CUgraphExec e) {
+    std::uint32_t id = 0;
+    return e != nullptr && ok(cupti_.graph_exec_id(e, &id), "cuptiGetGraphExecId") ? id : 0;
+  }
+  /// The first failure, as text; empty when every call succeeded.
+  std::string failure() const { return failed_ != nullptr ? flowdsl::profiling::failure(cupti_, failed_, result_) : ""; }
+
+ private:
+  bool ok(CUptiResult result, const char* call) {
+    if (result == CUPTI_SUCCESS) return true;
+    if (failed_ == nullptr) {
+      failed_ = call;
+      result_ = result;
+    }
+    return false;
+  }
+
+  const Api& cupti_;
+  const char* failed_ = nullptr;
+  CUptiResult result_ = CUPTI_SUCCESS;
+};
+
 void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* data) {
-  if (domain != CUPTI_CB_DOMAIN_RESOURCE || id != CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED || data == nullptr) return;
+  if (domain != CUPTI_CB_DOMAIN_RESOURCE || data == nullptr) return;
   const auto* resource = static_cast<const CUpti_ResourceData*>(data);
   const auto* graph = static_cast<const CUpti_GraphData*>(resource->resourceDescriptor);
-  const Api& cupti = api();
-  std::uint64_t copy = 0, original = 0;
-  CUptiResult result = cupti.graph_node_id(graph->node, &copy);
-  if (result == CUPTI_SUCCESS) result = cupti.graph_node_id(graph->originalNode, &original);
+  if (graph == nullptr) return;
+  Ids ids(api());
+  Records noted;
+  // Only a node copy whose ids cannot be read is an error (its records would stay unmapped);
+  // the rest helps with nested bodies and, failing, is left out and logged.
+  bool required = false;
+  switch (id) {
+    case CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED: {
+      required = true;
+      noted.clones.emplace_back(ids.node(graph->node), ids.node(graph->originalNode));
+      // The graphs of the copy and of its original: a copied node's graph is a copied graph.
+      Ids graphs(api());
+      const std::uint32_t copy = graphs.graph(graph->graph), original = graphs.graph(graph->originalGraph);
+      if (copy != 0 && original != 0) noted.graph_clones.emplace_back(copy, original);
+      break;
+    }
+    case CUPTI_CBID_RESOURCE_GRAPH_CLONED: {
+      const std::uint32_t copy = ids.graph(graph->graph), original = ids.graph(graph->originalGraph);
+      if (copy != 0 && original != 0) noted.graph_clones.emplace_back(copy, original);
+      break;
+    }
+    case CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED: {
+      const std::uint64_t node = ids.node(graph->node);
+      if (node != 0) noted.created.emplace_back(node, ids.graph(graph->graph));
+      break;
+    }
+    case CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED: {
+      const std::uint32_t exec = ids.exec(graph->graphExec);
+      if (exec != 0) noted.executables.emplace_back(exec, ids.graph(graph->graph));
+      break;
+    }
+    default:
+      return;
+  }
+  const std::string failed = ids.failure();
+  if (!failed.empty() && !required) {
+    FLOWDSL_DEBUG("profiler: {} in the resource callback {}: left out", failed, static_cast<int>(id));
+  }
   Pending& p = pending();
   std::lock_guard lock(p.mutex);
   if (!p.active) return;
-  if (result != CUPTI_SUCCESS) {
-    note_error(p, failure(cupti, "cuptiGetGraphNodeId (of a node instantiation copied)", result));
+  if (!failed.empty() && required) {
+    note_error(p, failed + " (of a node instantiation copied)");
     return;
   }
-  p.records.clones.emplace_back(copy, original);
+  p.records.append(std::move(noted));
 }
 
 }  // namespace
@@ -274,9 +365,10 @@ CuptiSession::CuptiSession() {
     check_cupti(cupti, cupti.subscribe(&subscriber, on_callback, nullptr), "cuptiSubscribe");
     subscriber_ = subscriber;
     subscribed_ = true;
-    check_cupti(cupti,
-                cupti.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED),
-                "cuptiEnableCallback (graph node copies)");
+    for (CUpti_CallbackIdResource callback : resource_callbacks) {
+      check_cupti(cupti, cupti.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, callback),
+                  "cuptiEnableCallback (graph resources)");
+    }
     if (!callbacks_registered) {
       check_cupti(cupti, cupti.register_callbacks(buffer_requested, buffer_completed),
                   "cuptiActivityRegisterCallbacks");
@@ -288,6 +380,7 @@ CuptiSession::CuptiSession() {
       check_cupti(cupti, cupti.enable(kind), "cuptiActivityEnable");
       enabled_.push_back(static_cast<int>(kind));
     }
+    enable_event_times();
   } catch (...) {
     release();
     throw;
@@ -295,6 +388,30 @@ CuptiSession::CuptiSession() {
 }
 
 CuptiSession::~CuptiSession() { release(); }
+
+// The device times of the events around each profiled launch bound its work on the device, for
+// records that no graph-launch call claims. Without them (an older CUPTI, or one refusing),
+// such records are attributed by the start of each launch's work instead.
+void CuptiSession::enable_event_times() {
+  const Api& cupti = api();
+  if (cupti.event_device_times == nullptr) {
+    FLOWDSL_DEBUG("profiler: CUPTI ({}) has no cuptiActivityEnableCudaEventDeviceTimestamps", cupti.library);
+    return;
+  }
+  const CUptiResult kind = cupti.enable(CUPTI_ACTIVITY_KIND_CUDA_EVENT);
+  if (kind != CUPTI_SUCCESS) {
+    FLOWDSL_DEBUG("profiler: CUDA event records not available: {}", failure(cupti, "cuptiActivityEnable", kind));
+    return;
+  }
+  enabled_.push_back(static_cast<int>(CUPTI_ACTIVITY_KIND_CUDA_EVENT));
+  const CUptiResult times = cupti.event_device_times(1);
+  if (times != CUPTI_SUCCESS) {
+    FLOWDSL_DEBUG("profiler: CUDA events' device times not available: {}",
+                  failure(cupti, "cuptiActivityEnableCudaEventDeviceTimestamps", times));
+    return;
+  }
+  event_times_ = true;
+}
 
 void CuptiSession::release() noexcept {
   const auto warn = [](const char* what) { detail::log().warn("profiler: {} while ending the CUPTI session", what); };
@@ -304,6 +421,10 @@ void CuptiSession::release() noexcept {
       if (cupti.disable(static_cast<CUpti_ActivityKind>(kind)) != CUPTI_SUCCESS) warn("cuptiActivityDisable failed");
     }
     enabled_.clear();
+    if (event_times_ && cupti.event_device_times(0) != CUPTI_SUCCESS) {
+      warn("cuptiActivityEnableCudaEventDeviceTimestamps(0) failed");
+    }
+    event_times_ = false;
     // Hands every buffer back, so that CUPTI keeps none of ours.
     if (callbacks_registered && cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != CUPTI_SUCCESS) {
       warn("cuptiActivityFlushAll failed");
@@ -331,6 +452,12 @@ std::uint64_t CuptiSession::timestamp() const {
 std::uint64_t CuptiSession::node_id(cudaGraphNode_t node) const {
   std::uint64_t id = 0;
   check_cupti(api(), api().graph_node_id(node, &id), "cuptiGetGraphNodeId");
+  return id;
+}
+
+std::uint32_t CuptiSession::graph_id(cudaGraph_t graph) const {
+  std::uint32_t id = 0;
+  check_cupti(api(), api().graph_id(graph, &id), "cuptiGetGraphId");
   return id;
 }
 

@@ -35,6 +35,8 @@ class CuptiSession {
   std::uint64_t timestamp() const;
   /// CUPTI's id of a native node.
   std::uint64_t node_id(cudaGraphNode_t node) const;
+  /// CUPTI's id of a native graph.
+  std::uint32_t graph_id(cudaGraph_t graph) const;
   /// Makes CUPTI deliver every buffer, complete or not (call it once the device is idle), and
   /// returns the records delivered since the last take.
   /// \throws ProfilerError when CUPTI failed, also inside its callbacks since the last take
@@ -44,10 +46,12 @@ class CuptiSession {
 
  private:
   void release() noexcept;
+  void enable_event_times();
 
   bool subscribed_ = false;
   void* subscriber_ = nullptr;  // CUpti_SubscriberHandle
   std::vector<int> enabled_;    // CUpti_ActivityKind enabled by this session
+  bool event_times_ = false;    // CUDA events' device times enabled by this session
 };
 
 }  // namespace flowdsl::profiling

@@ -33,8 +33,9 @@ struct Profiler::Impl {
       : runtime(r), registry(options.registry != nullptr ? options.registry : &KernelRegistry::global()) {}
 
   std::uint32_t graph_index(const Graph& graph, const Plan& plan);
+  void log_native_nodes(std::uint32_t index, std::uint64_t tag, const std::vector<cudaGraphNode_t>& nodes);
   std::vector<std::pair<std::uint32_t, NamedValues>> changed_arguments(const Graph& graph, std::uint32_t index);
-  std::uint64_t name_executable(const Graph& graph);
+  std::uint64_t name_executable(const Graph& graph, std::uint32_t index);
   LaunchEvents take_events();
   const Profile& collect();
 
@@ -84,9 +85,42 @@ std::vector<std::pair<std::uint32_t, NamedValues>> Profiler::Impl::changed_argum
   return out;
 }
 
+namespace {
+
+// ", its body graph <CUPTI's id>" of a native child node, or why it is unknown.
+std::string child_body_id(const profiling::CuptiSession& session, cudaGraphNode_t node) {
+  cudaGraph_t body = nullptr;
+  if (const cudaError_t status = cudaGraphChildGraphNodeGetGraph(node, &body); status != cudaSuccess) {
+    (void)cudaGetLastError();
+    return std::string(", its body graph unknown: ") + cudaGetErrorName(status);
+  }
+  try {
+    return ", its body graph " + std::to_string(session.graph_id(body));
+  } catch (const ProfilerError& e) {
+    return std::string(", its body graph unknown: ") + e.what();
+  }
+}
+
+}  // namespace
+
+// For diagnosis: CUPTI's id of every native node of a new executable, by path, and of the graph
+// of each child node's body (the upper 32 bits of its nodes' ids should be that graph's id).
+void Profiler::Impl::log_native_nodes(std::uint32_t index, std::uint64_t tag, const std::vector<cudaGraphNode_t>& nodes) {
+  if (!detail::log().should_log(spdlog::level::debug)) return;
+  const std::vector<ProfiledNode>& described = profile.graphs[index].nodes;
+  for (std::uint32_t position = 0; position < nodes.size() && position < described.size(); ++position) {
+    const std::uint64_t id = session.node_id(nodes[position]);
+    std::string body;
+    if (described[position].kind == "child") body = child_body_id(session, nodes[position]);
+    FLOWDSL_DEBUG("profiler: executable {}: node '{}' ({}) at position {} has id {} (graph {}, local {}){}", tag,
+                  described[position].path, described[position].kind, position, id, profiling::graph_part(id),
+                  profiling::local_part(id), body);
+  }
+}
+
 // Tells the attribution CUPTI's ids of the native nodes of the executable `graph` just ran, once
 // per executable; returns the executable's tag (the id of its first native node).
-std::uint64_t Profiler::Impl::name_executable(const Graph& graph) {
+std::uint64_t Profiler::Impl::name_executable(const Graph& graph, std::uint32_t index) {
   std::uint64_t tag = 0;
   const bool found = runtime.inspect_executable(graph, [&](const Executable& executable) {
     const std::vector<cudaGraphNode_t>* nodes = executable.native_nodes();
@@ -99,6 +133,7 @@ std::uint64_t Profiler::Impl::name_executable(const Graph& graph) {
     for (std::uint32_t position = 0; position < nodes->size(); ++position) {
       attribution.ids().add(session.node_id((*nodes)[position]), tag, position);
     }
+    log_native_nodes(index, tag, *nodes);
   });
   if (!found) {
     detail::log().warn("profiler: the executable of a launch was not cached after it; its spans stay unmapped");
@@ -144,10 +179,13 @@ LaunchReport Profiler::launch(const Graph& graph, cudaStream_t stream) {
   const Plan& plan = graph.plan();  // a ValidationError leaves nothing recorded, as Runtime::launch does
   const std::uint32_t index = m.graph_index(graph, plan);
   LaunchEvents events = m.take_events();
+  profiling::EventCalls calls;  // where the event calls lie, so that their records can be told
+  calls.start_from = m.session.timestamp();
   check(cudaEventRecord(events.start.get(), stream), "cudaEventRecord (before a profiled launch)");
   LaunchProfile record;
   record.graph = index;
   record.host_start_ns = m.session.timestamp();
+  calls.start_to = record.host_start_ns;
   try {
     record.report = m.runtime.launch(graph, stream);
   } catch (...) {
@@ -155,12 +193,14 @@ LaunchReport Profiler::launch(const Graph& graph, cudaStream_t stream) {
     throw;
   }
   record.host_end_ns = m.session.timestamp();
+  calls.stop_from = record.host_end_ns;
   check(cudaEventRecord(events.stop.get(), stream), "cudaEventRecord (after a profiled launch)");
+  calls.stop_to = m.session.timestamp();
   record.arguments = m.changed_arguments(graph, index);
-  const std::uint64_t executable = m.name_executable(graph);
+  const std::uint64_t executable = m.name_executable(graph, index);
   events.launch = m.profile.launches.size();
   m.profile.launches.push_back(std::move(record));
-  m.attribution.expect(events.launch, executable);
+  m.attribution.expect(events.launch, executable, calls);
   m.unread.push_back(std::move(events));
   return m.profile.launches.back().report;
 }

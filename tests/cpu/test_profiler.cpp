@@ -154,6 +154,28 @@ TEST_CASE("A node id leads to its plan position, through the copies instantiatio
   CHECK_FALSE(ids.knows(5001));
 }
 
+TEST_CASE("A node of a copied graph leads to the node of the same local id in the graph copied", "[profiler]") {
+  using flowdsl::profiling::graph_part;
+  using flowdsl::profiling::local_part;
+  constexpr std::uint64_t top = std::uint64_t{7} << 32, body = std::uint64_t{8} << 32;  // graphs 7 and 8
+  flowdsl::profiling::NodeIds ids;
+  ids.add(top | 1, top | 1, 0);   // a kernel
+  ids.add(top | 2, top | 1, 1);   // a child node
+  ids.add(body | 1, top | 1, 2);  // the kernel in its body
+  ids.add_clone((std::uint64_t{20} << 32) | 1, top | 1);  // instantiation copied the top-level nodes
+  ids.add_graph_clone(20, 7);
+  ids.add_graph_clone(21, 8);  // and the body's graph, without a callback per node
+  CHECK(graph_part(body | 1) == 8);
+  CHECK(local_part(body | 1) == 1);
+  CHECK(ids.position((std::uint64_t{21} << 32) | 1, top | 1) == 2);
+  CHECK(ids.position((std::uint64_t{20} << 32) | 1, top | 1) == 0);  // the node copy first
+  CHECK(ids.position((std::uint64_t{21} << 32) | 9, top | 1) == flowdsl::no_position);  // no such local id
+  CHECK(ids.position((std::uint64_t{22} << 32) | 1, top | 1) == flowdsl::no_position);  // a graph not copied from ours
+  CHECK(ids.graph_origins(21) == std::vector<std::uint32_t>{8});
+  CHECK(ids.holds_graph(8));
+  CHECK_FALSE(ids.holds_graph(21));
+}
+
 TEST_CASE("Records join the launch whose graph-launch call started them, mapped to its nodes", "[profiler]") {
   const flowdsl::Graph g = diamond();
   flowdsl::Profile profile = profile_of(g);
@@ -185,7 +207,7 @@ TEST_CASE("Records join the launch whose graph-launch call started them, mapped 
       GpuRecord{Activity::kernel, 5002, 3, 210'000, 230'000, 7, 0},     // c
       GpuRecord{Activity::kernel, 4242, 4, 1200'000, 1210'000, 7, 0},   // launch 2: an id no node has
       GpuRecord{Activity::kernel, 5001, 4, 1210'000, 1250'000, 7, 0},   // launch 2: b
-      GpuRecord{Activity::kernel, 5001, 99, 9000'000, 9010'000, 7, 0},  // a graph launch not profiled
+      GpuRecord{Activity::kernel, 5001, 5, 5020'000, 5030'000, 7, 0},   // the graph launch not profiled
       GpuRecord{Activity::kernel, 0, 4, 1300'000, 1310'000, 7, 0},      // not graph work: ignored
   };
   records.dropped = 3;
@@ -210,6 +232,106 @@ TEST_CASE("Records join the launch whose graph-launch call started them, mapped 
   CHECK(second.spans[1].node == position(g, "b"));
   CHECK(profile.unattributed_records == 1);
   CHECK(profile.dropped_records == 3);
+}
+
+namespace {
+
+// Three launches of the diamond (host calls at 100-200, 300-400 and 500-600 µs), each of one
+// graph-launch call (correlation ids 1, 2, 3) and, when `events`, with its start and stop events
+// recorded around the call (correlation ids 11/12, 21/22, 31/32) at the device times given.
+struct ThreeLaunches {
+  explicit ThreeLaunches(std::vector<std::pair<std::uint64_t, std::uint64_t>> events = {}) : profile(profile_of(g)) {
+    profile.launches = {launch_at(100, 200, flowdsl::LaunchKind::instantiated), launch_at(300, 400), launch_at(500, 600)};
+    for (flowdsl::LaunchProfile& l : profile.launches) l.graph = 0;
+    for (std::uint32_t p = 0; p < 4; ++p) attribution.ids().add(900 + p, 900, p);
+    using flowdsl::profiling::ApiRecord;
+    for (std::uint32_t l = 0; l < 3; ++l) {
+      const std::uint64_t host = 100'000 + 200'000 * std::uint64_t{l};  // the launch call's window
+      flowdsl::profiling::EventCalls calls;
+      if (!events.empty()) calls = {host - 5'000, host, host + 100'000, host + 105'000};
+      attribution.expect(l, 900, calls);
+      records.api.push_back(ApiRecord{"cudaGraphLaunch_v10000", l + 1, host + 50'000, host + 60'000});
+      if (events.empty()) continue;
+      const std::uint32_t start = 10 * (l + 1) + 1, stop = start + 1;
+      records.api.push_back(ApiRecord{"cudaEventRecord_v3020", start, host - 4'000, host - 3'000});
+      records.api.push_back(ApiRecord{"cudaEventRecord_v3020", stop, host + 101'000, host + 102'000});
+      records.events.push_back({start, 7, events[l].first});
+      records.events.push_back({stop, 7, events[l].second});
+    }
+    records.api.push_back(ApiRecord{"cudaGraphLaunch_v10000", 4, 800'000, 810'000});  // not profiled
+  }
+
+  std::vector<std::uint32_t> nodes_of(std::size_t l) const {
+    std::vector<std::uint32_t> out;
+    for (const flowdsl::NodeSpan& s : profile.launches[l].spans) out.push_back(s.node);
+    return out;
+  }
+
+  const flowdsl::Graph g = diamond();
+  flowdsl::Profile profile;
+  flowdsl::profiling::Attribution attribution;
+  flowdsl::profiling::Records records;
+  const std::uint32_t a = position(g, "a"), b = position(g, "b"), c = position(g, "c");
+};
+
+}  // namespace
+
+TEST_CASE("Records no graph-launch call claims join the launch of their executable whose work had begun",
+          "[profiler]") {
+  ThreeLaunches t;
+  using flowdsl::Activity;
+  using flowdsl::profiling::GpuRecord;
+  t.records.gpu = {
+      GpuRecord{Activity::kernel, 900, 1, 200'000, 210'000, 7, 0},  // launch 1: a, correlated
+      GpuRecord{Activity::kernel, 901, 0, 220'000, 230'000, 7, 0},  // b of launch 1: no correlation id
+      GpuRecord{Activity::kernel, 901, 0, 240'000, 250'000, 7, 0},  // b again (a WHILE body's node)
+      // Launch 2's first correlated record starts at 420'000: b at 380'000, after its launch
+      // call, is still launch 1's.
+      GpuRecord{Activity::kernel, 901, 0, 380'000, 390'000, 7, 0},
+      GpuRecord{Activity::kernel, 900, 2, 420'000, 430'000, 7, 0},
+      GpuRecord{Activity::kernel, 902, 77, 450'000, 460'000, 7, 0},  // launch 2 (the correlation of no call)
+      GpuRecord{Activity::kernel, 902, 0, 700'000, 710'000, 7, 0},   // launch 3: begun at its call, 500'000
+      GpuRecord{Activity::kernel, 4242, 0, 700'000, 710'000, 7, 0},  // an id of no node: unattributed
+      GpuRecord{Activity::kernel, 901, 0, 50'000, 60'000, 7, 0},     // before any launch: unattributed
+      GpuRecord{Activity::kernel, 901, 4, 820'000, 830'000, 7, 0},   // a launch not profiled: unattributed
+  };
+  t.attribution.add(std::move(t.records), t.profile);
+  CHECK(t.nodes_of(0) == std::vector<std::uint32_t>{t.a, t.b, t.b, t.b});
+  CHECK(t.nodes_of(1) == std::vector<std::uint32_t>{t.a, t.c});
+  CHECK(t.nodes_of(2) == std::vector<std::uint32_t>{t.c});
+  CHECK(t.profile.launches[0].spans[1].graph_node_id == 901);
+  CHECK(t.profile.unattributed_records == 3);
+}
+
+TEST_CASE("The device times of the events around each launch bound its work when they agree with its records",
+          "[profiler]") {
+  using flowdsl::Activity;
+  using flowdsl::profiling::GpuRecord;
+  const std::vector<GpuRecord> gpu{
+      GpuRecord{Activity::kernel, 900, 1, 200'000, 210'000, 7, 0},
+      GpuRecord{Activity::kernel, 900, 2, 420'000, 430'000, 7, 0},
+      // Still launch 2's work, though launch 3's call (at 500'000) came before it.
+      GpuRecord{Activity::kernel, 902, 0, 620'000, 630'000, 7, 0},
+      GpuRecord{Activity::kernel, 902, 0, 700'000, 710'000, 7, 0},  // launch 3
+      GpuRecord{Activity::kernel, 902, 0, 900'000, 910'000, 7, 0},  // after every stop event: unattributed
+  };
+  SECTION("events that enclose every launch's correlated records decide") {
+    ThreeLaunches t({{190'000, 300'000}, {410'000, 640'000}, {650'000, 800'000}});
+    t.records.gpu = gpu;
+    t.attribution.add(std::move(t.records), t.profile);
+    CHECK(t.nodes_of(0) == std::vector<std::uint32_t>{t.a});
+    CHECK(t.nodes_of(1) == std::vector<std::uint32_t>{t.a, t.c});
+    CHECK(t.nodes_of(2) == std::vector<std::uint32_t>{t.c});
+    CHECK(t.profile.unattributed_records == 1);
+  }
+  SECTION("events on another clock are not used: the launch whose work had begun is") {
+    ThreeLaunches t({{1'190'000, 1'300'000}, {1'410'000, 1'640'000}, {1'650'000, 1'800'000}});
+    t.records.gpu = gpu;
+    t.attribution.add(std::move(t.records), t.profile);
+    CHECK(t.nodes_of(1) == std::vector<std::uint32_t>{t.a});
+    CHECK(t.nodes_of(2) == std::vector<std::uint32_t>{t.c, t.c, t.c});
+    CHECK(t.profile.unattributed_records == 0);
+  }
 }
 
 TEST_CASE("Statistics: medians and p90 per node, shares, and per launch span, node sum and idle gaps", "[profiler]") {
