@@ -50,10 +50,11 @@ struct Options {
   std::vector<int> buckets{16, 32, 64, 128};      // padded batch shapes, in rows
   int max_batch = 0;                              // rows; 0: the largest bucket
   int min_rows = 1, max_rows = 16;                // rows per request, uniform
-  double max_wait_us = 100;                       // the oldest request waits at most this long
+  double max_wait_us = 100;                       // launch once the oldest request waited this long
   int in_flight = 2;                              // batches launched and not yet seen complete
   std::vector<double> rates;                      // requests/s; empty: loads x capacity estimate
-  // Light load to past saturation; batch1 saturates near (mean rows / max batch) of the capacity.
+  // Light load to past saturation. batch1 saturates near mean rows / max batch of the capacity
+  // when a small bucket costs about as much GPU time as the largest (one tile of rows).
   std::vector<double> loads{0.02, 0.05, 0.2, 0.5, 0.8, 1.2};
   double duration_s = 0.5;                        // of arrivals per configuration
   int min_requests = 400, max_requests = 200000;  // per configuration
@@ -750,6 +751,7 @@ int main(int argc, char** argv) {
       slot.end = flowdsl::make_event();
     }
     std::vector<BucketGraph> graphs;  // by precision, then ascending rows (bucket_for relies on it)
+    graphs.reserve(2 * o.buckets.size());
     for (Precision p : {Precision::bf16, Precision::f32})
       for (int rows : o.buckets)
         graphs.push_back(make_bucket_graph(model, device, p, rows, slots[0].staging.get(), slots[0].out.get()));
@@ -822,7 +824,10 @@ int main(int argc, char** argv) {
       j["batch_gpu_us"] = per_batch;
       j["capacity_estimate_rps"] = capacity;
       j["runs"] = nlohmann::ordered_json::array();
-      for (const RunResult& r : runs) j["runs"].push_back(run_json(r));
+      for (const RunResult& r : runs) {
+        j["runs"].push_back(run_json(r));
+        j["runs"].back()["load"] = r.rate / capacity;  // the rate as a fraction of the capacity estimate
+      }
       j["cache"] = {{"launches", st.launches},
                     {"misses", st.misses},
                     {"node_updates", st.node_updates},
