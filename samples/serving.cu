@@ -552,9 +552,10 @@ class References {
     std::vector<std::pair<Precision, int>> missing;
     for (const auto& k : keys)
       if (rows_.count(k) == 0) missing.push_back(k);
+    if (missing.empty()) return;
     std::vector<std::vector<double>> computed(missing.size());
     const std::vector<float> zeros(std::size_t(model_.widths[0]), 0.0f);
-    const unsigned threads = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), unsigned(missing.size())));
+    const unsigned threads = std::max(1u, std::min(std::thread::hardware_concurrency(), unsigned(missing.size())));
     std::vector<std::thread> workers;
     for (unsigned t = 0; t < threads; ++t) {
       workers.emplace_back([&, t] {
