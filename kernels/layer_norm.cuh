@@ -119,14 +119,26 @@ __device__ __forceinline__ void layer_norm_packed(int rows, int cols, float eps,
     for_each_packed<T>(words, cols, lane, [&](int, int, float v) { squares += (v - mean) * (v - mean); });
     const float inverse = rsqrtf(group_allreduce<32>(squares, SumOp{}, nullptr) / static_cast<float>(cols) + eps);
     reconvert(words);
-    Vec<T, 8> result[chunks];
-    for_each_packed<T>(words, cols, lane, [&](int k, int j, float v) {
-      const int c = (lane + 32 * k) * 8 + j;
-      const float4 g = *reinterpret_cast<const float4*>(gamma + (c & ~3));
-      const float4 b = *reinterpret_cast<const float4*>(beta + (c & ~3));
-      result[k].v[j] = from_float<T>((v - mean) * inverse * component(g, j & 3) + component(b, j & 3));
-      if (j == 7) reinterpret_cast<Vec<T, 8>*>(y + offset)[lane + 32 * k] = result[k];
-    });
+    // gamma and beta of a chunk's 8 columns: 4 float4 loads a chunk, not 2 an element (per
+    // element they kept the L1 at 92% of its throughput and the row at 44% of the copy's).
+#pragma unroll
+    for (int k = 0; k < chunks; ++k) {
+      const int c0 = (lane + 32 * k) * 8;
+      if (c0 >= cols) continue;
+      const float4 g[2] = {*reinterpret_cast<const float4*>(gamma + c0), *reinterpret_cast<const float4*>(gamma + c0 + 4)};
+      const float4 b[2] = {*reinterpret_cast<const float4*>(beta + c0), *reinterpret_cast<const float4*>(beta + c0 + 4)};
+      const std::uint32_t w[4] = {words[k].x, words[k].y, words[k].z, words[k].w};
+      Vec<T, 8> result;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float2 pair = unpack2<T>(w[q]);
+        const int j = 2 * q;
+        result.v[j] = from_float<T>((pair.x - mean) * inverse * component(g[j / 4], j & 3) + component(b[j / 4], j & 3));
+        result.v[j + 1] =
+            from_float<T>((pair.y - mean) * inverse * component(g[j / 4], (j + 1) & 3) + component(b[j / 4], (j + 1) & 3));
+      }
+      reinterpret_cast<Vec<T, 8>*>(y + offset)[lane + 32 * k] = result;
+    }
   }
 }
 

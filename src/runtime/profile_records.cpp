@@ -69,6 +69,10 @@ void NodeIds::add_graph_clone(std::uint32_t copy, std::uint32_t original) {
   if (copy != original) graph_clones_[copy] = original;
 }
 
+void NodeIds::add_flattened(std::uint32_t graph, std::vector<std::uint64_t> flattened) {
+  flattened_[graph] = std::move(flattened);
+}
+
 // The node itself, or the original its copies lead back to.
 std::optional<NodeLocation> NodeIds::find_copy(std::uint64_t id) const {
   for (int depth = 0; depth <= max_copy_depth; ++depth) {
@@ -85,8 +89,18 @@ std::optional<NodeLocation> NodeIds::locate(std::uint64_t id) const {
   // A node of a graph copied without a callback per node: the same local id in the graph it
   // was copied from (a copy keeps its nodes in order).
   const std::uint32_t local = local_part(id);
-  for (const std::uint32_t origin : graph_origins(graph_part(id))) {
+  const std::vector<std::uint32_t> origins = graph_origins(graph_part(id));
+  for (const std::uint32_t origin : origins) {
     if (std::optional<NodeLocation> found = find_copy(std::uint64_t{origin} << 32 | local)) return found;
+  }
+  // A node of a body, copied into the executable's graph after that graph's own nodes (seen on
+  // the H200, CUDA 13.0: a child graph's kernel and a WHILE body's kernels carry the ids of the
+  // executable's graph, numbered after its top-level nodes).
+  for (const std::uint32_t origin : origins) {
+    const auto flat = flattened_.find(origin);
+    if (flat != flattened_.end() && local < flat->second.size()) {
+      if (std::optional<NodeLocation> found = find_copy(flat->second[local])) return found;
+    }
   }
   return std::nullopt;
 }

@@ -96,6 +96,11 @@ class NodeIds {
   void add(std::uint64_t id, std::uint64_t executable, std::uint32_t position);
   void add_clone(std::uint64_t copy, std::uint64_t original);
   void add_graph_clone(std::uint32_t copy, std::uint32_t original);
+  /// The ids of an executable's native nodes in the order CUDA numbers their copies in the
+  /// executable's graph: `graph`'s own nodes by local id, then the nodes of the bodies they hold
+  /// (child graphs, conditional bodies), level by level, each body's by local id. A copy of
+  /// `graph` whose node has local id L then stands for flattened[L].
+  void add_flattened(std::uint32_t graph, std::vector<std::uint64_t> flattened);
   bool knows(std::uint64_t id) const { return originals_.count(id) != 0; }
   /// The node behind `id`: itself, the original of a copy, or the node of the same local id in
   /// a graph that `id`'s graph was copied from; none when unknown.
@@ -113,6 +118,7 @@ class NodeIds {
   std::unordered_map<std::uint64_t, NodeLocation> originals_;
   std::unordered_map<std::uint64_t, std::uint64_t> clones_;        ///< copy -> original
   std::unordered_map<std::uint32_t, std::uint32_t> graph_clones_;  ///< copy -> original
+  std::unordered_map<std::uint32_t, std::vector<std::uint64_t>> flattened_;  ///< see add_flattened
 };
 
 /// Moves records into a Profile: each API call made inside a launch's host window joins that

@@ -3,7 +3,9 @@
 // map back to nodes once collected.
 #include "flowdsl/profiler.hpp"
 
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 
@@ -103,6 +105,44 @@ std::string child_body_id(const profiling::CuptiSession& session, cudaGraphNode_
 
 }  // namespace
 
+// CUPTI's ids of the native nodes (by plan position) in the order CUDA numbers their copies in
+// an executable's graph (NodeIds::add_flattened): the top-level nodes by local id, then level by
+// level the nodes of the bodies of the level before, each body's by local id, bodies in the
+// order of their nodes and of their index. (One level of bodies was seen on the H200; deeper
+// levels follow the same rule by assumption.)
+namespace {
+std::vector<std::uint64_t> flattened_ids(const Description& d, const Plan& plan, const std::vector<std::uint64_t>& ids) {
+  if (ids.size() != plan.position.size()) return {};
+  const auto by_local = [&](NodeId a, NodeId b) {
+    return profiling::local_part(ids[plan.position[a]]) < profiling::local_part(ids[plan.position[b]]);
+  };
+  std::vector<NodeId> level;
+  std::map<std::pair<NodeId, std::uint32_t>, std::vector<NodeId>> bodies;  // (parent, body) -> nodes
+  for (NodeId id = 0; id < d.nodes.size(); ++id) {
+    if (d.nodes[id].parent == no_node) {
+      level.push_back(id);
+    } else {
+      bodies[{d.nodes[id].parent, d.nodes[id].body}].push_back(id);
+    }
+  }
+  std::sort(level.begin(), level.end(), by_local);
+  std::vector<std::uint64_t> out;
+  while (!level.empty()) {
+    std::vector<NodeId> next;
+    for (NodeId id : level) out.push_back(ids[plan.position[id]]);
+    for (NodeId id : level) {
+      for (auto it = bodies.lower_bound({id, 0}); it != bodies.end() && it->first.first == id; ++it) {
+        std::vector<NodeId> members = it->second;
+        std::sort(members.begin(), members.end(), by_local);
+        next.insert(next.end(), members.begin(), members.end());
+      }
+    }
+    level = std::move(next);
+  }
+  return out;
+}
+}  // namespace
+
 // For diagnosis: CUPTI's id of every native node of a new executable, by path, and of the graph
 // of each child node's body (the upper 32 bits of its nodes' ids should be that graph's id).
 void Profiler::Impl::log_native_nodes(std::uint32_t index, std::uint64_t tag, const std::vector<cudaGraphNode_t>& nodes) {
@@ -130,9 +170,13 @@ std::uint64_t Profiler::Impl::name_executable(const Graph& graph, std::uint32_t 
     }
     tag = session.node_id(nodes->front());
     if (attribution.ids().knows(tag)) return;
+    std::vector<std::uint64_t> ids(nodes->size());
     for (std::uint32_t position = 0; position < nodes->size(); ++position) {
-      attribution.ids().add(session.node_id((*nodes)[position]), tag, position);
+      ids[position] = session.node_id((*nodes)[position]);
+      attribution.ids().add(ids[position], tag, position);
     }
+    std::vector<std::uint64_t> flat = flattened_ids(graph.description(), graph.plan(), ids);
+    if (!flat.empty()) attribution.ids().add_flattened(profiling::graph_part(flat.front()), std::move(flat));
     log_native_nodes(index, tag, *nodes);
   });
   if (!found) {

@@ -176,6 +176,30 @@ TEST_CASE("A node of a copied graph leads to the node of the same local id in th
   CHECK_FALSE(ids.holds_graph(21));
 }
 
+TEST_CASE("A body's node copied into the executable's graph leads to its node by the flattened order", "[profiler]") {
+  // As seen on the H200: graph 13 holds a child (local 0), a memset (1) and a WHILE (2); the
+  // child's body, graph 14, a kernel (0); the WHILE's body, graph 15, two kernels (0, 1). The
+  // executable's graph 16 is a copy of 13 holding every node: 13's at locals 0..2, then the
+  // child's kernel at 3 and the WHILE body's kernels at 4 and 5.
+  const auto id = [](std::uint64_t graph, std::uint64_t local) { return graph << 32 | local; };
+  flowdsl::profiling::NodeIds ids;
+  const std::uint64_t tag = id(13, 0);
+  ids.add(id(13, 0), tag, 0);  // encoder (child)
+  ids.add(id(14, 0), tag, 1);  // encoder/inner
+  ids.add(id(13, 1), tag, 2);  // zero (memset)
+  ids.add(id(13, 2), tag, 3);  // count (while)
+  ids.add(id(15, 0), tag, 4);  // count/increment
+  ids.add(id(15, 1), tag, 5);  // count/decide
+  ids.add_graph_clone(16, 13);
+  ids.add_flattened(13, {id(13, 0), id(13, 1), id(13, 2), id(14, 0), id(15, 0), id(15, 1)});
+  CHECK(ids.position(id(16, 1), tag) == 2);  // a top-level node: the same local id in graph 13
+  CHECK(ids.position(id(16, 3), tag) == 1);
+  CHECK(ids.position(id(16, 4), tag) == 4);
+  CHECK(ids.position(id(16, 5), tag) == 5);
+  CHECK(ids.position(id(16, 6), tag) == flowdsl::no_position);  // past every node
+  CHECK(ids.position(id(17, 3), tag) == flowdsl::no_position);  // not a copy of graph 13
+}
+
 TEST_CASE("Records join the launch whose graph-launch call started them, mapped to its nodes", "[profiler]") {
   const flowdsl::Graph g = diamond();
   flowdsl::Profile profile = profile_of(g);
