@@ -240,7 +240,7 @@ bool run_shape(const Shape& s, const Settings& set) {
     // beside another's executable.
     flowdsl::Runtime build_runtime;
     const std::unique_ptr<flowdsl::Backend> backend = flowdsl::make_cuda_backend();
-    std::vector<double> backend_inst;
+    std::vector<double> backend_inst, raw_adds_inst;
     for (int rep = 0; rep < set.build_reps; ++rep) {
       r.zero();
       double t0 = 0, t1 = 0, t2 = 0, t3 = 0;
@@ -281,16 +281,28 @@ bool run_shape(const Shape& s, const Settings& set) {
       ok = ok && verify(s, r, 1, "flowdsl");
 
       // The backend alone (emission + instantiation + upload, no cache): where flowdsl's
-      // instantiation time goes, against raw's adds + instantiation.
-      {
-        FlowGraph flow(s, r);
-        const flowdsl::Plan& plan = flow.graph.plan();
-        CHECK_CUDA(cudaStreamSynchronize(r.main()));
-        const double b0 = bench::now_us();
-        auto executable = backend->instantiate(flow.graph.description(), plan, r.main());
-        const double b1 = bench::now_us();
-        backend_inst.push_back(b1 - b0);
-        CHECK_CUDA(cudaStreamSynchronize(r.main()));
+      // instantiation time goes, against raw's adds + instantiation (no launch) timed beside it,
+      // in alternating order, with nothing else alive.
+      build_runtime.clear();
+      for (int turn = 0; turn < 2; ++turn) {
+        if ((turn + rep) % 2 == 0) {
+          FlowGraph flow(s, r);
+          const flowdsl::Plan& plan = flow.graph.plan();
+          CHECK_CUDA(cudaStreamSynchronize(r.main()));
+          const double b0 = bench::now_us();
+          auto executable = backend->instantiate(flow.graph.description(), plan, r.main());
+          const double b1 = bench::now_us();
+          backend_inst.push_back(b1 - b0);
+          CHECK_CUDA(cudaStreamSynchronize(r.main()));
+        } else {
+          CHECK_CUDA(cudaStreamSynchronize(r.main()));
+          const double b0 = bench::now_us();
+          RawGraph raw(s, r);
+          raw.instantiate(r.main());
+          const double b1 = bench::now_us();
+          raw_adds_inst.push_back(b1 - b0);
+          CHECK_CUDA(cudaStreamSynchronize(r.main()));
+        }
       }
 
       r.zero();
@@ -320,6 +332,7 @@ bool run_shape(const Shape& s, const Settings& set) {
     record("build", "flowdsl", s, bench::median(flow_build));
     record("validate+lower", "flowdsl", s, bench::median(flow_lower));
     record("backend emit+instantiate", "flowdsl", s, bench::median(backend_inst));
+    record("backend emit+instantiate", "raw", s, bench::median(raw_adds_inst));
     record("build", "capture", s, bench::median(cap_build));
     record("instantiate+launch", "raw", s, bench::median(raw_inst));
     record("instantiate+launch", "flowdsl", s, bench::median(flow_inst));
@@ -754,6 +767,8 @@ void print_table(const std::vector<Shape>& shapes) {
     row("build+lower+instantiate", s, 0, 0, cap_total, raw_total, flow_total);
     row("  of which build (+lower)", s, 0, 0, find("build", "capture", s), find("build", "raw", s),
         find("build", "flowdsl", s) + find("validate+lower", "flowdsl", s));
+    row("  backend alone (emit+instantiate)", s, 0, 0, 0, find("backend emit+instantiate", "raw", s),
+        find("backend emit+instantiate", "flowdsl", s));
     row("hit launch, host", s, 0, find("launch all host", "stream", s), find("hit launch host", "capture", s),
         find("hit launch host", "raw", s), find("hit launch host", "flowdsl", s));
     if (find("hit launch host", "flowdsl, profiler gone", s) > 0) {

@@ -15,9 +15,11 @@ class Emitter {
     // Native values made before the body's nodes: kernels may take them (a conditional's
     // handle, set by a kernel ahead of the node).
     for (const PlanStep& step : steps) {
+      const Operation& op = d_.nodes[step.node].op;
+      if (std::holds_alternative<KernelOp>(op)) continue;  // kernels make no native value: no path to build
       const std::string path = node_path(d_, step.node);
       out_.values[plan_.position[step.node]] =
-          std::visit([&](const auto& op) { return prepare_native(op, graph, path); }, d_.nodes[step.node].op);
+          std::visit([&](const auto& o) { return prepare_native(o, graph, path); }, op);
     }
     std::vector<cudaGraphNode_t> natives;  // by step index within this body
     natives.reserve(steps.size());
