@@ -62,9 +62,11 @@ class IndexList {
     if (wanted <= capacity_) return;
     auto* grown = new std::uint32_t[wanted];
     std::copy(begin(), end(), grown);
-    release();
+    const std::uint32_t size = size_;
+    release();  // empties
     heap_ = grown;
     capacity_ = static_cast<std::uint32_t>(wanted);
+    size_ = size;
   }
 
   friend bool operator==(const IndexList& a, const IndexList& b) noexcept {

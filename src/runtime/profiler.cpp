@@ -176,7 +176,10 @@ std::uint64_t Profiler::Impl::name_executable(const Graph& graph, std::uint32_t 
       attribution.ids().add(ids[position], tag, position);
     }
     std::vector<std::uint64_t> flat = flattened_ids(graph.description(), graph.plan(), ids);
-    if (!flat.empty()) attribution.ids().add_flattened(profiling::graph_part(flat.front()), std::move(flat));
+    if (!flat.empty()) {
+      const std::uint32_t top_graph = profiling::graph_part(flat.front());  // before flat moves
+      attribution.ids().add_flattened(top_graph, std::move(flat));
+    }
     log_native_nodes(index, tag, *nodes);
   });
   if (!found) {

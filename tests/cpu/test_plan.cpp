@@ -92,3 +92,35 @@ TEST_CASE("Lowering 100k nodes stays fast enough to run in a unit test", "[plan]
   CHECK(plan.steps.size() == 100000);
   CHECK(plan.steps.back().deps == std::vector<std::uint32_t>{99998});
 }
+
+TEST_CASE("A join of many nodes keeps every dependency, in step order", "[plan]") {
+  flowdsl::Graph g;
+  int buf[16];
+  std::vector<flowdsl::NodeHandle> sources;
+  for (int i = 0; i < 9; ++i) sources.push_back(g.kernel("k" + std::to_string(i), touch).launch(1, 1).args(buf + i));
+  auto join = g.empty("join");
+  for (const auto& s : sources) join.after(s);
+  const flowdsl::Plan& plan = g.plan();
+  REQUIRE(plan.steps.size() == 10);
+  CHECK(plan.steps[9].deps == std::vector<std::uint32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8});
+  const flowdsl::Plan copy = plan;  // copies hold their own lists
+  CHECK(copy.steps[9].deps == plan.steps[9].deps);
+}
+
+TEST_CASE("IndexList keeps its values when it grows past its inline room, is copied and moved", "[plan]") {
+  flowdsl::IndexList list;
+  for (std::uint32_t i = 0; i < 11; ++i) list.push_back(i * 3);
+  REQUIRE(list.size() == 11);
+  for (std::uint32_t i = 0; i < 11; ++i) CHECK(list[i] == i * 3);
+  flowdsl::IndexList copy = list;
+  flowdsl::IndexList moved = std::move(list);
+  CHECK(copy == moved);
+  CHECK(list.empty());  // NOLINT: a moved-from list is empty
+  flowdsl::IndexList small{1, 2};
+  small.reserve(20);
+  CHECK(small == std::vector<std::uint32_t>{1, 2});
+  small = copy;
+  CHECK(small.size() == 11);
+  copy = flowdsl::IndexList{7};
+  CHECK(copy == std::vector<std::uint32_t>{7});
+}
