@@ -245,15 +245,14 @@ TEST_CASE("Back-to-back kernels add up to the launch's time between events", "[p
   }
 }
 
-// Failed on the H200 (CUDA 13.0, driver 580) before nested bodies were mapped through copied
-// graphs and records without a graph launch's correlation id by time: the record of a kernel
-// inside a child graph carried a node id no clone callback mapped back ("(unmapped)"), and the
-// records of a WHILE body's kernels no correlation id of the graph launch ("belong to no profiled
-// launch"). Tagged [!mayfail] until a device run shows them mapped (docs/profiling.md, "Limits").
-// It prints every span it saw with CUPTI's node id, and runs with flowdsl's log at debug level:
-// the profiler names each native node's id and describes each record it could not resolve.
+// On the H200 (CUDA 13.0, driver 580) CUDA copies a body's nodes into the executable's graph,
+// numbered after its own nodes, and a WHILE body's records carry no correlation id of the graph
+// launch: the profiler maps them by that numbering and attributes them by time. Passed on the
+// H200 on 2026-12-01. It prints every span it saw with CUPTI's node id, and runs with flowdsl's
+// log at debug level: the profiler names each native node's id and describes each record it
+// could not resolve, so that a driver numbering copies otherwise says so.
 TEST_CASE("Nodes inside a child graph and a WHILE body are mapped, the body's once per iteration",
-          "[profiler][gpu][!mayfail]") {
+          "[profiler][gpu]") {
   const flowdsl_test::DebugLog debug_log;
   constexpr int iterations = 3;
   DeviceBuffer<float> out(1);
