@@ -125,33 +125,31 @@ def torch_side(torch, n, elements, builds, replays):
         del g2
 
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    replay_gpu, replay_call = [], []
-    for r in range(replays + 2):
-        x.copy_(x0)
-        start.record()
-        h0 = time.perf_counter()
-        graph.replay()
-        h1 = time.perf_counter()
-        stop.record()
-        stop.synchronize()
-        if r >= 2:
-            replay_gpu.append(start.elapsed_time(stop) * 1000.0)
-            replay_call.append((h1 - h0) * 1e6)
+
+    def timed(runs, warmup, body):
+        """Event and host times (µs) of body() after x is reset, the first `warmup` runs dropped."""
+        gpu, host = [], []
+        for r in range(runs + warmup):
+            x.copy_(x0)
+            start.record()
+            h0 = time.perf_counter()
+            body()
+            h1 = time.perf_counter()
+            stop.record()
+            stop.synchronize()
+            if r >= warmup:
+                gpu.append(start.elapsed_time(stop) * 1000.0)
+                host.append((h1 - h0) * 1e6)
+        return gpu, host
+
+    replay_gpu, replay_call = timed(replays, 2, graph.replay)
     errors.append(rel_error(torch, x.cpu(), want))
 
-    eager_gpu, eager_host = [], []
-    for r in range(6):
-        x.copy_(x0)
-        start.record()
-        h0 = time.perf_counter()
+    def eager():
         for a in fs:
             x.mul_(a)
-        h1 = time.perf_counter()
-        stop.record()
-        stop.synchronize()
-        if r >= 1:
-            eager_gpu.append(start.elapsed_time(stop) * 1000.0)
-            eager_host.append((h1 - h0) * 1e6)
+
+    eager_gpu, eager_host = timed(5, 1, eager)
     errors.append(rel_error(torch, x.cpu(), want))
     del graph
     max_error = max(errors)
