@@ -3,7 +3,11 @@
 
 #include <array>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <utility>
+
+#include "value_text.hpp"
 
 namespace flowdsl {
 namespace {
@@ -85,3 +89,29 @@ std::size_t size_of(ScalarType type) noexcept {
 }
 
 }  // namespace flowdsl
+
+namespace flowdsl::detail {
+
+std::string hex_bytes(const void* bytes, std::size_t size) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out = "0x";
+  for (std::size_t i = size; i-- > 0;) {  // little-endian: most significant byte first
+    const auto b = static_cast<const unsigned char*>(bytes)[i];
+    out += digits[b >> 4];
+    out += digits[b & 15];
+  }
+  return out;
+}
+
+std::string scalar_text(ScalarType type, const void* bytes) {
+  return visit_scalar(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T value;
+    std::memcpy(&value, bytes, sizeof value);
+    char text[40];
+    std::snprintf(text, sizeof text, "%.9g", to_double(value));
+    return std::string(text);
+  });
+}
+
+}  // namespace flowdsl::detail

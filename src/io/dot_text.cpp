@@ -108,15 +108,5 @@ std::string value_text(const ParamType& type, const void* bytes, AddressNames& n
   });
 }
 
-std::string hex_bytes(const void* bytes, std::size_t size) {
-  static const char digits[] = "0123456789abcdef";
-  std::string out = "0x";
-  for (std::size_t i = size; i-- > 0;) {  // little-endian: most significant byte first
-    const auto b = static_cast<const unsigned char*>(bytes)[i];
-    out += digits[b >> 4];
-    out += digits[b & 15];
-  }
-  return out;
-}
 
 }  // namespace flowdsl::io

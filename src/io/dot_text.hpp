@@ -9,6 +9,7 @@
 #include "flowdsl/description.hpp"
 #include "flowdsl/node_parts.hpp"
 #include "flowdsl/registry.hpp"
+#include "value_text.hpp"
 
 namespace flowdsl::lowering {
 class BufferIndex;
@@ -48,7 +49,7 @@ class AddressNames {
 
 /// A value of a kernel parameter of `type`, from its bytes (pointers by `names`).
 std::string value_text(const ParamType& type, const void* bytes, AddressNames& names);
-/// "0x..." of `size` little-endian bytes, most significant first.
-std::string hex_bytes(const void* bytes, std::size_t size);
+/// "0x..." of `size` little-endian bytes, most significant first (base/value_text.hpp).
+using detail::hex_bytes;
 
 }  // namespace flowdsl::io

@@ -15,6 +15,7 @@
 #include "flowdsl/plan.hpp"
 #include "flowdsl/runtime.hpp"
 #include "log_internal.hpp"
+#include "value_text.hpp"
 
 namespace flowdsl::detail {
 namespace {
@@ -44,25 +45,11 @@ const KernelInfo* kernel_info(const KernelOp& op, const KernelRegistry& registry
 }
 
 std::string argument_text(const KernelOp& op, std::size_t index, const KernelInfo* info) {
-  const unsigned char* bytes = static_cast<const unsigned char*>(op.args.data(index));
   if (info == nullptr || info->params[index].type.pointer) {
     if (op.args.slot_size(index) == sizeof(void*)) return hex(pointer_argument(op, index));
-    std::string text = "0x";
-    char byte[3];
-    for (std::size_t i = op.args.slot_size(index); i-- > 0;) {
-      std::snprintf(byte, sizeof byte, "%02x", bytes[i]);
-      text += byte;
-    }
-    return text;
+    return detail::hex_bytes(op.args.data(index), op.args.slot_size(index));
   }
-  return visit_scalar(info->params[index].type.scalar, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T value;
-    std::memcpy(&value, bytes, sizeof value);
-    char text[40];
-    std::snprintf(text, sizeof text, "%.9g", to_double(value));
-    return std::string(text);
-  });
+  return detail::scalar_text(info->params[index].type.scalar, op.args.data(index));
 }
 
 // "kernel 'saxpy', grid 4x1x1, block 256x1x1, 0 bytes shared, arguments (n=1024, x=0x7f..)".

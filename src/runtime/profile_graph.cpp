@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "lower/structure.hpp"
+#include "value_text.hpp"
 
 namespace flowdsl::profiling {
 namespace {
@@ -14,16 +15,6 @@ std::string hex(std::uint64_t value) {
   char text[32];
   std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
   return text;
-}
-
-std::string hex_bytes(const unsigned char* bytes, std::size_t size) {
-  static const char digits[] = "0123456789abcdef";
-  std::string out = "0x";
-  for (std::size_t i = size; i-- > 0;) {  // little-endian: most significant byte first
-    out += digits[bytes[i] >> 4];
-    out += digits[bytes[i] & 15];
-  }
-  return out;
 }
 
 // A pointer or condition argument: what it stands for where the description knows.
@@ -49,16 +40,8 @@ std::string pointer_text(const Description& d, std::uint64_t value) {
 }
 
 std::string value_text(const KernelOp& op, std::size_t i, const KernelInfo* info) {
-  const auto* bytes = static_cast<const unsigned char*>(op.args.data(i));
-  if (info == nullptr || info->params[i].type.pointer) return hex_bytes(bytes, op.args.slot_size(i));
-  return visit_scalar(info->params[i].type.scalar, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T value;
-    std::memcpy(&value, bytes, sizeof value);
-    char text[40];
-    std::snprintf(text, sizeof text, "%.9g", to_double(value));
-    return std::string(text);
-  });
+  if (info == nullptr || info->params[i].type.pointer) return detail::hex_bytes(op.args.data(i), op.args.slot_size(i));
+  return detail::scalar_text(info->params[i].type.scalar, op.args.data(i));
 }
 
 }  // namespace
