@@ -55,6 +55,12 @@ inline std::optional<Options> parse_options(int argc, char** argv) {
   return out;
 }
 
+/// Whether a CUDA device is present (each bench says itself what it does without one).
+inline bool has_device() {
+  int devices = 0;
+  return cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+}
+
 /// The JSON header of a report: the benchmark's name (none when empty), the GPU, the driver and
 /// runtime versions, as members ending in ",\n" (bench::write_json's `header_fields`).
 inline std::string device_header(const std::string& bench_name) {

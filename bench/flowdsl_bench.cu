@@ -821,8 +821,7 @@ int main(int argc, char** argv) {
   if (!options) return 2;
   const bool quick = options->quick;
   const std::string& json_path = options->json_path;
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+  if (!bench::has_device()) {
     std::printf("no CUDA device: the GPU benchmark needs one (flowdsl_bench_host runs without)\n");
     return 2;
   }

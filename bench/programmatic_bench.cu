@@ -108,8 +108,7 @@ int main(int argc, char** argv) {
   if (!options) return 2;
   const bool quick = options->quick;
   const std::string& json_path = options->json_path;
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+  if (!bench::has_device()) {
     std::fprintf(stderr, "no CUDA device\n");
     return 77;
   }

@@ -142,8 +142,7 @@ int main(int argc, char** argv) {
                  argv[0]);
     return 2;
   }
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+  if (!bench::has_device()) {
     std::fprintf(stderr, "no CUDA device\n");
     return 77;
   }
