@@ -8,8 +8,8 @@ namespace {
 
 class Emitter {
  public:
-  Emitter(const Description& d, const Plan& plan, Emitted& out)
-      : d_(d), plan_(plan), out_(out), symbols_(d, plan, out.values) {}
+  Emitter(const Description& d, const Plan& plan, const DeviceContext& device, Emitted& out)
+      : d_(d), plan_(plan), device_(device), out_(out), symbols_(d, plan, out.values) {}
 
   void steps(const std::vector<PlanStep>& steps, cudaGraph_t graph) {
     // Native values made before the body's nodes: kernels may take them (a conditional's
@@ -41,9 +41,10 @@ class Emitter {
                           return owned;
                         },
                         [&](std::uint32_t index, cudaGraph_t body) { this->steps(plan_.bodies[step.bodies[index]], body); },
-                        symbols_, out_.values[plan_.position[step.node]]};
+                        symbols_, out_.values[plan_.position[step.node]], function(node.op)};
       natives.push_back(std::visit([&](const auto& op) { return add_native(op, native); }, node.op));
       out_.nodes[plan_.position[step.node]] = natives.back();
+      out_.functions[plan_.position[step.node]] = native.function;
       for (std::uint32_t dep : step.programmatic) {
         // The consumer may launch once every block of the producer has started or signalled
         // (cudaTriggerProgrammaticLaunchCompletion); it waits for the results itself.
@@ -59,9 +60,25 @@ class Emitter {
  private:
   std::string native_path(const PlanStep& step) const { return node_path(d_, step.node); }
 
+  // The driver's handle of a kernel node's function, learnt by check_device; null for other
+  // kinds. Consecutive kernels mostly share a function, so the last lookup is kept.
+  cudaFunction_t function(const Operation& op) {
+    const auto* kernel = std::get_if<KernelOp>(&op);
+    if (kernel == nullptr) return nullptr;
+    if (kernel->function != last_function_) {
+      const auto it = device_.kernels.find(kernel->function);
+      last_function_ = kernel->function;
+      last_handle_ = it == device_.kernels.end() ? nullptr : it->second.handle;
+    }
+    return last_handle_;
+  }
+
   const Description& d_;
   const Plan& plan_;
+  const DeviceContext& device_;
   Emitted& out_;
+  const void* last_function_ = nullptr;
+  cudaFunction_t last_handle_ = nullptr;
   Symbols symbols_;
 };
 
@@ -118,15 +135,17 @@ Emitted emit(const Description& d, const Plan& plan, DeviceContext& device) {
   check(cudaGraphCreate(&graph, 0), "cudaGraphCreate");
   out.graph.reset(graph);
   out.nodes.resize(plan.position.size());
+  out.functions.assign(plan.position.size(), nullptr);
   out.values.assign(plan.position.size(), 0);
-  Emitter(d, plan, out).steps(plan.steps, graph);
+  Emitter(d, plan, device, out).steps(plan.steps, graph);
   return out;
 }
 
 UpdateStatus update(const Description& d, const Plan& plan, NodeId id, cudaGraphExec_t exec, cudaGraphNode_t native,
-                    const std::vector<std::uint64_t>& values) {
+                    cudaFunction_t function, const std::vector<std::uint64_t>& values) {
   const Symbols symbols(d, plan, values);
-  return std::visit([&](const auto& op) { return update_native(op, exec, native, symbols); }, d.nodes[id].op);
+  const NativeUpdate node{exec, native, symbols, function};
+  return std::visit([&](const auto& op) { return update_native(op, node); }, d.nodes[id].op);
 }
 
 }  // namespace flowdsl::lowering

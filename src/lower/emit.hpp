@@ -13,6 +13,9 @@ namespace flowdsl::lowering {
 struct Emitted {
   NativeGraph graph;
   std::vector<cudaGraphNode_t> nodes;
+  /// The driver's handles of kernel nodes' functions, by plan position (null: other kinds, or
+  /// the runtime's calls), for updates.
+  std::vector<cudaFunction_t> functions;
   std::vector<std::uint64_t> values;  ///< native values symbols stand for, by plan position (0: none)
 };
 
@@ -26,8 +29,8 @@ DeviceLimits query_device_limits(int device);
 Emitted emit(const Description& description, const Plan& plan, DeviceContext& device);
 
 /// Applies node `id`'s current parameters to `exec`, resolving symbols through `values` (the
-/// executable's Emitted::values).
+/// executable's Emitted::values); `function` is the node's Emitted::functions entry.
 UpdateStatus update(const Description& description, const Plan& plan, NodeId id, cudaGraphExec_t exec,
-                    cudaGraphNode_t native, const std::vector<std::uint64_t>& values);
+                    cudaGraphNode_t native, cudaFunction_t function, const std::vector<std::uint64_t>& values);
 
 }  // namespace flowdsl::lowering

@@ -104,6 +104,9 @@ struct DeviceContext {
   struct KernelAttributes {
     cudaError_t status;
     cudaFuncAttributes attributes;
+    /// The driver's handle of the function in this device's context (cudaGetFuncBySymbol),
+    /// for the driver calls of emission and updates; null where it could not be had.
+    cudaFunction_t handle = nullptr;
   };
   std::unordered_map<const void*, KernelAttributes> kernels;
 };
@@ -220,6 +223,17 @@ struct NativeNode {
   /// The node's own native value: made by prepare_native before the node's body is emitted,
   /// or set by add_native (graph memory); what its symbol resolves to.
   std::uint64_t& value;
+  /// A kernel node's function as the driver knows it (DeviceContext::KernelAttributes::handle);
+  /// null for other kinds, or to use the runtime's calls.
+  cudaFunction_t function = nullptr;
+};
+
+/// One node of an executable being given its current parameters.
+struct NativeUpdate {
+  cudaGraphExec_t exec;
+  cudaGraphNode_t native;
+  const Symbols& symbols;
+  cudaFunction_t function = nullptr;  ///< as NativeNode::function
 };
 
 /// One node being launched on its own on a stream, and how to run its bodies likewise.
@@ -259,7 +273,7 @@ cudaMemoryType memory_type(const void* ptr);
   /* Adds the native node. Throws CudaError naming the node. */                      \
   cudaGraphNode_t add_native(const Op&, NativeNode&);                                 \
   /* Applies the node's current parameters to an executable. */                      \
-  UpdateStatus update_native(const Op&, cudaGraphExec_t, cudaGraphNode_t, const Symbols&); \
+  UpdateStatus update_native(const Op&, const NativeUpdate&);                        \
   /* Enqueues the node's work on its own (the eager baseline). Throws CudaError. */  \
   void launch_eager(const Op&, EagerNode&);                                           \
   /* The accesses its parameters imply (hazard check, edge inference). */             \

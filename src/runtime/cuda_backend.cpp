@@ -16,6 +16,7 @@ class CudaExecutable final : public Executable {
   CudaExecutable(lowering::Emitted emitted, NativeExecutable exec, std::vector<void*> unfreed)
       : graph_(std::move(emitted.graph)),
         nodes_(std::move(emitted.nodes)),
+        functions_(std::move(emitted.functions)),
         values_(std::move(emitted.values)),
         unfreed_(std::move(unfreed)),
         exec_(std::move(exec)) {}
@@ -25,8 +26,9 @@ class CudaExecutable final : public Executable {
   CudaExecutable& operator=(const CudaExecutable&) = delete;
 
   std::optional<std::string> update(const Description& d, const Plan& plan, NodeId id) override {
+    const std::uint32_t position = plan.position[id];
     const lowering::UpdateStatus status =
-        lowering::update(d, plan, id, exec_.get(), nodes_[plan.position[id]], values_);
+        lowering::update(d, plan, id, exec_.get(), nodes_[position], functions_[position], values_);
     if (status.code == cudaSuccess) return std::nullopt;
     (void)cudaGetLastError();
     if (status.reason != nullptr) return std::string(status.reason);
@@ -78,6 +80,7 @@ class CudaExecutable final : public Executable {
 
   NativeGraph graph_;  // kept: per-node updates name nodes of the graph the executable came from
   std::vector<cudaGraphNode_t> nodes_;  // by plan position
+  std::vector<cudaFunction_t> functions_;  // kernels' driver handles, by plan position
   std::vector<std::uint64_t> values_;   // what symbols stand for, by plan position
   std::vector<void*> unfreed_;          // graph memory no free node releases
   EventHandle last_launch_;  // recorded after each launch when unfreed_ is not empty, or when marked

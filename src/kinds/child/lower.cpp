@@ -28,7 +28,7 @@ cudaGraphNode_t add_native(const ChildOp&, NativeNode& node) {
 
 // Nodes inside the body are updated one by one, like any other; the child node has nothing of
 // its own to update.
-UpdateStatus update_native(const ChildOp&, cudaGraphExec_t, cudaGraphNode_t, const Symbols&) { return {}; }
+UpdateStatus update_native(const ChildOp&, const NativeUpdate&) { return {}; }
 
 void launch_eager(const ChildOp&, EagerNode& node) { node.run_body(0); }
 

@@ -101,9 +101,9 @@ cudaGraphNode_t add_native(const SwitchOp& op, NativeNode& node) {
   return add_conditional(node, cudaGraphCondTypeSwitch, op.cases);
 }
 
-UpdateStatus update_native(const IfOp&, cudaGraphExec_t, cudaGraphNode_t, const Symbols&) { return {}; }
-UpdateStatus update_native(const WhileOp&, cudaGraphExec_t, cudaGraphNode_t, const Symbols&) { return {}; }
-UpdateStatus update_native(const SwitchOp&, cudaGraphExec_t, cudaGraphNode_t, const Symbols&) { return {}; }
+UpdateStatus update_native(const IfOp&, const NativeUpdate&) { return {}; }
+UpdateStatus update_native(const WhileOp&, const NativeUpdate&) { return {}; }
+UpdateStatus update_native(const SwitchOp&, const NativeUpdate&) { return {}; }
 
 void launch_eager(const IfOp&, EagerNode& node) { no_eager(node); }
 void launch_eager(const WhileOp&, EagerNode& node) { no_eager(node); }

@@ -18,7 +18,7 @@ cudaGraphNode_t add_native(const EmptyOp&, NativeNode& node) {
   return native;
 }
 
-UpdateStatus update_native(const EmptyOp&, cudaGraphExec_t, cudaGraphNode_t, const Symbols&) { return {}; }
+UpdateStatus update_native(const EmptyOp&, const NativeUpdate&) { return {}; }
 
 void launch_eager(const EmptyOp&, EagerNode&) {}  // stream order already joins
 

@@ -40,12 +40,12 @@ cudaGraphNode_t add_native(const EventWaitOp& op, NativeNode& node) {
   return native;
 }
 
-UpdateStatus update_native(const EventRecordOp& op, cudaGraphExec_t exec, cudaGraphNode_t native, const Symbols&) {
-  return {cudaGraphExecEventRecordNodeSetEvent(exec, native, op.event), "cudaGraphExecEventRecordNodeSetEvent"};
+UpdateStatus update_native(const EventRecordOp& op, const NativeUpdate& node) {
+  return {cudaGraphExecEventRecordNodeSetEvent(node.exec, node.native, op.event), "cudaGraphExecEventRecordNodeSetEvent"};
 }
 
-UpdateStatus update_native(const EventWaitOp& op, cudaGraphExec_t exec, cudaGraphNode_t native, const Symbols&) {
-  return {cudaGraphExecEventWaitNodeSetEvent(exec, native, op.event), "cudaGraphExecEventWaitNodeSetEvent"};
+UpdateStatus update_native(const EventWaitOp& op, const NativeUpdate& node) {
+  return {cudaGraphExecEventWaitNodeSetEvent(node.exec, node.native, op.event), "cudaGraphExecEventWaitNodeSetEvent"};
 }
 
 void launch_eager(const EventRecordOp& op, EagerNode& node) {

@@ -24,9 +24,9 @@ cudaGraphNode_t add_native(const HostOp& op, NativeNode& node) {
   return native;
 }
 
-UpdateStatus update_native(const HostOp& op, cudaGraphExec_t exec, cudaGraphNode_t native, const Symbols&) {
+UpdateStatus update_native(const HostOp& op, const NativeUpdate& node) {
   const cudaHostNodeParams params{op.fn, op.user_data};
-  return {cudaGraphExecHostNodeSetParams(exec, native, &params), "cudaGraphExecHostNodeSetParams"};
+  return {cudaGraphExecHostNodeSetParams(node.exec, node.native, &params), "cudaGraphExecHostNodeSetParams"};
 }
 
 void launch_eager(const HostOp& op, EagerNode& node) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "flowdsl/registry.hpp"
+#include "driver_calls.hpp"
 #include "lowering_facets.hpp"
 
 namespace flowdsl::lowering {
@@ -48,6 +49,21 @@ cudaKernelNodeParams native_params(const KernelOp& op, const Symbols& symbols, s
   p.kernelParams = pointers.empty() ? nullptr : pointers.data();
   p.extra = nullptr;
   return p;
+}
+
+// The same parameters for the driver's calls, with the function's driver handle.
+CUDA_KERNEL_NODE_PARAMS driver_params(const cudaKernelNodeParams& p, cudaFunction_t function) {
+  CUDA_KERNEL_NODE_PARAMS d{};
+  d.func = function;
+  d.gridDimX = p.gridDim.x;
+  d.gridDimY = p.gridDim.y;
+  d.gridDimZ = p.gridDim.z;
+  d.blockDimX = p.blockDim.x;
+  d.blockDimY = p.blockDim.y;
+  d.blockDimZ = p.blockDim.z;
+  d.sharedMemBytes = p.sharedMemBytes;
+  d.kernelParams = p.kernelParams;
+  return d;
 }
 
 // The registered kernel of a node: the one it was declared from, else the one registered
@@ -223,6 +239,11 @@ void check_device(const KernelOp& op, NodeCheck& diag, DeviceContext& device) {
   if (added) {
     it->second.status = cudaFuncGetAttributes(&it->second.attributes, op.function);
     if (it->second.status != cudaSuccess) (void)cudaGetLastError();
+    if (it->second.status == cudaSuccess && driver_calls().available() &&
+        cudaGetFuncBySymbol(&it->second.handle, op.function) != cudaSuccess) {
+      (void)cudaGetLastError();  // the runtime's calls will do
+      it->second.handle = nullptr;
+    }
   }
   if (it->second.status != cudaSuccess) {
     diag.report(std::string("the function is not a kernel loadable on device ") + std::to_string(limits.device) +
@@ -257,16 +278,28 @@ cudaGraphNode_t add_native(const KernelOp& op, NativeNode& node) {
   std::optional<ArgumentPack> resolved;  // made only when some argument holds a symbol
   const cudaKernelNodeParams params = native_params(op, node.symbols, resolved, pointers);
   cudaGraphNode_t native = nullptr;
+  if (node.function != nullptr) {
+    const CUDA_KERNEL_NODE_PARAMS driver = driver_params(params, node.function);
+    check(as_runtime_status(driver_calls().add_kernel_node(reinterpret_cast<CUgraphNode*>(&native), node.graph,
+                                                           node.deps.data(), node.deps.size(), &driver)),
+          "cuGraphAddKernelNode", node.path.c_str());
+    return native;
+  }
   check(cudaGraphAddKernelNode(&native, node.graph, node.deps.data(), node.deps.size(), &params),
         "cudaGraphAddKernelNode", node.path.c_str());
   return native;
 }
 
-UpdateStatus update_native(const KernelOp& op, cudaGraphExec_t exec, cudaGraphNode_t native, const Symbols& symbols) {
+UpdateStatus update_native(const KernelOp& op, const NativeUpdate& node) {
   thread_local std::vector<void*> pointers;
   std::optional<ArgumentPack> resolved;  // made only when some argument holds a symbol
-  const cudaKernelNodeParams params = native_params(op, symbols, resolved, pointers);
-  return {cudaGraphExecKernelNodeSetParams(exec, native, &params), "cudaGraphExecKernelNodeSetParams"};
+  const cudaKernelNodeParams params = native_params(op, node.symbols, resolved, pointers);
+  if (node.function != nullptr) {
+    const CUDA_KERNEL_NODE_PARAMS driver = driver_params(params, node.function);
+    return {as_runtime_status(driver_calls().exec_kernel_node_set_params(node.exec, node.native, &driver)),
+            "cuGraphExecKernelNodeSetParams"};
+  }
+  return {cudaGraphExecKernelNodeSetParams(node.exec, node.native, &params), "cudaGraphExecKernelNodeSetParams"};
 }
 
 void launch_eager(const KernelOp& op, EagerNode& node) {

@@ -44,23 +44,23 @@ cudaGraphNode_t add_native(const MemcpyOp& op, NativeNode& node) {
   return native;
 }
 
-UpdateStatus update_native(const MemcpyOp& op, cudaGraphExec_t exec, cudaGraphNode_t native, const Symbols& symbols) {
+UpdateStatus update_native(const MemcpyOp& op, const NativeUpdate& node) {
   // CUDA accepts a new operand of another memory type (seen on an H200, CUDA 13.0: a device
   // source rebound to pageable host memory updated fine, then the launch faulted with
   // cudaErrorIllegalAddress). Refuse such updates here so the runtime re-instantiates.
   cudaMemcpy3DParms emitted{};
-  if (const cudaError_t e = cudaGraphMemcpyNodeGetParams(native, &emitted); e != cudaSuccess) {
+  if (const cudaError_t e = cudaGraphMemcpyNodeGetParams(node.native, &emitted); e != cudaSuccess) {
     return {e, "cudaGraphMemcpyNodeGetParams"};
   }
-  const void* src = symbols.resolve(op.src);
-  void* dst = const_cast<void*>(symbols.resolve(op.dst));
+  const void* src = node.symbols.resolve(op.src);
+  void* dst = const_cast<void*>(node.symbols.resolve(op.dst));
   const bool src_moved = emitted.srcPtr.ptr != src && memory_type(emitted.srcPtr.ptr) != memory_type(src);
   const bool dst_moved = emitted.dstPtr.ptr != dst && memory_type(emitted.dstPtr.ptr) != memory_type(dst);
   if (src_moved || dst_moved) {
     return {cudaErrorInvalidValue, "cudaGraphExecMemcpyNodeSetParams1D",
             "a copy operand moved to another kind of memory (device, pinned host, pageable host, managed)"};
   }
-  return {cudaGraphExecMemcpyNodeSetParams1D(exec, native, dst, src, op.bytes, cudaMemcpyDefault),
+  return {cudaGraphExecMemcpyNodeSetParams1D(node.exec, node.native, dst, src, op.bytes, cudaMemcpyDefault),
           "cudaGraphExecMemcpyNodeSetParams1D"};
 }
 

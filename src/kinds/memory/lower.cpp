@@ -64,8 +64,8 @@ cudaGraphNode_t add_native(const FreeOp& op, NativeNode& node) {
 }
 
 // All structure: CUDA cannot update memory nodes, and they have no parameters.
-UpdateStatus update_native(const AllocOp&, cudaGraphExec_t, cudaGraphNode_t, const Symbols&) { return {}; }
-UpdateStatus update_native(const FreeOp&, cudaGraphExec_t, cudaGraphNode_t, const Symbols&) { return {}; }
+UpdateStatus update_native(const AllocOp&, const NativeUpdate&) { return {}; }
+UpdateStatus update_native(const FreeOp&, const NativeUpdate&) { return {}; }
 
 void launch_eager(const AllocOp& op, EagerNode& node) {
   void* memory = nullptr;

@@ -51,18 +51,18 @@ cudaGraphNode_t add_native(const MemsetOp& op, NativeNode& node) {
   return native;
 }
 
-UpdateStatus update_native(const MemsetOp& op, cudaGraphExec_t exec, cudaGraphNode_t native, const Symbols& symbols) {
+UpdateStatus update_native(const MemsetOp& op, const NativeUpdate& node) {
   // The new destination must be the same kind of allocation as the emitted one (CUDA's rule).
   cudaMemsetParams emitted{};
-  if (const cudaError_t e = cudaGraphMemsetNodeGetParams(native, &emitted); e != cudaSuccess) {
+  if (const cudaError_t e = cudaGraphMemsetNodeGetParams(node.native, &emitted); e != cudaSuccess) {
     return {e, "cudaGraphMemsetNodeGetParams"};
   }
-  const cudaMemsetParams params = native_params(op, symbols);
+  const cudaMemsetParams params = native_params(op, node.symbols);
   if (emitted.dst != params.dst && memory_type(emitted.dst) != memory_type(params.dst)) {
     return {cudaErrorInvalidValue, "cudaGraphExecMemsetNodeSetParams",
             "the memset destination moved to another kind of memory"};
   }
-  return {cudaGraphExecMemsetNodeSetParams(exec, native, &params), "cudaGraphExecMemsetNodeSetParams"};
+  return {cudaGraphExecMemsetNodeSetParams(node.exec, node.native, &params), "cudaGraphExecMemsetNodeSetParams"};
 }
 
 void launch_eager(const MemsetOp& op, EagerNode& node) {

@@ -1,0 +1,32 @@
+// The few driver-API graph calls emission and updates make directly, found through the
+// runtime's entry-point query, so that flowdsl links no libcuda of its own.
+//
+// Why: cudaGraphAddKernelNode and cudaGraphExecKernelNodeSetParams translate the kernel's host
+// stub to its driver function on every call (a lookup under the runtime's lock, a lazy-loading
+// check, the parameter conversion). Emission knows each node's function once per kernel, so
+// it calls the driver with it: on the H200, 0.49 µs an add where the runtime's call takes 0.70
+// (docs/performance.md, "Builds against raw").
+#pragma once
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime.h>
+
+namespace flowdsl::lowering {
+
+struct DriverCalls {
+  PFN_cuGraphAddKernelNode_v12000 add_kernel_node = nullptr;
+  PFN_cuGraphExecKernelNodeSetParams_v12000 exec_kernel_node_set_params = nullptr;
+  /// Whether both calls were found; otherwise callers use the runtime's.
+  bool available() const noexcept { return add_kernel_node != nullptr && exec_kernel_node_set_params != nullptr; }
+};
+
+/// The calls, looked up on first use (thread-safe); members stay null when the driver lacks one.
+const DriverCalls& driver_calls();
+
+/// A driver status as the runtime's: CUDA numbers the errors of these calls alike in both APIs
+/// (CUDA_ERROR_INVALID_VALUE is cudaErrorInvalidValue, ..._GRAPH_EXEC_UPDATE_FAILURE is
+/// cudaErrorGraphExecUpdateFailure), so CudaError names them as the runtime would.
+inline cudaError_t as_runtime_status(CUresult status) noexcept { return static_cast<cudaError_t>(status); }
+
+}  // namespace flowdsl::lowering
