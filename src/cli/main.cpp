@@ -20,6 +20,7 @@
 #include <spdlog/spdlog.h>
 
 #include "bench.hpp"
+#include "bench_stats.hpp"
 #include "buffers.hpp"
 #include "flowdsl/flowdsl.hpp"
 #include "flowdsl/kernel_files.hpp"
@@ -207,6 +208,47 @@ void write_text(const std::string& path, const std::string& text, const char* wh
   std::printf("wrote %s %s\n", what, path.c_str());
 }
 
+// Launches the graph `n` times, one at a time, each between two events on `stream`: the spans
+// (µs) in launch order. The first launch (which may instantiate) is not counted.
+std::vector<double> event_spans(flowdsl::Runtime& runtime, const flowdsl::Graph& graph, cudaStream_t stream, int n) {
+  using flowdsl::check;
+  const flowdsl::EventHandle start = flowdsl::make_event();
+  const flowdsl::EventHandle stop = flowdsl::make_event();
+  runtime.launch(graph, stream);
+  std::vector<double> spans;
+  for (int i = 0; i < n; ++i) {
+    check(cudaEventRecord(start.get(), stream), "cudaEventRecord");
+    runtime.launch(graph, stream);
+    check(cudaEventRecord(stop.get(), stream), "cudaEventRecord");
+    check(cudaEventSynchronize(stop.get()), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, start.get(), stop.get()), "cudaEventElapsedTime");
+    spans.push_back(1000.0 * static_cast<double>(ms));
+  }
+  return spans;
+}
+
+// The node times of each profiled graph against the span measured with events before profiling.
+void print_against_events(const flowdsl::Profile& profile, const std::vector<double>& unprofiled) {
+  if (profile.graphs.size() != 1 || unprofiled.empty()) return;  // the reference timed one graph
+  const flowdsl::GraphStatistics stats = flowdsl::statistics(profile, 0);
+  std::vector<double> sums, profiled_events;
+  for (const flowdsl::LaunchStatistics& l : stats.launches) {
+    sums.push_back(l.node_sum_us);
+    if (l.events_us) profiled_events.push_back(*l.events_us);
+  }
+  if (sums.empty()) return;
+  const double events = flowdsl::cli::summarise(unprofiled).p50;
+  const double node_sum = flowdsl::cli::summarise(sums).p50;
+  std::printf("events around %zu launches before profiling: median %.2f us; the node times' median sum, %.2f us, is "
+              "%.3f of it",
+              unprofiled.size(), events, node_sum, node_sum / events);
+  if (!profiled_events.empty()) {
+    std::printf(" (under CUPTI the events read %.2f us)", flowdsl::cli::summarise(profiled_events).p50);
+  }
+  std::printf("\n");
+}
+
 // Launches the graph N times under the profiler; prints the table, writes the trace and the
 // heat map when asked.
 int profile(const std::string& file, const ProfileOptions& options) {
@@ -216,15 +258,19 @@ int profile(const std::string& file, const ProfileOptions& options) {
   runtime_options.registry = &loaded.registry();
   flowdsl::Runtime runtime(runtime_options);
   if (runtime.debug()) throw InputError("FLOWDSL_DEBUG is set: debug mode runs node by node, there is no graph launch to profile");
+  const flowdsl::StreamHandle stream = flowdsl::make_stream();
+  // The reference: the graph's span on the stream between two events, launch by launch, before
+  // CUPTI is loaded (under the profiler, CUPTI's own work on each launch lies between the events).
+  const std::vector<double> unprofiled = event_spans(runtime, loaded.graph(), stream.get(), options.iterations);
   flowdsl::ProfilerOptions profiler_options;
   profiler_options.registry = &loaded.registry();
   flowdsl::Profiler profiler(runtime, profiler_options);
   std::printf("profiling with CUPTI from %s\n", profiler.cupti_library().c_str());
   profiler.name(loaded.graph(), loaded.spec().name);
-  const flowdsl::StreamHandle stream = flowdsl::make_stream();
   for (int i = 0; i < options.iterations; ++i) profiler.launch(loaded.graph(), stream);
   const flowdsl::Profile& collected = profiler.collect();
   std::printf("\n%s", flowdsl::profile_table(collected).c_str());
+  print_against_events(collected, unprofiled);
   if (!options.trace.empty()) write_text(options.trace, flowdsl::trace_json(collected), "trace");
   if (!options.dot.empty()) {
     const flowdsl::NodeTimings timings = profiler.timings(loaded.graph());
