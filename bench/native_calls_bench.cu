@@ -1,0 +1,210 @@
+// What the native graph calls cost on this machine, per node: the runtime's
+// cudaGraphAddKernelNode against the driver's cuGraphAddKernelNode given the function's driver
+// handle (what flowdsl's emitter calls), each followed by the same instantiation; and the two
+// per-node update calls. Chains of tiny kernels, N = 100, 1000 and 10000 nodes, widths 1 and 8.
+// Every variant's graph is launched once and its result checked. Run by hand (no ctest);
+// `--quick` runs N = 100 only.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <array>
+#include <cstdio>
+#include <vector>
+
+#include "bench_cuda.hpp"
+#include "bench_util.hpp"
+
+namespace {
+
+constexpr int threads = 32;
+
+__global__ void tiny(float* slot, float value) { slot[threadIdx.x] += value; }
+
+#define CHECK_CU(call)                                                                        \
+  do {                                                                                        \
+    const CUresult status_ = (call);                                                          \
+    if (status_ != CUDA_SUCCESS) {                                                            \
+      std::fprintf(stderr, "%s:%d %s failed: %d\n", __FILE__, __LINE__, #call, int(status_)); \
+      std::exit(1);                                                                           \
+    }                                                                                         \
+  } while (0)
+
+template <class Pfn>
+Pfn driver_call(const char* name) {
+  void* found = nullptr;
+  cudaDriverEntryPointQueryResult status{};
+  CHECK_CUDA(cudaGetDriverEntryPointByVersion(name, &found, 12000, cudaEnableDefault, &status));
+  if (status != cudaDriverEntryPointSuccess) {
+    std::fprintf(stderr, "the driver has no %s\n", name);
+    std::exit(1);
+  }
+  return reinterpret_cast<Pfn>(found);
+}
+
+struct Calls {
+  PFN_cuGraphAddKernelNode_v12000 add = driver_call<PFN_cuGraphAddKernelNode_v12000>("cuGraphAddKernelNode");
+  PFN_cuGraphExecKernelNodeSetParams_v12000 set =
+      driver_call<PFN_cuGraphExecKernelNodeSetParams_v12000>("cuGraphExecKernelNodeSetParams");
+  cudaFunction_t function = nullptr;
+};
+
+// One chain graph's arguments: node i adds values[i] to slot (i % width).
+struct Chain {
+  Chain(int n, int width, float* slots) : width(width), nodes(n), pointers(n), values(n, 1.0f), args(n) {
+    for (int i = 0; i < n; ++i) {
+      pointers[i] = slots + (i % width) * threads;
+      args[i] = {&pointers[i], &values[i]};
+    }
+  }
+  cudaKernelNodeParams runtime_params(int i) {
+    cudaKernelNodeParams p{};
+    p.func = reinterpret_cast<void*>(tiny);
+    p.gridDim = dim3(1);
+    p.blockDim = dim3(threads);
+    p.kernelParams = args[i].data();
+    return p;
+  }
+  CUDA_KERNEL_NODE_PARAMS driver_params(int i, cudaFunction_t function) {
+    CUDA_KERNEL_NODE_PARAMS p{};
+    p.func = function;
+    p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+    p.blockDimX = threads;
+    p.blockDimY = p.blockDimZ = 1;
+    p.kernelParams = args[i].data();
+    return p;
+  }
+  // Builds the graph with the runtime's calls (driver == false) or the driver's.
+  cudaGraph_t build(bool driver, const Calls& calls) {
+    cudaGraph_t graph = nullptr;
+    CHECK_CUDA(cudaGraphCreate(&graph, 0));
+    for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
+      const cudaGraphNode_t* dep = i >= width ? &nodes[i - width] : nullptr;
+      if (driver) {
+        const CUDA_KERNEL_NODE_PARAMS p = driver_params(i, calls.function);
+        CHECK_CU(calls.add(reinterpret_cast<CUgraphNode*>(&nodes[i]), graph, dep, dep ? 1 : 0, &p));
+      } else {
+        const cudaKernelNodeParams p = runtime_params(i);
+        CHECK_CUDA(cudaGraphAddKernelNode(&nodes[i], graph, dep, dep ? 1 : 0, &p));
+      }
+    }
+    return graph;
+  }
+  int width;
+  std::vector<cudaGraphNode_t> nodes;
+  std::vector<float*> pointers;
+  std::vector<float> values;
+  std::vector<std::array<void*, 2>> args;
+};
+
+// Every slot of chain c holds the number of nodes in it.
+bool verify(float* slots, int n, int width, const char* who) {
+  std::vector<float> host(static_cast<std::size_t>(width) * threads);
+  CHECK_CUDA(cudaMemcpy(host.data(), slots, host.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  for (int c = 0; c < width; ++c) {
+    const int in_chain = n / width + (c < n % width ? 1 : 0);
+    for (int t = 0; t < threads; ++t) {
+      if (host[static_cast<std::size_t>(c * threads + t)] != static_cast<float>(in_chain)) {
+        std::fprintf(stderr, "%s: chain %d holds %g, expected %d\n", who, c, host[static_cast<std::size_t>(c * threads + t)],
+                     in_chain);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::optional<bench::Options> options = bench::parse_options(argc, argv);
+  if (!options) return 2;
+  if (!bench::has_device()) {
+    std::printf("native_calls_bench: no CUDA device\n");
+    return 0;
+  }
+  cudaStream_t stream = nullptr;
+  CHECK_CUDA(cudaStreamCreate(&stream));
+  float* slots = nullptr;
+  CHECK_CUDA(cudaMalloc(&slots, 8 * threads * sizeof(float)));
+  tiny<<<1, threads, 0, stream>>>(slots, 0.0f);  // loads the kernel
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  Calls calls;
+  CHECK_CUDA(cudaGetFuncBySymbol(&calls.function, reinterpret_cast<const void*>(tiny)));
+
+  bool ok = true;
+  std::printf("per node, µs (medians); add: adding the nodes; instantiate: with upload\n");
+  std::printf("%6s %5s %12s %12s %12s %12s %18s\n", "N", "width", "runtime add", "driver add", "runtime inst",
+              "driver inst", "driver/runtime total");
+  const std::vector<int> sizes = options->quick ? std::vector<int>{100} : std::vector<int>{100, 1000, 10000};
+  for (int n : sizes) {
+    for (int width : {1, 8}) {
+      std::vector<double> add[2], inst[2];
+      const int reps = n >= 10000 ? 5 : 15;
+      for (int rep = 0; rep < reps + 1; ++rep) {
+        for (int turn = 0; turn < 2; ++turn) {
+          const bool driver = (turn + rep) % 2 == 1;  // alternate which goes first
+          CHECK_CUDA(cudaMemset(slots, 0, 8 * threads * sizeof(float)));
+          Chain chain(n, width, slots);
+          CHECK_CUDA(cudaStreamSynchronize(stream));
+          const double t0 = bench::now_us();
+          cudaGraph_t graph = chain.build(driver, calls);
+          const double t1 = bench::now_us();
+          flowdsl::NativeExecutable exec = bench::instantiate_uploaded(graph, stream);
+          const double t2 = bench::now_us();
+          CHECK_CUDA(cudaGraphLaunch(exec.get(), stream));
+          CHECK_CUDA(cudaStreamSynchronize(stream));
+          ok = ok && verify(slots, n, width, driver ? "driver" : "runtime");
+          CHECK_CUDA(cudaGraphDestroy(graph));
+          if (rep > 0) {
+            add[driver].push_back((t1 - t0) / n);
+            inst[driver].push_back((t2 - t1) / n);
+          }
+        }
+      }
+      const double total[2] = {bench::median(add[0]) + bench::median(inst[0]),
+                               bench::median(add[1]) + bench::median(inst[1])};
+      std::printf("%6d %5d %12.3f %12.3f %12.3f %12.3f %18.3f\n", n, width, bench::median(add[0]), bench::median(add[1]),
+                  bench::median(inst[0]), bench::median(inst[1]), total[1] / total[0]);
+    }
+  }
+
+  // Updates: 100 nodes of a 1000-node chain given a new value, by each call, alternately.
+  {
+    const int n = 1000;
+    Chain chain(n, 1, slots);
+    cudaGraph_t graph = chain.build(false, calls);
+    flowdsl::NativeExecutable exec = bench::instantiate_uploaded(graph, stream);
+    std::vector<double> times[2];
+    for (int rep = 0; rep < 31; ++rep) {
+      for (int driver = 0; driver < 2; ++driver) {
+        const double t0 = bench::now_us();
+        for (int i = 0; i < n; i += 10) {
+          chain.values[i] = static_cast<float>(rep + 2);
+          if (driver) {
+            const CUDA_KERNEL_NODE_PARAMS p = chain.driver_params(i, calls.function);
+            CHECK_CU(calls.set(reinterpret_cast<CUgraphExec>(exec.get()), chain.nodes[i], &p));
+          } else {
+            const cudaKernelNodeParams p = chain.runtime_params(i);
+            CHECK_CUDA(cudaGraphExecKernelNodeSetParams(exec.get(), chain.nodes[i], &p));
+          }
+        }
+        times[driver].push_back((bench::now_us() - t0) / (n / 10));
+      }
+    }
+    // The last values applied: every 10th node adds 32 (rep 30 + 2), the others 1.
+    CHECK_CUDA(cudaMemset(slots, 0, threads * sizeof(float)));
+    CHECK_CUDA(cudaGraphLaunch(exec.get(), stream));
+    std::vector<float> host(threads);
+    CHECK_CUDA(cudaMemcpy(host.data(), slots, threads * sizeof(float), cudaMemcpyDeviceToHost));
+    const float want = static_cast<float>(n - n / 10 + (n / 10) * 32);
+    for (float v : host) ok = ok && v == want;
+    if (host[0] != want) std::fprintf(stderr, "updates: slot holds %g, expected %g\n", host[0], want);
+    std::printf("kernel node update, µs per call (medians): runtime %.3f, driver %.3f\n", bench::median(times[0]),
+                bench::median(times[1]));
+    CHECK_CUDA(cudaGraphDestroy(graph));
+  }
+  CHECK_CUDA(cudaFree(slots));
+  CHECK_CUDA(cudaStreamDestroy(stream));
+  std::printf("%s\n", ok ? "results verified" : "RESULTS WRONG");
+  return ok ? 0 : 1;
+}
