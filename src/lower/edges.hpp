@@ -48,7 +48,8 @@ struct Ordering {
 /// Reports every pair of nodes of one body that touch overlapping bytes, one of them writing,
 /// with no path between them (a node holding bodies touches what its bodies touch). Needs a
 /// complete order. src/lower/hazards.cpp.
-void check_hazards(const Description& description, const Ordering& ordering, BufferIndex& buffers, Diagnostics& diag);
+void check_hazards(const Description& description, const Ordering& ordering, BufferIndex& buffers, KernelInfos& kernels,
+                   Diagnostics& diag);
 
 /// Checks everything validation covers, reporting into `diag`, and returns the ordering
 /// (complete only when nothing was reported).

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "edges.hpp"
+#include "flowdsl/registry.hpp"
 #include "graph_memory.hpp"
 #include "lowering_facets.hpp"
 
@@ -53,6 +54,16 @@ const NamedBuffer* BufferIndex::find(std::uintptr_t address) {
   if (it == sorted_.begin()) return nullptr;
   const NamedBuffer* b = *--it;
   return address - reinterpret_cast<std::uintptr_t>(b->ptr) < b->bytes ? b : nullptr;
+}
+
+const KernelInfo* KernelInfos::find(const void* function) {
+  if (looked_ && function == last_function_) return last_;
+  const auto [it, added] = found_.try_emplace(function, nullptr);
+  if (added) it->second = KernelRegistry::global().find_function(function);
+  last_function_ = function;
+  last_ = it->second;
+  looked_ = true;
+  return last_;
 }
 
 void Diagnostics::add(std::vector<std::string> nodes, std::string message) {
@@ -318,8 +329,9 @@ Ordering validate(const Description& d, Diagnostics& diag) {
   ordering.edges = resolve_edges(d, diag);
   bool nested = false;  // any node holding bodies or held by one
   BufferIndex buffers(d);
+  KernelInfos kernels;
   for (NodeId id = 0; id < d.nodes.size(); ++id) {
-    NodeCheck check(d, id, diag, buffers);
+    NodeCheck check(d, id, diag, buffers, kernels);
     std::visit([&](const auto& op) {
       check_structure(op, check);
       check_parameters(op, check);
@@ -334,7 +346,7 @@ Ordering validate(const Description& d, Diagnostics& diag) {
   check_cycles(d, ordering.edges, ordering.order, diag);
   if (ordering.order.size() == d.nodes.size()) {
     check_graph_memory(d, ordering, diag);
-    if (d.check_hazards) check_hazards(d, ordering, buffers, diag);
+    if (d.check_hazards) check_hazards(d, ordering, buffers, kernels, diag);
   }
   return ordering;
 }
@@ -350,8 +362,9 @@ std::vector<Diagnostic> validate(const Description& d) {
 
 namespace {
 
-void check_parameters_of(const Description& d, NodeId id, lowering::Diagnostics& diag, lowering::BufferIndex& buffers) {
-  lowering::NodeCheck check(d, id, diag, buffers);
+void check_parameters_of(const Description& d, NodeId id, lowering::Diagnostics& diag, lowering::BufferIndex& buffers,
+                         lowering::KernelInfos& kernels) {
+  lowering::NodeCheck check(d, id, diag, buffers, kernels);
   std::visit([&](const auto& op) { lowering::check_parameters(op, check); }, d.nodes[id].op);
 }
 
@@ -372,7 +385,8 @@ std::vector<Diagnostic> validate_parameters(const Description& d, const std::vec
   std::vector<Diagnostic> out;
   lowering::Diagnostics diag(out);
   lowering::BufferIndex buffers(d);
-  for (NodeId id : nodes) check_parameters_of(d, id, diag, buffers);
+  lowering::KernelInfos kernels;
+  for (NodeId id : nodes) check_parameters_of(d, id, diag, buffers, kernels);
   if (lowering::uses_graph_memory(d, nodes)) check_memory_order(d, &nodes, diag);
   return out;
 }
@@ -381,7 +395,8 @@ std::vector<Diagnostic> validate_parameters(const Description& d) {
   std::vector<Diagnostic> out;
   lowering::Diagnostics diag(out);
   lowering::BufferIndex buffers(d);
-  for (NodeId id = 0; id < d.nodes.size(); ++id) check_parameters_of(d, id, diag, buffers);
+  lowering::KernelInfos kernels;
+  for (NodeId id = 0; id < d.nodes.size(); ++id) check_parameters_of(d, id, diag, buffers, kernels);
   if (!d.symbols.empty()) {  // some alloc's address may be used
     std::vector<NodeId> all(d.nodes.size());
     for (NodeId id = 0; id < d.nodes.size(); ++id) all[id] = id;

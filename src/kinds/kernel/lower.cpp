@@ -52,16 +52,16 @@ cudaKernelNodeParams native_params(const KernelOp& op, const Symbols& symbols, s
 
 // The registered kernel of a node: the one it was declared from, else the one registered
 // globally with its function; null when none matches its arguments.
-const KernelInfo* info_of(const KernelOp& op) {
-  const KernelInfo* info = op.info != nullptr ? op.info : KernelRegistry::global().find_function(op.function);
+const KernelInfo* info_of(const KernelOp& op, KernelInfos& kernels) {
+  const KernelInfo* info = op.info != nullptr ? op.info : kernels.find(op.function);
   return info != nullptr && info->params.size() == op.args.size() && info->extents.size() == op.args.size() ? info
                                                                                                              : nullptr;
 }
 
 // Calls visit(param, pointer, value) for each non-null pointer argument with a declared extent.
 template <class Visit>
-void for_each_extent(const KernelOp& op, Visit&& visit) {
-  const KernelInfo* info = info_of(op);
+void for_each_extent(const KernelOp& op, KernelInfos& kernels, Visit&& visit) {
+  const KernelInfo* info = info_of(op, kernels);
   if (info == nullptr) return;
   for (std::size_t i = 0; i < info->params.size(); ++i) {
     const KernelParam& p = info->params[i];
@@ -156,7 +156,7 @@ void check_parameters(const KernelOp& op, NodeCheck& diag) {
   // Before every update of this node: without named buffers there is nothing to check, so
   // the registry lookup (a lock) is skipped.
   if (diag.buffers().empty()) return;
-  for_each_extent(op, [&](const KernelParam& p, const Extent& extent, const void* ptr, const Extent::Value& v) {
+  for_each_extent(op, diag.kernels(), [&](const KernelParam& p, const Extent& extent, const void* ptr, const Extent::Value& v) {
     const std::string member = "args/" + p.name;
     const std::string verb = p.type.is_const ? "reads " : "writes ";
     if (v.kind == Extent::Value::Kind::overflow) {
@@ -177,8 +177,8 @@ void check_parameters(const KernelOp& op, NodeCheck& diag) {
   });
 }
 
-void derived_accesses(const KernelOp& op, std::vector<Access>& out) {
-  for_each_extent(op, [&](const KernelParam& p, const Extent&, const void* ptr, const Extent::Value& v) {
+void derived_accesses(const KernelOp& op, KernelInfos& kernels, std::vector<Access>& out) {
+  for_each_extent(op, kernels, [&](const KernelParam& p, const Extent&, const void* ptr, const Extent::Value& v) {
     if (v.kind == Extent::Value::Kind::unbound) return;
     const std::uint64_t element = size_of(p.type.scalar);
     // Unknown (data-dependent) or overflowing extents: bytes 0, the conservative rule.
