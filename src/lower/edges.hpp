@@ -1,6 +1,7 @@
 // Edge resolution and topological order, shared by validation and planning.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -27,7 +28,10 @@ struct ResolvedEdges {
   Adjacency predecessors;
   std::vector<std::uint64_t> programmatic;  ///< (to << 32 | from), ascending; empty in most graphs
 
-  bool is_programmatic(NodeId from, NodeId to) const;
+  bool is_programmatic(NodeId from, NodeId to) const {
+    return !programmatic.empty() &&
+           std::binary_search(programmatic.begin(), programmatic.end(), (std::uint64_t{to} << 32) | from);
+  }
 };
 
 /// Resolves names to ids (within the body of the edge's other end); reports edges to unknown
