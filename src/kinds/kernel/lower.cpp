@@ -189,15 +189,14 @@ void derived_accesses(const KernelOp& op, KernelInfos& kernels, std::vector<Acce
   });
 }
 
+// Two 32-bit fields a word (argument counts fit in 16 bits): every field, in fewer steps.
 void hash_structure(const KernelOp& op, Hasher& h) {
+  const LaunchShape& l = op.launch;
   h.add(reinterpret_cast<std::uintptr_t>(op.function));
-  for (const Dim3& d : {op.launch.grid, op.launch.block}) {
-    h.add(d.x);
-    h.add(d.y);
-    h.add(d.z);
-  }
-  h.add(op.launch.shared_bytes);
-  h.add(op.args.size());
+  h.add(l.grid.x | (std::uint64_t{l.grid.y} << 32));
+  h.add(l.grid.z | (std::uint64_t{l.block.x} << 32));
+  h.add(l.block.y | (std::uint64_t{l.block.z} << 32));
+  h.add(l.shared_bytes | (std::uint64_t{op.args.size()} << 32));
   h.add(reinterpret_cast<std::uintptr_t>(op.derived.compute));
 }
 
