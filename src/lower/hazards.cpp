@@ -50,29 +50,32 @@ std::vector<Entry> collect(const Description& d, BufferIndex& buffers, KernelInf
     return last_group;
   };
   std::vector<Entry> out;
-  std::vector<Access> accesses;
+  std::vector<Access> derived;  // reused: no allocation per node
+  const auto add = [&](NodeId id, const Access& a) {
+    if (a.ptr == nullptr) return;
+    const auto lo = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(a.ptr));
+    std::uint64_t hi = unbounded;
+    if (a.bytes != 0) {
+      hi = a.bytes > unbounded - lo ? unbounded : lo + a.bytes;
+    } else if (const NamedBuffer* b = buffers.find(static_cast<std::uintptr_t>(lo))) {
+      hi = reinterpret_cast<std::uintptr_t>(b->ptr) + b->bytes;  // unknown extent: to its buffer's end
+    }
+    const bool write = a.mode != AccessMode::read;
+    for (NodeId at = id;; at = d.nodes[at].parent) {
+      out.push_back(Entry{lo, hi, at, id, group_of(d.nodes[at]), write});
+      if (d.nodes[at].parent == no_node) break;
+    }
+  };
   for (NodeId id = 0; id < d.nodes.size(); ++id) {
     const Node& n = d.nodes[id];
-    accesses.assign(n.accesses.begin(), n.accesses.end());  // reused: no allocation per node
-    std::visit([&](const auto& op) { derived_accesses(op, kernels, accesses); }, n.op);
+    derived.clear();
+    std::visit([&](const auto& op) { derived_accesses(op, kernels, derived); }, n.op);
+    if (n.accesses.empty() && derived.empty()) continue;
     // Typically a read and a write a node: no growth by copying. Reserved at the first access,
     // since many graphs have none.
-    if (!accesses.empty() && out.capacity() == 0) out.reserve(2 * (d.nodes.size() - id));
-    for (const Access& a : accesses) {
-      if (a.ptr == nullptr) continue;
-      const auto lo = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(a.ptr));
-      std::uint64_t hi = unbounded;
-      if (a.bytes != 0) {
-        hi = a.bytes > unbounded - lo ? unbounded : lo + a.bytes;
-      } else if (const NamedBuffer* b = buffers.find(static_cast<std::uintptr_t>(lo))) {
-        hi = reinterpret_cast<std::uintptr_t>(b->ptr) + b->bytes;  // unknown extent: to its buffer's end
-      }
-      const bool write = a.mode != AccessMode::read;
-      for (NodeId at = id;; at = d.nodes[at].parent) {
-        out.push_back(Entry{lo, hi, at, id, group_of(d.nodes[at]), write});
-        if (d.nodes[at].parent == no_node) break;
-      }
-    }
+    if (out.capacity() == 0) out.reserve(2 * (d.nodes.size() - id));
+    for (const Access& a : n.accesses) add(id, a);  // declared, then derived
+    for (const Access& a : derived) add(id, a);
   }
   return out;
 }

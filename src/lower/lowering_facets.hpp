@@ -49,7 +49,9 @@ class BufferIndex {
 
  private:
   void build();
-  bool holds_allocs() const noexcept;
+  // Asked before every node's parameter check: the answer is kept.
+  bool holds_allocs() const noexcept { return holds_allocs_ < 0 ? find_allocs() : holds_allocs_ != 0; }
+  bool find_allocs() const noexcept;
 
   const Description& d_;
   mutable signed char holds_allocs_ = -1;  ///< whether a symbol stands for an alloc; -1: not looked yet
@@ -63,9 +65,13 @@ class BufferIndex {
 /// few functions many times. Consecutive kernel nodes mostly share a function.
 class KernelInfos {
  public:
-  const KernelInfo* find(const void* function);
+  const KernelInfo* find(const void* function) {
+    return looked_ && function == last_function_ ? last_ : look_up(function);
+  }
 
  private:
+  const KernelInfo* look_up(const void* function);
+
   const void* last_function_ = nullptr;
   const KernelInfo* last_ = nullptr;  ///< the registered kernel of last_function_
   bool looked_ = false;               ///< last_function_ was looked up

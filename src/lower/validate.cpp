@@ -18,12 +18,10 @@ void Diagnostics::report(const Description& d, NodeId id, const std::string& mes
   out_.push_back(Diagnostic{{std::move(path)}, std::move(text), std::move(member)});
 }
 
-bool BufferIndex::holds_allocs() const noexcept {
-  if (holds_allocs_ < 0) {
-    holds_allocs_ = std::any_of(d_.symbols.begin(), d_.symbols.end(), [&](NodeId owner) {
-      return owner < d_.nodes.size() && std::holds_alternative<AllocOp>(d_.nodes[owner].op);
-    });
-  }
+bool BufferIndex::find_allocs() const noexcept {
+  holds_allocs_ = std::any_of(d_.symbols.begin(), d_.symbols.end(), [&](NodeId owner) {
+    return owner < d_.nodes.size() && std::holds_alternative<AllocOp>(d_.nodes[owner].op);
+  });
   return holds_allocs_ != 0;
 }
 
@@ -56,8 +54,7 @@ const NamedBuffer* BufferIndex::find(std::uintptr_t address) {
   return address - reinterpret_cast<std::uintptr_t>(b->ptr) < b->bytes ? b : nullptr;
 }
 
-const KernelInfo* KernelInfos::find(const void* function) {
-  if (looked_ && function == last_function_) return last_;
+const KernelInfo* KernelInfos::look_up(const void* function) {
   const auto [it, added] = found_.try_emplace(function, nullptr);
   if (added) it->second = KernelRegistry::global().find_function(function);
   last_function_ = function;
