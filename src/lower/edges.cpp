@@ -84,6 +84,7 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag) {
   };
 
   std::vector<std::pair<NodeId, NodeId>> pairs;  // (to, from)
+  bool forward = true;
   pairs.reserve(d.edges.size());
   std::vector<std::uint64_t> programmatic, full;  // (to << 32 | from), of programmatic edges only
   // Graph::programmatic_edges: a full edge between two kernels that wait for their producers.
@@ -116,6 +117,7 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag) {
                    "' crosses a body boundary: both ends of an edge must lie in one body");
     } else {
       pairs.emplace_back(to, from);
+      forward = forward && from < to;
       if (!any_programmatic) continue;
       const std::uint64_t key = (std::uint64_t{to} << 32) | from;
       if (e.kind == EdgeKind::full && d.programmatic_edges && waits_for_producers(from) && waits_for_producers(to)) {
@@ -132,7 +134,7 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag) {
       }
     }
   }
-  ResolvedEdges out{make_adjacency(count, pairs), {}};
+  ResolvedEdges out{make_adjacency(count, pairs), {}, forward};
   if (!programmatic.empty()) {
     std::sort(programmatic.begin(), programmatic.end());
     programmatic.erase(std::unique(programmatic.begin(), programmatic.end()), programmatic.end());
@@ -153,8 +155,9 @@ std::vector<NodeId> topological_order(const ResolvedEdges& edges, std::size_t co
   // The common case: every edge goes from a node to one declared later. Then the declaration
   // order is the order Kahn's algorithm gives (the first node not yet taken has all its
   // predecessors taken, and no ready node comes before it), with no heap and no successor lists.
+  // resolve_edges knows it already; other edges are looked at.
   bool forward = true;
-  for (NodeId to = 0; to < count && forward; ++to) {
+  for (NodeId to = 0; to < count && forward && !edges.forward; ++to) {
     for (const NodeId* p = preds.begin(to); p != preds.end(to); ++p) forward = forward && *p < to;
   }
   if (forward) {

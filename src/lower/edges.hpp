@@ -27,6 +27,8 @@ struct Adjacency {
 struct ResolvedEdges {
   Adjacency predecessors;
   std::vector<std::uint64_t> programmatic;  ///< (to << 32 | from), ascending; empty in most graphs
+  /// Every edge goes from a node to one declared later, as resolve_edges found (false: unknown).
+  bool forward = false;
 
   bool is_programmatic(NodeId from, NodeId to) const {
     return !programmatic.empty() &&
