@@ -327,12 +327,21 @@ Ordering validate(const Description& d, Diagnostics& diag) {
   bool nested = false;  // any node holding bodies or held by one
   BufferIndex buffers(d);
   KernelInfos kernels;
+  // Whether some node declares or implies an access: in a graph where none does, the hazard check
+  // has nothing to look at. Implied accesses are derived on this walk until one turns up (the
+  // check derives them all again then), rather than on a walk of the check's own.
+  bool accesses = false;
+  std::vector<Access> derived;  // stays empty until accesses is true
   for (NodeId id = 0; id < d.nodes.size(); ++id) {
     NodeCheck check(d, id, diag, buffers, kernels);
     std::visit([&](const auto& op) {
       check_structure(op, check);
       check_parameters(op, check);
       nested = nested || bodies_of(op) != 0;
+      if (d.check_hazards && !accesses) {
+        derived_accesses(op, kernels, derived);
+        accesses = !derived.empty() || !d.nodes[id].accesses.empty();
+      }
     }, d.nodes[id].op);
   }
   if (nested) {
@@ -343,7 +352,7 @@ Ordering validate(const Description& d, Diagnostics& diag) {
   check_cycles(d, ordering.edges, ordering.order, diag);
   if (ordering.order.size() == d.nodes.size()) {
     check_graph_memory(d, ordering, diag);
-    if (d.check_hazards) check_hazards(d, ordering, buffers, kernels, diag);
+    if (d.check_hazards && accesses) check_hazards(d, ordering, buffers, kernels, diag);
   }
   return ordering;
 }
