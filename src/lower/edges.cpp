@@ -55,9 +55,9 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag) {
   std::unordered_map<std::string_view, NodeId> top_names;
   std::map<std::tuple<NodeId, std::uint32_t, std::string_view>, NodeId> body_names;
   bool any_name = false, any_programmatic = d.programmatic_edges;
-  for (const Edge& e : d.edges) {
-    any_name = any_name || e.from.id == no_node || e.to.id == no_node;
-    any_programmatic = any_programmatic || e.kind == EdgeKind::programmatic;
+  for (const Edge& e : d.edges) {  // without branches: most graphs have neither
+    any_name |= (e.from.id == no_node) | (e.to.id == no_node);
+    any_programmatic |= e.kind == EdgeKind::programmatic;
   }
   if (any_name) {
     for (NodeId id = 0; id < count; ++id) {

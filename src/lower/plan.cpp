@@ -20,7 +20,9 @@ void make_step(PlanStep& step, const lowering::ResolvedEdges& edges, NodeId id, 
     step.deps.push_back(index_of(*pred));
     if (edges.is_programmatic(*pred, id)) step.programmatic.push_back(step.deps.back());
   }
-  if (!std::is_sorted(step.deps.begin(), step.deps.end())) std::sort(step.deps.begin(), step.deps.end());
+  if (step.deps.size() > 1 && !std::is_sorted(step.deps.begin(), step.deps.end())) {
+    std::sort(step.deps.begin(), step.deps.end());
+  }
   std::sort(step.programmatic.begin(), step.programmatic.end());
 }
 
