@@ -14,13 +14,22 @@ namespace flowdsl::lowering {
 namespace {
 
 /// Builds rows from (row, neighbour) pairs: counting sort by row, then each row sorted and
-/// deduplicated. No allocation per node.
+/// deduplicated. No allocation per node. Pairs that come ascending and distinct (edges declared
+/// on each node in turn, as most graphs are built) are the rows as they are.
 Adjacency make_adjacency(std::size_t count, const std::vector<std::pair<NodeId, NodeId>>& pairs) {
   Adjacency a;
   a.offsets.assign(count + 1, 0);
-  for (const auto& [row, _] : pairs) ++a.offsets[row + 1];
+  bool ascending = true;
+  for (std::size_t k = 0; k < pairs.size(); ++k) {
+    ++a.offsets[pairs[k].first + 1];
+    ascending = ascending && (k == 0 || pairs[k - 1] < pairs[k]);
+  }
   for (std::size_t i = 0; i < count; ++i) a.offsets[i + 1] += a.offsets[i];
   a.nodes.resize(pairs.size());
+  if (ascending) {
+    for (std::size_t k = 0; k < pairs.size(); ++k) a.nodes[k] = pairs[k].second;
+    return a;
+  }
   std::vector<std::uint32_t> fill(a.offsets.begin(), a.offsets.end() - 1);
   for (const auto& [row, neighbour] : pairs) a.nodes[fill[row]++] = neighbour;
   // Sort and deduplicate each row, compacting in place.
@@ -45,8 +54,11 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag) {
   // Names resolve within the body of the edge's other end (the node the edge was declared on).
   std::unordered_map<std::string_view, NodeId> top_names;
   std::map<std::tuple<NodeId, std::uint32_t, std::string_view>, NodeId> body_names;
-  const bool any_name = std::any_of(d.edges.begin(), d.edges.end(),
-                                    [](const Edge& e) { return e.from.id == no_node || e.to.id == no_node; });
+  bool any_name = false, any_programmatic = d.programmatic_edges;
+  for (const Edge& e : d.edges) {  // without branches: most graphs have neither
+    any_name |= (e.from.id == no_node) | (e.to.id == no_node);
+    any_programmatic |= e.kind == EdgeKind::programmatic;
+  }
   if (any_name) {
     for (NodeId id = 0; id < count; ++id) {
       const Node& n = d.nodes[id];
@@ -72,11 +84,9 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag) {
   };
 
   std::vector<std::pair<NodeId, NodeId>> pairs;  // (to, from)
+  bool forward = true;
   pairs.reserve(d.edges.size());
   std::vector<std::uint64_t> programmatic, full;  // (to << 32 | from), of programmatic edges only
-  const bool any_programmatic =
-      d.programmatic_edges ||
-      std::any_of(d.edges.begin(), d.edges.end(), [](const Edge& e) { return e.kind == EdgeKind::programmatic; });
   // Graph::programmatic_edges: a full edge between two kernels that wait for their producers.
   std::unordered_map<const void*, bool> waits;  // by kernel function
   const auto waits_for_producers = [&](NodeId id) {
@@ -107,6 +117,7 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag) {
                    "' crosses a body boundary: both ends of an edge must lie in one body");
     } else {
       pairs.emplace_back(to, from);
+      forward = forward && from < to;
       if (!any_programmatic) continue;
       const std::uint64_t key = (std::uint64_t{to} << 32) | from;
       if (e.kind == EdgeKind::full && d.programmatic_edges && waits_for_producers(from) && waits_for_producers(to)) {
@@ -123,7 +134,7 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag) {
       }
     }
   }
-  ResolvedEdges out{make_adjacency(count, pairs), {}};
+  ResolvedEdges out{make_adjacency(count, pairs), {}, forward};
   if (!programmatic.empty()) {
     std::sort(programmatic.begin(), programmatic.end());
     programmatic.erase(std::unique(programmatic.begin(), programmatic.end()), programmatic.end());
@@ -139,18 +150,14 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag) {
   return out;
 }
 
-bool ResolvedEdges::is_programmatic(NodeId from, NodeId to) const {
-  return !programmatic.empty() &&
-         std::binary_search(programmatic.begin(), programmatic.end(), (std::uint64_t{to} << 32) | from);
-}
-
 std::vector<NodeId> topological_order(const ResolvedEdges& edges, std::size_t count) {
   const Adjacency& preds = edges.predecessors;
   // The common case: every edge goes from a node to one declared later. Then the declaration
   // order is the order Kahn's algorithm gives (the first node not yet taken has all its
   // predecessors taken, and no ready node comes before it), with no heap and no successor lists.
+  // resolve_edges knows it already; other edges are looked at.
   bool forward = true;
-  for (NodeId to = 0; to < count && forward; ++to) {
+  for (NodeId to = 0; to < count && forward && !edges.forward; ++to) {
     for (const NodeId* p = preds.begin(to); p != preds.end(to); ++p) forward = forward && *p < to;
   }
   if (forward) {

@@ -1,6 +1,7 @@
 // Edge resolution and topological order, shared by validation and planning.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -26,8 +27,13 @@ struct Adjacency {
 struct ResolvedEdges {
   Adjacency predecessors;
   std::vector<std::uint64_t> programmatic;  ///< (to << 32 | from), ascending; empty in most graphs
+  /// Every edge goes from a node to one declared later, as resolve_edges found (false: unknown).
+  bool forward = false;
 
-  bool is_programmatic(NodeId from, NodeId to) const;
+  bool is_programmatic(NodeId from, NodeId to) const {
+    return !programmatic.empty() &&
+           std::binary_search(programmatic.begin(), programmatic.end(), (std::uint64_t{to} << 32) | from);
+  }
 };
 
 /// Resolves names to ids (within the body of the edge's other end); reports edges to unknown
@@ -48,7 +54,8 @@ struct Ordering {
 /// Reports every pair of nodes of one body that touch overlapping bytes, one of them writing,
 /// with no path between them (a node holding bodies touches what its bodies touch). Needs a
 /// complete order. src/lower/hazards.cpp.
-void check_hazards(const Description& description, const Ordering& ordering, BufferIndex& buffers, Diagnostics& diag);
+void check_hazards(const Description& description, const Ordering& ordering, BufferIndex& buffers, KernelInfos& kernels,
+                   Diagnostics& diag);
 
 /// Checks everything validation covers, reporting into `diag`, and returns the ordering
 /// (complete only when nothing was reported).

@@ -124,8 +124,9 @@ Emitted emit(const Description& d, const Plan& plan, DeviceContext& device) {
   std::vector<Diagnostic> problems;
   Diagnostics diag(problems);
   BufferIndex buffers(d);
+  KernelInfos kernels;
   for (NodeId id = 0; id < d.nodes.size(); ++id) {
-    NodeCheck check(d, id, diag, buffers);
+    NodeCheck check(d, id, diag, buffers, kernels);
     std::visit([&](const auto& op) { check_device(op, check, device); }, d.nodes[id].op);
   }
   if (!problems.empty()) throw ValidationError(std::move(problems));

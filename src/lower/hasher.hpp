@@ -5,14 +5,17 @@
 
 namespace flowdsl::lowering {
 
-/// Streaming 64-bit hash: each word is mixed with a multiply-rotate step and the result goes
-/// through the MurmurHash3 finaliser, so single-bit changes anywhere spread over all 64 bits.
+/// Streaming 64-bit hash: each word is mixed with a multiply-rotate step into a state that
+/// rotates and multiplies between words (MurmurHash3's 64-bit block step: the state's step makes
+/// the position of every word count), and the result, with the word count, goes through the
+/// MurmurHash3 finaliser, so single-bit changes anywhere spread over all 64 bits.
 /// Not cryptographic; collisions are guarded against by the runtime's node-count check.
 class Hasher {
  public:
   void add(std::uint64_t word) noexcept {
-    state_ ^= mix(word + 0x9e3779b97f4a7c15ULL * ++count_);
+    state_ ^= mix(word);
     state_ = rotl(state_, 27) * 0x9fb21c651e98df25ULL + 0x52dce729ULL;
+    ++count_;
   }
   std::uint64_t finish() const noexcept { return fmix(state_ ^ count_); }
 

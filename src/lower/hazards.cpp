@@ -35,7 +35,7 @@ struct Entry {
 };
 
 // Every access of every node, once per level from its own body up to the top.
-std::vector<Entry> collect(const Description& d, BufferIndex& buffers) {
+std::vector<Entry> collect(const Description& d, BufferIndex& buffers, KernelInfos& kernels) {
   std::unordered_map<std::uint64_t, std::uint32_t> groups;  // (parent, body) -> group
   std::uint64_t last_key = ~std::uint64_t{0};               // most nodes share the last one's body
   std::uint32_t last_group = 0;
@@ -50,27 +50,32 @@ std::vector<Entry> collect(const Description& d, BufferIndex& buffers) {
     return last_group;
   };
   std::vector<Entry> out;
-  out.reserve(2 * d.nodes.size());  // typically a read and a write a node: no growth by copying
-  std::vector<Access> accesses;
+  std::vector<Access> derived;  // reused: no allocation per node
+  const auto add = [&](NodeId id, const Access& a) {
+    if (a.ptr == nullptr) return;
+    const auto lo = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(a.ptr));
+    std::uint64_t hi = unbounded;
+    if (a.bytes != 0) {
+      hi = a.bytes > unbounded - lo ? unbounded : lo + a.bytes;
+    } else if (const NamedBuffer* b = buffers.find(static_cast<std::uintptr_t>(lo))) {
+      hi = reinterpret_cast<std::uintptr_t>(b->ptr) + b->bytes;  // unknown extent: to its buffer's end
+    }
+    const bool write = a.mode != AccessMode::read;
+    for (NodeId at = id;; at = d.nodes[at].parent) {
+      out.push_back(Entry{lo, hi, at, id, group_of(d.nodes[at]), write});
+      if (d.nodes[at].parent == no_node) break;
+    }
+  };
   for (NodeId id = 0; id < d.nodes.size(); ++id) {
     const Node& n = d.nodes[id];
-    accesses.assign(n.accesses.begin(), n.accesses.end());  // reused: no allocation per node
-    std::visit([&](const auto& op) { derived_accesses(op, accesses); }, n.op);
-    for (const Access& a : accesses) {
-      if (a.ptr == nullptr) continue;
-      const auto lo = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(a.ptr));
-      std::uint64_t hi = unbounded;
-      if (a.bytes != 0) {
-        hi = a.bytes > unbounded - lo ? unbounded : lo + a.bytes;
-      } else if (const NamedBuffer* b = buffers.find(static_cast<std::uintptr_t>(lo))) {
-        hi = reinterpret_cast<std::uintptr_t>(b->ptr) + b->bytes;  // unknown extent: to its buffer's end
-      }
-      const bool write = a.mode != AccessMode::read;
-      for (NodeId at = id;; at = d.nodes[at].parent) {
-        out.push_back(Entry{lo, hi, at, id, group_of(d.nodes[at]), write});
-        if (d.nodes[at].parent == no_node) break;
-      }
-    }
+    derived.clear();
+    std::visit([&](const auto& op) { derived_accesses(op, kernels, derived); }, n.op);
+    if (n.accesses.empty() && derived.empty()) continue;
+    // Typically a read and a write a node: no growth by copying. Reserved at the first access,
+    // since many graphs have none.
+    if (out.capacity() == 0) out.reserve(2 * (d.nodes.size() - id));
+    for (const Access& a : n.accesses) add(id, a);  // declared, then derived
+    for (const Access& a : derived) add(id, a);
   }
   return out;
 }
@@ -99,15 +104,14 @@ std::string hex(std::uint64_t v) {
 
 class HazardCheck {
  public:
-  HazardCheck(const Description& d, const Ordering& ordering, BufferIndex& buffers, Diagnostics& diag)
-      : d_(d), buffers_(buffers), diag_(diag), successors_(transpose(ordering.edges.predecessors, d.nodes.size())),
-        position_(d.nodes.size()), stamp_(d.nodes.size(), 0) {
-    for (std::uint32_t i = 0; i < ordering.order.size(); ++i) position_[ordering.order[i]] = i;
+  HazardCheck(const Description& d, const Ordering& ordering, BufferIndex& buffers, KernelInfos& kernels,
+              Diagnostics& diag)
+      : d_(d), ordering_(ordering), buffers_(buffers), kernels_(kernels), diag_(diag) {
     budget_ = 32 * (d.nodes.size() + ordering.edges.predecessors.nodes.size()) + (std::uint64_t{1} << 22);
   }
 
   void run() {
-    std::vector<Entry> entries = collect(d_, buffers_);
+    std::vector<Entry> entries = collect(d_, buffers_, kernels_);
     std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
       return a.group != b.group ? a.group < b.group : a.lo != b.lo ? a.lo < b.lo : a.hi < b.hi;
     });
@@ -139,6 +143,7 @@ class HazardCheck {
 
   // Checks one cluster: entries sorted by lo, overlapping one another transitively.
   void cluster(const Entry* first, const Entry* last) {
+    if (position_.empty()) index_order();
     const bool uniform = std::all_of(first, last, [&](const Entry& e) { return e.lo == first->lo && e.hi == first->hi; });
     if (uniform) {
       active_.assign(first, last);
@@ -261,6 +266,15 @@ class HazardCheck {
     return found;
   }
 
+  // Successors and positions, made for the first cluster: most graphs have none.
+  void index_order() {
+    const std::size_t count = d_.nodes.size();
+    successors_ = transpose(ordering_.edges.predecessors, count);
+    position_.resize(count);
+    for (std::uint32_t i = 0; i < ordering_.order.size(); ++i) position_[ordering_.order[i]] = i;
+    stamp_.assign(count, 0);
+  }
+
   bool spend(std::uint64_t steps) {
     steps_ += steps;
     if (steps_ > budget_) stopped_ = true;
@@ -268,7 +282,9 @@ class HazardCheck {
   }
 
   const Description& d_;
+  const Ordering& ordering_;
   BufferIndex& buffers_;
+  KernelInfos& kernels_;
   Diagnostics& diag_;
   Adjacency successors_;
   std::vector<std::uint32_t> position_;
@@ -286,8 +302,9 @@ class HazardCheck {
 
 }  // namespace
 
-void check_hazards(const Description& d, const Ordering& ordering, BufferIndex& buffers, Diagnostics& diag) {
-  HazardCheck(d, ordering, buffers, diag).run();
+void check_hazards(const Description& d, const Ordering& ordering, BufferIndex& buffers, KernelInfos& kernels,
+                   Diagnostics& diag) {
+  HazardCheck(d, ordering, buffers, kernels, diag).run();
 }
 
 }  // namespace lowering
@@ -305,7 +322,8 @@ struct Segment {
 std::vector<Access> accesses_of(const Description& d, NodeId id) {
   const Node& n = d.nodes[id];
   std::vector<Access> out(n.accesses.begin(), n.accesses.end());
-  std::visit([&](const auto& op) { lowering::derived_accesses(op, out); }, n.op);
+  lowering::KernelInfos kernels;
+  std::visit([&](const auto& op) { lowering::derived_accesses(op, kernels, out); }, n.op);
   return out;
 }
 
@@ -314,7 +332,8 @@ EdgeInference infer_edges(Graph& graph) {
   const Description& d = graph.description();
   const std::size_t count = d.nodes.size();
   BufferIndex buffers(d);
-  std::vector<Entry> entries = collect(d, buffers);
+  KernelInfos kernels;
+  std::vector<Entry> entries = collect(d, buffers, kernels);
   // Per body, nodes in declaration order (ids ascend with it).
   std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
     return a.group != b.group ? a.group < b.group : a.node < b.node;

@@ -49,7 +49,9 @@ class BufferIndex {
 
  private:
   void build();
-  bool holds_allocs() const noexcept;
+  // Asked before every node's parameter check: the answer is kept.
+  bool holds_allocs() const noexcept { return holds_allocs_ < 0 ? find_allocs() : holds_allocs_ != 0; }
+  bool find_allocs() const noexcept;
 
   const Description& d_;
   mutable signed char holds_allocs_ = -1;  ///< whether a symbol stands for an alloc; -1: not looked yet
@@ -58,23 +60,43 @@ class BufferIndex {
   std::vector<const NamedBuffer*> sorted_;  ///< by address (named buffers do not overlap)
 };
 
+/// Registered kernels by function (KernelRegistry::global().find_function), each looked up once
+/// for one pass over a description: a lookup takes the registry's lock, and a graph launches a
+/// few functions many times. Consecutive kernel nodes mostly share a function.
+class KernelInfos {
+ public:
+  const KernelInfo* find(const void* function) {
+    return looked_ && function == last_function_ ? last_ : look_up(function);
+  }
+
+ private:
+  const KernelInfo* look_up(const void* function);
+
+  const void* last_function_ = nullptr;
+  const KernelInfo* last_ = nullptr;  ///< the registered kernel of last_function_
+  bool looked_ = false;               ///< last_function_ was looked up
+  std::unordered_map<const void*, const KernelInfo*> found_;
+};
+
 /// The node a check is about, and where its problems go.
 class NodeCheck {
  public:
-  NodeCheck(const Description& d, NodeId id, Diagnostics& diag, BufferIndex& buffers)
-      : d_(d), id_(id), diag_(diag), buffers_(buffers) {}
+  NodeCheck(const Description& d, NodeId id, Diagnostics& diag, BufferIndex& buffers, KernelInfos& kernels)
+      : d_(d), id_(id), diag_(diag), buffers_(buffers), kernels_(kernels) {}
   void report(const std::string& message, std::string member = {}) { diag_.report(d_, id_, message, std::move(member)); }
   const Node& node() const { return d_.nodes[id_]; }
   NodeId id() const noexcept { return id_; }
   const Description& description() const noexcept { return d_; }
   std::string path() const { return node_path(d_, id_); }
   BufferIndex& buffers() { return buffers_; }
+  KernelInfos& kernels() { return kernels_; }
 
  private:
   const Description& d_;
   NodeId id_;
   Diagnostics& diag_;
   BufferIndex& buffers_;
+  KernelInfos& kernels_;
 };
 
 /// Reports a range of `bytes` at `ptr` that starts inside a named buffer and runs past its end
@@ -277,7 +299,7 @@ cudaMemoryType memory_type(const void* ptr);
   /* Enqueues the node's work on its own (the eager baseline). Throws CudaError. */  \
   void launch_eager(const Op&, EagerNode&);                                           \
   /* The accesses its parameters imply (hazard check, edge inference). */             \
-  void derived_accesses(const Op&, std::vector<Access>&);                             \
+  void derived_accesses(const Op&, KernelInfos&, std::vector<Access>&);               \
   /* Appends its parameters to `out` (put), what an executable holding them keeps. */ \
   void save_parameters(const Op&, std::vector<unsigned char>& out);                   \
   /* Whether its parameters equal those `held` saved of the node at the same plan      \

@@ -10,18 +10,20 @@
 namespace flowdsl {
 namespace {
 
-// The step of node `id`, its dependencies given by `index_of` each predecessor, ascending.
+// Makes `step` the step of node `id`, its dependencies given by `index_of` each predecessor,
+// ascending. Predecessors ascend by id, so their indices mostly ascend already.
 template <class IndexOf>
-PlanStep step_of(const lowering::ResolvedEdges& edges, NodeId id, IndexOf index_of) {
-  PlanStep step{id, {}, {}, {}};
+void make_step(PlanStep& step, const lowering::ResolvedEdges& edges, NodeId id, IndexOf index_of) {
+  step.node = id;
   step.deps.reserve(edges.predecessors.count(id));
   for (const NodeId* pred = edges.predecessors.begin(id); pred != edges.predecessors.end(id); ++pred) {
     step.deps.push_back(index_of(*pred));
     if (edges.is_programmatic(*pred, id)) step.programmatic.push_back(step.deps.back());
   }
-  std::sort(step.deps.begin(), step.deps.end());
+  if (step.deps.size() > 1 && !std::is_sorted(step.deps.begin(), step.deps.end())) {
+    std::sort(step.deps.begin(), step.deps.end());
+  }
   std::sort(step.programmatic.begin(), step.programmatic.end());
-  return step;
 }
 
 // Splits the global order into bodies and numbers every node by position (each step, then its
@@ -58,18 +60,17 @@ class PlanBuilder {
 
  private:
   std::vector<PlanStep> steps_of(std::uint32_t body, Plan& plan, std::uint32_t& next) {
-    std::vector<PlanStep> steps;
-    steps.reserve(members_[body].size());
-    for (NodeId id : members_[body]) {
+    std::vector<PlanStep> steps(members_[body].size());
+    for (std::size_t k = 0; k < steps.size(); ++k) {
+      const NodeId id = members_[body][k];
       plan.position[id] = next++;
-      PlanStep step = step_of(edges_, id, [this](NodeId pred) { return local_[pred]; });
+      make_step(steps[k], edges_, id, [this](NodeId pred) { return local_[pred]; });
       const std::uint32_t count = body_count(d_.nodes[id].op);
       for (std::uint32_t b = 0; b < count; ++b) {
         const std::uint32_t index = first_body_[id] + b;
-        step.bodies.push_back(index - 1);
+        steps[k].bodies.push_back(index - 1);
         plan.bodies[index - 1] = steps_of(index, plan, next);
       }
-      steps.push_back(std::move(step));
     }
     return steps;
   }
@@ -86,17 +87,18 @@ Plan flat_plan(const lowering::ResolvedEdges& edges, const std::vector<NodeId>& 
   Plan plan;
   plan.position.resize(order.size());
   for (std::uint32_t pos = 0; pos < order.size(); ++pos) plan.position[order[pos]] = pos;
-  plan.steps.reserve(order.size());
-  for (NodeId id : order) plan.steps.push_back(step_of(edges, id, [&](NodeId pred) { return plan.position[pred]; }));
+  plan.steps.resize(order.size());
+  for (std::uint32_t pos = 0; pos < order.size(); ++pos) {
+    make_step(plan.steps[pos], edges, order[pos], [&](NodeId pred) { return plan.position[pred]; });
+  }
   return plan;
 }
 
 void hash_steps(const Description& d, const Plan& plan, const std::vector<PlanStep>& steps, lowering::Hasher& h) {
   for (const PlanStep& step : steps) {
     const Operation& op = d.nodes[step.node].op;
-    h.add(op.index());
+    h.add(op.index() | (std::uint64_t{step.deps.size()} << 8));  // kinds are fewer than 256
     std::visit([&](const auto& o) { lowering::hash_structure(o, h); }, op);
-    h.add(step.deps.size());
     for (std::uint32_t dep : step.deps) {
       const bool programmatic = !step.programmatic.empty() &&
                                 std::binary_search(step.programmatic.begin(), step.programmatic.end(), dep);
@@ -119,8 +121,12 @@ Plan lower(const Description& d) {
   if (!problems.empty()) throw ValidationError(std::move(problems));
   bool nested = false, graph_memory = false;
   for (const Node& n : d.nodes) {
-    nested = nested || body_count(n.op) != 0;
-    graph_memory = graph_memory || is_graph_memory_op(n.op);
+    std::visit(
+        [&](const auto& op) {
+          nested = nested || bodies_of(op) != 0;
+          graph_memory = graph_memory || is_graph_memory<std::decay_t<decltype(op)>>;
+        },
+        n.op);
   }
   Plan plan = nested ? PlanBuilder(d, ordering.edges, ordering.order).build() : flat_plan(ordering.edges, ordering.order);
   plan.topology_hash = topology_hash(d, plan);

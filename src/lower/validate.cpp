@@ -5,6 +5,7 @@
 #include <string>
 
 #include "edges.hpp"
+#include "flowdsl/registry.hpp"
 #include "graph_memory.hpp"
 #include "lowering_facets.hpp"
 
@@ -17,12 +18,10 @@ void Diagnostics::report(const Description& d, NodeId id, const std::string& mes
   out_.push_back(Diagnostic{{std::move(path)}, std::move(text), std::move(member)});
 }
 
-bool BufferIndex::holds_allocs() const noexcept {
-  if (holds_allocs_ < 0) {
-    holds_allocs_ = std::any_of(d_.symbols.begin(), d_.symbols.end(), [&](NodeId owner) {
-      return owner < d_.nodes.size() && std::holds_alternative<AllocOp>(d_.nodes[owner].op);
-    });
-  }
+bool BufferIndex::find_allocs() const noexcept {
+  holds_allocs_ = std::any_of(d_.symbols.begin(), d_.symbols.end(), [&](NodeId owner) {
+    return owner < d_.nodes.size() && std::holds_alternative<AllocOp>(d_.nodes[owner].op);
+  });
   return holds_allocs_ != 0;
 }
 
@@ -53,6 +52,15 @@ const NamedBuffer* BufferIndex::find(std::uintptr_t address) {
   if (it == sorted_.begin()) return nullptr;
   const NamedBuffer* b = *--it;
   return address - reinterpret_cast<std::uintptr_t>(b->ptr) < b->bytes ? b : nullptr;
+}
+
+const KernelInfo* KernelInfos::look_up(const void* function) {
+  const auto [it, added] = found_.try_emplace(function, nullptr);
+  if (added) it->second = KernelRegistry::global().find_function(function);
+  last_function_ = function;
+  last_ = it->second;
+  looked_ = true;
+  return last_;
 }
 
 void Diagnostics::add(std::vector<std::string> nodes, std::string message) {
@@ -113,67 +121,85 @@ namespace {
 
 // FNV-1a over the name, 8 bytes at a time, then a final mix: node names are short, and this
 // costs a fraction of std::hash's general-purpose hash. Equal hashes are compared by name.
-std::size_t name_hash(const std::string& name) {
+// The last bytes are read as two overlapping words (4 to 7 bytes) or as their first, middle and
+// last byte (1 to 3): with the length mixed in, that is every byte, and no call to memcpy.
+std::uint64_t name_hash(const std::string& name) {
+  const char* p = name.data();
+  const std::size_t size = name.size();
   std::uint64_t h = 0xcbf29ce484222325ULL;
   std::size_t i = 0;
-  for (; i + 8 <= name.size(); i += 8) {
+  for (; i + 8 <= size; i += 8) {
     std::uint64_t word = 0;
-    std::memcpy(&word, name.data() + i, 8);
+    std::memcpy(&word, p + i, 8);
     h = (h ^ word) * 0x100000001b3ULL;
   }
+  const std::size_t left = size - i;
   std::uint64_t tail = 0;
-  std::memcpy(&tail, name.data() + i, name.size() - i);
-  h = (h ^ tail ^ (std::uint64_t{name.size()} << 56)) * 0x100000001b3ULL;
+  if (left >= 4) {
+    std::uint32_t first = 0, last = 0;
+    std::memcpy(&first, p + i, 4);
+    std::memcpy(&last, p + size - 4, 4);
+    tail = first | (std::uint64_t{last} << 32);
+  } else if (left > 0) {
+    tail = static_cast<unsigned char>(p[i]) | (std::uint64_t{static_cast<unsigned char>(p[i + left / 2])} << 8) |
+           (std::uint64_t{static_cast<unsigned char>(p[size - 1])} << 16);
+  }
+  h = (h ^ tail ^ (std::uint64_t{size} << 56)) * 0x100000001b3ULL;
   h ^= h >> 32;
   h *= 0xd6e8feb86659fd93ULL;
-  return static_cast<std::size_t>(h ^ (h >> 32));
+  return h ^ (h >> 32);
 }
 
 void check_names(const Description& d, Diagnostics& diag) {
-  // Sorting (hash of name, id) finds every duplicate without a hash-table node per name;
-  // names are compared only within runs of equal hashes.
-  std::vector<std::pair<std::size_t, NodeId>> names;
-  names.reserve(d.nodes.size());
-  for (NodeId id = 0; id < d.nodes.size(); ++id) {
-    if (d.nodes[id].name.empty()) {
-      const NodeId parent = d.nodes[id].parent;
-      diag.add({}, "node #" + std::to_string(id) + " (" + std::string(kind_name(d.nodes[id].op)) + ")" +
+  // An open-addressing table of the first node of each (name, body), at most half full: a slot
+  // holds a node id and 32 bits of its hash, so that names are compared only when those match.
+  // Nodes come in id order, so each duplicate finds the first node of its name.
+  const std::size_t count = d.nodes.size();
+  std::size_t capacity = 16;
+  while (capacity < 2 * count) capacity *= 2;
+  const std::size_t mask = capacity - 1;
+  std::vector<std::uint64_t> slots(capacity, ~std::uint64_t{0});  // (hash >> 32) << 32 | id; all ones: free
+  std::vector<std::pair<NodeId, NodeId>> duplicates;                // (first, later)
+  for (NodeId id = 0; id < count; ++id) {
+    const Node& n = d.nodes[id];
+    if (n.name.empty()) {
+      const NodeId parent = n.parent;
+      diag.add({}, "node #" + std::to_string(id) + " (" + std::string(kind_name(n.op)) + ")" +
                        (parent == no_node ? std::string() : " in '" + node_path(d, parent) + "'") + " has an empty name");
-    } else {
-      // Names are unique within their body: the body takes part in the hash and the comparison.
-      const Node& n = d.nodes[id];
-      names.emplace_back(name_hash(n.name) ^ (std::size_t{n.parent} * 0x9e3779b97f4a7c15ULL + n.body), id);
+      continue;
+    }
+    // Names are unique within their body: the body takes part in the hash and the comparison.
+    const std::uint64_t h = name_hash(n.name) ^ (std::uint64_t{n.parent} * 0x9e3779b97f4a7c15ULL + n.body);
+    const std::uint64_t tag = h & 0xffffffff00000000ULL;
+    for (std::size_t at = h & mask;; at = (at + 1) & mask) {
+      const std::uint64_t slot = slots[at];
+      if (slot == ~std::uint64_t{0}) {
+        slots[at] = tag | id;
+        break;
+      }
+      if ((slot & 0xffffffff00000000ULL) != tag) continue;
+      const NodeId first = static_cast<NodeId>(slot & 0xffffffffu);
+      const Node& other = d.nodes[first];
+      if (other.parent == n.parent && other.body == n.body && other.name == n.name) {
+        duplicates.emplace_back(first, id);
+        break;
+      }
     }
   }
-  std::sort(names.begin(), names.end());
-  std::vector<std::pair<NodeId, std::string>> duplicates;  // (first id, message), reported in id order
-  std::vector<char> reported(d.nodes.size(), 0);
-  for (std::size_t i = 0; i < names.size();) {
-    std::size_t j = i + 1;
-    while (j < names.size() && names[j].first == names[i].first) ++j;
-    for (std::size_t a = i; j - i > 1 && a < j; ++a) {  // a run of equal hashes: compare names
-      const NodeId first = names[a].second;
-      if (reported[first]) continue;
-      const Node& first_node = d.nodes[first];
-      const std::string& name = first_node.name;
-      std::string where = "#" + std::to_string(first);
-      std::size_t count = 1;
-      for (std::size_t b = a + 1; b < j; ++b) {
-        const Node& other = d.nodes[names[b].second];
-        if (other.name != name || other.parent != first_node.parent || other.body != first_node.body) continue;
-        reported[names[b].second] = 1;
-        where += ", #" + std::to_string(names[b].second);
-        ++count;
-      }
-      if (count > 1) {
-        duplicates.emplace_back(first, "node '" + node_path(d, first) + "' is declared " + std::to_string(count) +
-                                           " times (nodes " + where + "): names must be unique within their body");
-      }
-    }
+  if (duplicates.empty()) return;
+  // By first node, then (as found) by id: each name's message lists its nodes in id order.
+  std::stable_sort(duplicates.begin(), duplicates.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (std::size_t i = 0; i < duplicates.size();) {
+    const NodeId first = duplicates[i].first;
+    std::string where = "#" + std::to_string(first);
+    std::size_t j = i;
+    for (; j < duplicates.size() && duplicates[j].first == first; ++j) where += ", #" + std::to_string(duplicates[j].second);
+    const std::string path = node_path(d, first);
+    diag.add({path}, "node '" + path + "' is declared " + std::to_string(j - i + 1) + " times (nodes " + where +
+                         "): names must be unique within their body");
     i = j;
   }
-  std::sort(duplicates.begin(), duplicates.end());
-  for (auto& [id, message] : duplicates) diag.add({node_path(d, id)}, std::move(message));
 }
 
 // Reports each cycle once, as a path of names, among the nodes a topological sort left over.
@@ -300,12 +326,22 @@ Ordering validate(const Description& d, Diagnostics& diag) {
   ordering.edges = resolve_edges(d, diag);
   bool nested = false;  // any node holding bodies or held by one
   BufferIndex buffers(d);
+  KernelInfos kernels;
+  // Whether some node declares or implies an access: in a graph where none does, the hazard check
+  // has nothing to look at. Implied accesses are derived on this walk until one turns up (the
+  // check derives them all again then), rather than on a walk of the check's own.
+  bool accesses = false;
+  std::vector<Access> derived;  // stays empty until accesses is true
   for (NodeId id = 0; id < d.nodes.size(); ++id) {
-    NodeCheck check(d, id, diag, buffers);
+    NodeCheck check(d, id, diag, buffers, kernels);
     std::visit([&](const auto& op) {
       check_structure(op, check);
       check_parameters(op, check);
       nested = nested || bodies_of(op) != 0;
+      if (d.check_hazards && !accesses) {
+        derived_accesses(op, kernels, derived);
+        accesses = !derived.empty() || !d.nodes[id].accesses.empty();
+      }
     }, d.nodes[id].op);
   }
   if (nested) {
@@ -316,7 +352,7 @@ Ordering validate(const Description& d, Diagnostics& diag) {
   check_cycles(d, ordering.edges, ordering.order, diag);
   if (ordering.order.size() == d.nodes.size()) {
     check_graph_memory(d, ordering, diag);
-    if (d.check_hazards) check_hazards(d, ordering, buffers, diag);
+    if (d.check_hazards && accesses) check_hazards(d, ordering, buffers, kernels, diag);
   }
   return ordering;
 }
@@ -332,8 +368,9 @@ std::vector<Diagnostic> validate(const Description& d) {
 
 namespace {
 
-void check_parameters_of(const Description& d, NodeId id, lowering::Diagnostics& diag, lowering::BufferIndex& buffers) {
-  lowering::NodeCheck check(d, id, diag, buffers);
+void check_parameters_of(const Description& d, NodeId id, lowering::Diagnostics& diag, lowering::BufferIndex& buffers,
+                         lowering::KernelInfos& kernels) {
+  lowering::NodeCheck check(d, id, diag, buffers, kernels);
   std::visit([&](const auto& op) { lowering::check_parameters(op, check); }, d.nodes[id].op);
 }
 
@@ -354,7 +391,8 @@ std::vector<Diagnostic> validate_parameters(const Description& d, const std::vec
   std::vector<Diagnostic> out;
   lowering::Diagnostics diag(out);
   lowering::BufferIndex buffers(d);
-  for (NodeId id : nodes) check_parameters_of(d, id, diag, buffers);
+  lowering::KernelInfos kernels;
+  for (NodeId id : nodes) check_parameters_of(d, id, diag, buffers, kernels);
   if (lowering::uses_graph_memory(d, nodes)) check_memory_order(d, &nodes, diag);
   return out;
 }
@@ -363,7 +401,8 @@ std::vector<Diagnostic> validate_parameters(const Description& d) {
   std::vector<Diagnostic> out;
   lowering::Diagnostics diag(out);
   lowering::BufferIndex buffers(d);
-  for (NodeId id = 0; id < d.nodes.size(); ++id) check_parameters_of(d, id, diag, buffers);
+  lowering::KernelInfos kernels;
+  for (NodeId id = 0; id < d.nodes.size(); ++id) check_parameters_of(d, id, diag, buffers, kernels);
   if (!d.symbols.empty()) {  // some alloc's address may be used
     std::vector<NodeId> all(d.nodes.size());
     for (NodeId id = 0; id < d.nodes.size(); ++id) all[id] = id;

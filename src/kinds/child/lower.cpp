@@ -33,7 +33,7 @@ UpdateStatus update_native(const ChildOp&, const NativeUpdate&) { return {}; }
 void launch_eager(const ChildOp&, EagerNode& node) { node.run_body(0); }
 
 // Nothing of its own: its bodies' nodes have theirs.
-void derived_accesses(const ChildOp&, std::vector<Access>&) {}
+void derived_accesses(const ChildOp&, KernelInfos&, std::vector<Access>&) {}
 
 // Its body's nodes hold the parameters; they are saved and compared as nodes of their own.
 void save_parameters(const ChildOp&, std::vector<unsigned char>&) {}

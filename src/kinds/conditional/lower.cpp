@@ -110,9 +110,9 @@ void launch_eager(const WhileOp&, EagerNode& node) { no_eager(node); }
 void launch_eager(const SwitchOp&, EagerNode& node) { no_eager(node); }
 
 // Nothing of their own: their bodies' nodes have theirs.
-void derived_accesses(const IfOp&, std::vector<Access>&) {}
-void derived_accesses(const WhileOp&, std::vector<Access>&) {}
-void derived_accesses(const SwitchOp&, std::vector<Access>&) {}
+void derived_accesses(const IfOp&, KernelInfos&, std::vector<Access>&) {}
+void derived_accesses(const WhileOp&, KernelInfos&, std::vector<Access>&) {}
+void derived_accesses(const SwitchOp&, KernelInfos&, std::vector<Access>&) {}
 
 // All structure: a conditional node has no parameters (its bodies' nodes have).
 void save_parameters(const IfOp&, std::vector<unsigned char>&) {}

@@ -23,7 +23,7 @@ UpdateStatus update_native(const EmptyOp&, const NativeUpdate&) { return {}; }
 void launch_eager(const EmptyOp&, EagerNode&) {}  // stream order already joins
 
 // Nothing to access.
-void derived_accesses(const EmptyOp&, std::vector<Access>&) {}
+void derived_accesses(const EmptyOp&, KernelInfos&, std::vector<Access>&) {}
 
 void save_parameters(const EmptyOp&, std::vector<unsigned char>&) {}  // it has none
 bool same_parameters(const EmptyOp&, SavedParameters&, const SymbolMatch&) { return true; }

@@ -57,8 +57,8 @@ void launch_eager(const EventWaitOp& op, EagerNode& node) {
 }
 
 // An event orders work; it touches no memory.
-void derived_accesses(const EventRecordOp&, std::vector<Access>&) {}
-void derived_accesses(const EventWaitOp&, std::vector<Access>&) {}
+void derived_accesses(const EventRecordOp&, KernelInfos&, std::vector<Access>&) {}
+void derived_accesses(const EventWaitOp&, KernelInfos&, std::vector<Access>&) {}
 
 void save_parameters(const EventRecordOp& op, std::vector<unsigned char>& out) { put(out, op.event); }
 void save_parameters(const EventWaitOp& op, std::vector<unsigned char>& out) { put(out, op.event); }

@@ -34,7 +34,7 @@ void launch_eager(const HostOp& op, EagerNode& node) {
 }
 
 // Nothing known: a host function declares what it touches with reads() and writes().
-void derived_accesses(const HostOp&, std::vector<Access>&) {}
+void derived_accesses(const HostOp&, KernelInfos&, std::vector<Access>&) {}
 
 void save_parameters(const HostOp& op, std::vector<unsigned char>& out) {
   put(out, op.fn);

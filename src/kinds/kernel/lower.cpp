@@ -68,24 +68,23 @@ CUDA_KERNEL_NODE_PARAMS driver_params(const cudaKernelNodeParams& p, cudaFunctio
 
 // The registered kernel of a node: the one it was declared from, else the one registered
 // globally with its function; null when none matches its arguments.
-const KernelInfo* info_of(const KernelOp& op) {
-  const KernelInfo* info = op.info != nullptr ? op.info : KernelRegistry::global().find_function(op.function);
+const KernelInfo* info_of(const KernelOp& op, KernelInfos& kernels) {
+  const KernelInfo* info = op.info != nullptr ? op.info : kernels.find(op.function);
   return info != nullptr && info->params.size() == op.args.size() && info->extents.size() == op.args.size() ? info
                                                                                                              : nullptr;
 }
 
-// Calls visit(param, pointer, value) for each non-null pointer argument with a declared extent.
+// Calls visit(param, pointer, value) for each non-null pointer argument with a declared extent
+// in `info`, the node's registered kernel (info_of).
 template <class Visit>
-void for_each_extent(const KernelOp& op, Visit&& visit) {
-  const KernelInfo* info = info_of(op);
-  if (info == nullptr) return;
-  for (std::size_t i = 0; i < info->params.size(); ++i) {
-    const KernelParam& p = info->params[i];
-    if (!p.type.pointer || info->extents[i].empty() || !op.args.bound(i) || op.args.slot_size(i) != sizeof(void*)) continue;
+void for_each_extent(const KernelOp& op, const KernelInfo& info, Visit&& visit) {
+  for (std::size_t i = 0; i < info.params.size(); ++i) {
+    const KernelParam& p = info.params[i];
+    if (!p.type.pointer || info.extents[i].empty() || !op.args.bound(i) || op.args.slot_size(i) != sizeof(void*)) continue;
     const void* ptr = nullptr;
     std::memcpy(&ptr, op.args.data(i), sizeof ptr);
     if (ptr == nullptr) continue;
-    visit(p, info->extents[i], ptr, info->extents[i].evaluate(op.args, op.launch));
+    visit(p, info.extents[i], ptr, info.extents[i].evaluate(op.args, op.launch));
   }
 }
 
@@ -98,9 +97,40 @@ void opt_in_shared_memory(const KernelOp& op, const std::string& path) {
   }
 }
 
+// Whether check_structure has nothing to report, as most nodes: tested on its own, this needs
+// none of the frame that building the messages does.
+bool valid_structure(const KernelOp& op) {
+  const Dim3& b = op.launch.block;
+  if (op.function == nullptr || !op.grid_set || !op.block_set || op.launch.grid.volume() == 0 || b.volume() == 0 ||
+      b.volume() > max_block_threads || b.x > max_block[0] || b.y > max_block[1] || b.z > max_block[2]) {
+    return false;
+  }
+  for (std::size_t i = 0; i < op.args.size(); ++i) {
+    if (!op.args.bound(i)) return false;
+  }
+  return !op.derived || valid_derived(op.derived);
+}
+
+// Whether check_symbols has something to look at: a Condition argument, or a pointer argument
+// holding a symbol. Most kernels have neither; the scan is the common case's whole cost.
+bool holds_conditions_or_symbols(const ArgumentPack& args) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args.kind(i) == SlotKind::value || !args.bound(i)) continue;
+    if (args.kind(i) == SlotKind::condition) return true;
+    std::uint64_t word = 0;
+    std::memcpy(&word, args.data(i), sizeof word);  // a pointer slot's 8 bytes (ArgumentPack::word)
+    if (symbol::is_symbol(word)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
-void check_structure(const KernelOp& op, NodeCheck& diag) {
+// The checks below test the common case (nothing to report) first and leave the messages to
+// functions of their own, which these call only when there is something to say: building a
+// message needs a stack frame that the tests alone do not, and every node pays for the tests.
+
+void report_structure(const KernelOp& op, NodeCheck& diag) {
   if (op.function == nullptr) diag.report("kernel function is null");
   if (!op.grid_set && !op.block_set) {
     diag.report("launch shape was never set (call grid() and block(), or launch())");
@@ -127,6 +157,10 @@ void check_structure(const KernelOp& op, NodeCheck& diag) {
                 std::to_string(op.derived.align) + " (1 to " + std::to_string(DerivedParameters::max_bytes) +
                 " bytes, a power-of-two alignment up to " + std::to_string(DerivedParameters::max_align) + ")");
   }
+}
+
+void check_structure(const KernelOp& op, NodeCheck& diag) {
+  if (!valid_structure(op)) report_structure(op, diag);
 }
 
 // Condition arguments name a conditional node whose body holds this kernel or the body holding
@@ -167,12 +201,9 @@ void check_symbols(const KernelOp& op, NodeCheck& diag) {
   }
 }
 
-void check_parameters(const KernelOp& op, NodeCheck& diag) {
-  check_symbols(op, diag);
-  // Before every update of this node: without named buffers there is nothing to check, so
-  // the registry lookup (a lock) is skipped.
-  if (diag.buffers().empty()) return;
-  for_each_extent(op, [&](const KernelParam& p, const Extent& extent, const void* ptr, const Extent::Value& v) {
+// Pointer arguments against the named buffers they point into, by their extents in `info`.
+void check_extents(const KernelOp& op, const KernelInfo& info, NodeCheck& diag) {
+  for_each_extent(op, info, [&](const KernelParam& p, const Extent& extent, const void* ptr, const Extent::Value& v) {
     const std::string member = "args/" + p.name;
     const std::string verb = p.type.is_const ? "reads " : "writes ";
     if (v.kind == Extent::Value::Kind::overflow) {
@@ -193,8 +224,17 @@ void check_parameters(const KernelOp& op, NodeCheck& diag) {
   });
 }
 
-void derived_accesses(const KernelOp& op, std::vector<Access>& out) {
-  for_each_extent(op, [&](const KernelParam& p, const Extent&, const void* ptr, const Extent::Value& v) {
+void check_parameters(const KernelOp& op, NodeCheck& diag) {
+  if (holds_conditions_or_symbols(op.args)) check_symbols(op, diag);
+  // Before every update of this node: without named buffers there is nothing to check, so
+  // the registry lookup is skipped.
+  if (diag.buffers().empty()) return;
+  if (const KernelInfo* info = info_of(op, diag.kernels())) check_extents(op, *info, diag);
+}
+
+// The accesses of pointer arguments, by their extents in `info`.
+void extent_accesses(const KernelOp& op, const KernelInfo& info, std::vector<Access>& out) {
+  for_each_extent(op, info, [&](const KernelParam& p, const Extent&, const void* ptr, const Extent::Value& v) {
     if (v.kind == Extent::Value::Kind::unbound) return;
     const std::uint64_t element = size_of(p.type.scalar);
     // Unknown (data-dependent) or overflowing extents: bytes 0, the conservative rule.
@@ -205,15 +245,18 @@ void derived_accesses(const KernelOp& op, std::vector<Access>& out) {
   });
 }
 
+void derived_accesses(const KernelOp& op, KernelInfos& kernels, std::vector<Access>& out) {
+  if (const KernelInfo* info = info_of(op, kernels)) extent_accesses(op, *info, out);
+}
+
+// Two 32-bit fields a word (argument counts fit in 16 bits): every field, in fewer steps.
 void hash_structure(const KernelOp& op, Hasher& h) {
+  const LaunchShape& l = op.launch;
   h.add(reinterpret_cast<std::uintptr_t>(op.function));
-  for (const Dim3& d : {op.launch.grid, op.launch.block}) {
-    h.add(d.x);
-    h.add(d.y);
-    h.add(d.z);
-  }
-  h.add(op.launch.shared_bytes);
-  h.add(op.args.size());
+  h.add(l.grid.x | (std::uint64_t{l.grid.y} << 32));
+  h.add(l.grid.z | (std::uint64_t{l.block.x} << 32));
+  h.add(l.block.y | (std::uint64_t{l.block.z} << 32));
+  h.add(l.shared_bytes | (std::uint64_t{op.args.size()} << 32));
   h.add(reinterpret_cast<std::uintptr_t>(op.derived.compute));
 }
 

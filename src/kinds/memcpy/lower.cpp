@@ -70,7 +70,7 @@ void launch_eager(const MemcpyOp& op, EagerNode& node) {
         "cudaMemcpyAsync", node.path.c_str());
 }
 
-void derived_accesses(const MemcpyOp& op, std::vector<Access>& out) {
+void derived_accesses(const MemcpyOp& op, KernelInfos&, std::vector<Access>& out) {
   if (op.bytes == 0) return;
   if (op.src != nullptr) out.push_back(Access{op.src, op.bytes, AccessMode::read});
   if (op.dst != nullptr) out.push_back(Access{op.dst, op.bytes, AccessMode::write});

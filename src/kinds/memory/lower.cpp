@@ -81,8 +81,8 @@ void launch_eager(const FreeOp& op, EagerNode& node) {
 }
 
 // Neither touches the memory's bytes; the order of its uses is checked with the graph.
-void derived_accesses(const AllocOp&, std::vector<Access>&) {}
-void derived_accesses(const FreeOp&, std::vector<Access>&) {}
+void derived_accesses(const AllocOp&, KernelInfos&, std::vector<Access>&) {}
+void derived_accesses(const FreeOp&, KernelInfos&, std::vector<Access>&) {}
 
 // Nothing to keep: memory nodes have no parameters.
 void save_parameters(const AllocOp&, std::vector<unsigned char>&) {}

@@ -89,7 +89,7 @@ void launch_eager(const MemsetOp& op, EagerNode& node) {
   check(cudaGraphLaunch(exec, node.stream), "cudaGraphLaunch", node.path.c_str());
 }
 
-void derived_accesses(const MemsetOp& op, std::vector<Access>& out) {
+void derived_accesses(const MemsetOp& op, KernelInfos&, std::vector<Access>& out) {
   if (op.dst != nullptr && op.count != 0) out.push_back(Access{op.dst, op.count * op.element_size, AccessMode::write});
 }
 
