@@ -44,11 +44,21 @@ GraphState::GraphState(const GraphState& other)
       plan_(other.plan_) {}
 
 NodeId GraphState::add_node(std::string&& name, Operation&& op, NodeId parent, std::uint32_t body) {
+  const NewNode node = add_node(std::move(name), parent, body);
+  node.op = std::move(op);
+  return node.id;
+}
+
+NewNode GraphState::add_node(std::string&& name, NodeId parent, std::uint32_t body) {
   const auto id = static_cast<NodeId>(description_.nodes.size());
-  description_.nodes.push_back(Node{std::move(name), std::move(op), {}, parent, body});
+  // Made where it stays: a Node is large, and moving it means visiting its operation.
+  Node& node = description_.nodes.emplace_back();
+  node.name = std::move(name);
+  node.parent = parent;
+  node.body = body;
   node_version_.push_back(0);
   plan_.reset();
-  return id;
+  return NewNode{id, node.op};
 }
 
 void GraphState::add_edge(NodeRef&& from, NodeRef&& to, EdgeKind kind) {
@@ -135,18 +145,6 @@ NodeId GraphState::find(std::string_view name, NodeId parent, std::uint32_t body
   return it == body_names_.end() ? no_node : it->second;
 }
 
-Operation& GraphState::structure(NodeId id) {
-  if (plan_) plan_.reset();
-  return description_.nodes[id].op;
-}
-
-Operation& GraphState::parameters(NodeId id) {
-  node_version_[id] = ++version_;
-  changes_.push_back(Change{version_, id});
-  if (changes_.size() > 2 * description_.nodes.size() + 64) compact_changes();
-  return description_.nodes[id].op;
-}
-
 void GraphState::compact_changes() {
   // Only each node's latest change matters to changes_since(); dropping the others keeps the
   // log within O(nodes) and the order (ascending versions) intact.
@@ -201,8 +199,8 @@ void bind_symbol(GraphState& state, std::uint64_t symbol, NodeId id) { state.bin
 Operation& structure_of(GraphState& state, NodeId id) { return state.structure(id); }
 Operation& parameters_of(GraphState& state, NodeId id) { return state.parameters(id); }
 
-NodeId add_node(GraphState& state, std::string&& name, Operation&& op, NodeId parent, std::uint32_t body) {
-  return state.add_node(std::move(name), std::move(op), parent, body);
+NewNode add_node(GraphState& state, std::string&& name, NodeId parent, std::uint32_t body) {
+  return state.add_node(std::move(name), parent, body);
 }
 
 NodeId find_node(const GraphState& state, std::string_view name, NodeId parent, std::uint32_t body) {

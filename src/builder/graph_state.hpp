@@ -20,6 +20,9 @@ class GraphState {
   GraphState& operator=(const GraphState&) = delete;
 
   NodeId add_node(std::string&& name, Operation&& op, NodeId parent, std::uint32_t body);
+  /// Declares a node whose operation is the default one (the first kind's), for the caller to
+  /// make in place.
+  NewNode add_node(std::string&& name, NodeId parent, std::uint32_t body);
   void add_edge(NodeRef&& from, NodeRef&& to, EdgeKind kind = EdgeKind::full);
   void reserve(std::size_t nodes, std::size_t edges);
   /// Replaces every edge (edge inference); a topology change.
@@ -40,9 +43,17 @@ class GraphState {
   /// validated with it: the caller drops the plan).
   Node& node(NodeId id) { return description_.nodes[id]; }
   /// Operation of node `id`, for a change of its structure (drops the plan).
-  Operation& structure(NodeId id);
+  Operation& structure(NodeId id) {
+    if (plan_) plan_.reset();
+    return description_.nodes[id].op;
+  }
   /// Operation of node `id`, for a change of its parameters (recorded for the next update).
-  Operation& parameters(NodeId id);
+  Operation& parameters(NodeId id) {
+    node_version_[id] = ++version_;
+    changes_.push_back(Change{version_, id});
+    if (changes_.size() > 2 * description_.nodes.size() + 64) compact_changes();
+    return description_.nodes[id].op;
+  }
 
   const Description& description() const noexcept { return description_; }
   std::shared_ptr<const Plan>& plan() const { return plan_; }
