@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -168,20 +169,54 @@ class ArgumentPack {
   [[noreturn]] void no_slot(std::size_t index) const;
   [[noreturn]] void wrong_size(std::size_t index, std::size_t size) const;
 
-  const Slot& slot(std::size_t i) const { return i < inline_slots ? slots_[i] : more_slots_[i - inline_slots]; }
-  Slot& slot(std::size_t i) { return i < inline_slots ? slots_[i] : more_slots_[i - inline_slots]; }
-  // Bytes live inline until they outgrow it; then all of them move to heap_.
+  /// What outgrows the pack. Apart, behind one pointer, made on first need: a pack sits in every
+  /// node of a graph, and few kernels need it.
+  struct Overflow {
+    std::vector<Slot> slots;   ///< slots 8 and up
+    std::vector<Chunk> bytes;  ///< all bytes, once more than 64
+  };
+  /// Owns the Overflow; copies copy it.
+  class OverflowPtr {
+   public:
+    OverflowPtr() = default;
+    OverflowPtr(const OverflowPtr& other) : p_(copy(other)) {}
+    OverflowPtr& operator=(const OverflowPtr& other) {
+      if (this != &other) p_ = copy(other);
+      return *this;
+    }
+    OverflowPtr(OverflowPtr&&) noexcept = default;
+    OverflowPtr& operator=(OverflowPtr&&) noexcept = default;
+    ~OverflowPtr() = default;
+
+    Overflow* operator->() const noexcept { return p_.get(); }
+    explicit operator bool() const noexcept { return p_ != nullptr; }
+    Overflow& make() {
+      if (!p_) p_ = std::make_unique<Overflow>();
+      return *p_;
+    }
+
+   private:
+    static std::unique_ptr<Overflow> copy(const OverflowPtr& other) {
+      return other.p_ ? std::make_unique<Overflow>(*other.p_) : nullptr;
+    }
+    std::unique_ptr<Overflow> p_;
+  };
+
+  const Slot& slot(std::size_t i) const { return i < inline_slots ? slots_[i] : more_->slots[i - inline_slots]; }
+  Slot& slot(std::size_t i) { return i < inline_slots ? slots_[i] : more_->slots[i - inline_slots]; }
+  // Bytes live inline until they outgrow it; then all of them move to the overflow.
   const unsigned char* bytes() const {
-    return reinterpret_cast<const unsigned char*>(heap_.empty() ? inline_ : heap_.data());
+    return reinterpret_cast<const unsigned char*>(more_ && !more_->bytes.empty() ? more_->bytes.data() : inline_);
   }
-  unsigned char* bytes() { return reinterpret_cast<unsigned char*>(heap_.empty() ? inline_ : heap_.data()); }
+  unsigned char* bytes() {
+    return reinterpret_cast<unsigned char*>(more_ && !more_->bytes.empty() ? more_->bytes.data() : inline_);
+  }
 
   std::uint16_t count_ = 0;
   std::uint16_t used_ = 0;  ///< bytes in use
   Slot slots_[inline_slots] = {};
+  OverflowPtr more_;
   Chunk inline_[inline_chunks] = {};
-  std::vector<Slot> more_slots_;  ///< slots 8 and up
-  std::vector<Chunk> heap_;       ///< all bytes, once more than 64
 };
 
 /// \brief Kernel parameters computed on the host from a kernel's arguments: values only the host

@@ -24,11 +24,12 @@ void ArgumentPack::append(const void* value, std::size_t size, std::size_t align
   }
   const std::size_t chunks = (end + sizeof(Chunk) - 1) / sizeof(Chunk);
   if (chunks > inline_chunks) {
-    if (heap_.empty()) {
-      heap_.resize(chunks);
-      std::memcpy(heap_.data(), inline_, used_);
+    std::vector<Chunk>& heap = more_.make().bytes;
+    if (heap.empty()) {
+      heap.resize(chunks);
+      std::memcpy(heap.data(), inline_, used_);
     } else {
-      heap_.resize(chunks);
+      heap.resize(chunks);
     }
   }
   std::memcpy(bytes() + offset, value, size);
@@ -36,7 +37,7 @@ void ArgumentPack::append(const void* value, std::size_t size, std::size_t align
   if (count_ < inline_slots) {
     slots_[count_] = s;
   } else {
-    more_slots_.push_back(s);
+    more_.make().slots.push_back(s);
   }
   ++count_;
   used_ = static_cast<std::uint16_t>(end);
