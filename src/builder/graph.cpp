@@ -57,13 +57,19 @@ NewNode GraphState::add_node(std::string&& name, NodeId parent, std::uint32_t bo
   node.parent = parent;
   node.body = body;
   node_version_.push_back(0);
-  plan_.reset();
+  if (plan_) plan_.reset();
   return NewNode{id, node.op};
 }
 
 void GraphState::add_edge(NodeRef&& from, NodeRef&& to, EdgeKind kind) {
-  description_.edges.push_back(Edge{std::move(from), std::move(to), kind});
-  plan_.reset();
+  // Made in place, and names moved only when there are some: most ends are ids.
+  Edge& edge = description_.edges.emplace_back();
+  edge.from.id = from.id;
+  if (!from.name.empty()) edge.from.name = std::move(from.name);
+  edge.to.id = to.id;
+  if (!to.name.empty()) edge.to.name = std::move(to.name);
+  edge.kind = kind;
+  if (plan_) plan_.reset();
 }
 
 void GraphState::reserve(std::size_t nodes, std::size_t edges) {
@@ -163,8 +169,12 @@ void GraphState::changes_since(std::uint64_t version, std::vector<NodeId>& out) 
 
 // The free functions node handles and the kinds' factories go through.
 
-void add_edge(GraphState& state, NodeRef&& from, NodeRef&& to, EdgeKind kind) {
-  state.add_edge(std::move(from), std::move(to), kind);
+void add_edge(GraphState& state, const Target& from, const Target& to, NodeId beside, EdgeKind kind) {
+  if (from.state_ == &state && to.state_ == &state) {
+    state.add_edge(from.id_, to.id_, kind);
+  } else {
+    state.add_edge(from.ref(state, beside), to.ref(state, beside), kind);
+  }
 }
 
 NodeRef resolve(const GraphState& state, NodeId beside, std::string_view name) {

@@ -24,6 +24,14 @@ class GraphState {
   /// make in place.
   NewNode add_node(std::string&& name, NodeId parent, std::uint32_t body);
   void add_edge(NodeRef&& from, NodeRef&& to, EdgeKind kind = EdgeKind::full);
+  /// An edge between two nodes by id: what handles declare, with no name to move.
+  void add_edge(NodeId from, NodeId to, EdgeKind kind) {
+    Edge& edge = description_.edges.emplace_back();
+    edge.from.id = from;
+    edge.to.id = to;
+    edge.kind = kind;
+    if (plan_) plan_.reset();
+  }
   void reserve(std::size_t nodes, std::size_t edges);
   /// Replaces every edge (edge inference); a topology change.
   void set_edges(std::vector<Edge>&& edges);
