@@ -93,7 +93,7 @@ class Builder {
   /// throw, from a default `Op`; returns its handle as add() does. Spares a large operation
   /// (a kernel's, with its arguments inside) the moves of add().
   template <class Handle, class Op, class Make, class... Extra>
-  Handle add_in_place(std::string name, Make&& make, Extra&&... extra) {
+  Handle add_in_place(std::string&& name, Make&& make, Extra&&... extra) {
     static_assert(std::is_nothrow_invocable_v<Make&, Op&>, "flowdsl: add_in_place: make(op) must be noexcept");
     const detail::NewNode node = detail::add_node(state(), std::move(name), parent(), body());
     Op* op = std::get_if<Op>(&node.op);

@@ -267,7 +267,7 @@ class KernelOp::Factory {
   // compile time and the operation made in place, unless they do not fit in the pack (or are
   // not valid, which append reports).
   template <class Handle, class... Args>
-  Handle declare(std::string name, const void* function, DerivedParameters derived, std::string kernel_name) {
+  Handle declare(std::string&& name, const void* function, DerivedParameters derived, std::string&& kernel_name) {
     if constexpr (fits_inline<Args...>()) {
       return builder().template add_in_place<Handle, KernelOp>(std::move(name), [&](KernelOp& op) noexcept {
         op.function = function;
