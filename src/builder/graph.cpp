@@ -41,6 +41,8 @@ GraphState::GraphState(const GraphState& other)
       version_(other.version_),
       node_version_(other.node_version_),
       changes_(other.changes_),
+      unlogged_from_(other.unlogged_from_),
+      unlogged_version_(other.unlogged_version_),
       plan_(other.plan_) {}
 
 NodeId GraphState::add_node(std::string&& name, Operation&& op, NodeId parent, std::uint32_t body) {
@@ -159,7 +161,24 @@ void GraphState::compact_changes() {
                  changes_.end());
 }
 
+void GraphState::log_unlogged() const {
+  const auto by_version = [](const Change& a, const Change& b) { return a.version < b.version; };
+  const std::size_t logged = changes_.size();
+  for (NodeId id = unlogged_from_; id < node_version_.size(); ++id) {
+    if (node_version_[id] != 0) changes_.push_back(Change{node_version_[id], id});
+  }
+  const auto middle = changes_.begin() + static_cast<std::ptrdiff_t>(logged);
+  // Nodes are mostly given their parameters in the order they are declared.
+  if (!std::is_sorted(middle, changes_.end(), by_version)) std::sort(middle, changes_.end(), by_version);
+  std::inplace_merge(changes_.begin(), middle, changes_.end(), by_version);
+  unlogged_from_ = static_cast<NodeId>(node_version_.size());
+  unlogged_version_ = 0;
+}
+
 void GraphState::changes_since(std::uint64_t version, std::vector<NodeId>& out) const {
+  // The changes left out of the log all predate `version` for the runtime's queries (a version
+  // it read after they were made), which then cost nothing more.
+  if (version < unlogged_version_) log_unlogged();
   auto first = std::upper_bound(changes_.begin(), changes_.end(), version,
                                 [](std::uint64_t v, const Change& c) { return v < c.version; });
   for (; first != changes_.end(); ++first) {

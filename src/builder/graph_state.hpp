@@ -58,8 +58,12 @@ class GraphState {
   /// Operation of node `id`, for a change of its parameters (recorded for the next update).
   Operation& parameters(NodeId id) {
     node_version_[id] = ++version_;
-    changes_.push_back(Change{version_, id});
-    if (changes_.size() > 2 * description_.nodes.size() + 64) compact_changes();
+    if (id >= unlogged_from_) {
+      unlogged_version_ = version_;
+    } else {
+      changes_.push_back(Change{version_, id});
+      if (changes_.size() > 2 * description_.nodes.size() + 64) compact_changes();
+    }
     return description_.nodes[id].op;
   }
 
@@ -77,6 +81,7 @@ class GraphState {
     NodeId node;
   };
   void compact_changes();
+  void log_unlogged() const;
   void index_names() const;
 
   Description description_;
@@ -89,7 +94,12 @@ class GraphState {
   std::uint64_t uid_;
   std::uint64_t version_ = 0;                ///< bumped on every parameter change
   std::vector<std::uint64_t> node_version_;  ///< per node: version of its last change
-  std::vector<Change> changes_;              ///< ascending versions; compacted
+  /// Ascending versions; compacted. Changes of the nodes from unlogged_from_ on are not in it
+  /// until a query needs them (log_unlogged): node_version_ holds them, and a graph being
+  /// declared then costs no log entry per node.
+  mutable std::vector<Change> changes_;
+  mutable NodeId unlogged_from_ = 0;
+  mutable std::uint64_t unlogged_version_ = 0;  ///< the latest change not in changes_; 0: none
   mutable std::shared_ptr<const Plan> plan_; ///< derived from the topology; dropped on changes
 };
 
