@@ -9,6 +9,8 @@ namespace flowdsl {
 namespace detail {
 namespace {
 
+constexpr std::size_t first_room = 32;  // about 12 KiB of nodes and edges
+
 std::uint64_t next_uid() {
   static std::atomic<std::uint64_t> counter{0};
   return ++counter;
@@ -53,6 +55,9 @@ NodeId GraphState::add_node(std::string&& name, Operation&& op, NodeId parent, s
 
 NewNode GraphState::add_node(std::string&& name, NodeId parent, std::uint32_t body) {
   const auto id = static_cast<NodeId>(description_.nodes.size());
+  // Room for a first few nodes and edges at once rather than growing through 1, 2, 4, ... (each
+  // step an allocation and a move of every node so far); a graph reserved by its user keeps its.
+  if (description_.nodes.capacity() == 0) reserve(first_room, first_room);
   // Made where it stays: a Node is large, and moving it means visiting its operation.
   Node& node = description_.nodes.emplace_back();
   node.name = std::move(name);
