@@ -130,8 +130,8 @@ class ArgumentPack {
   template <std::size_t N>
   void lay_out(const Layout<N>& layout) noexcept {
     static_assert(N <= inline_slots);
+    // The bytes are zero already: nothing was ever appended to an empty pack.
     for (std::size_t i = 0; i < N; ++i) slots_[i] = layout.slots_[i];
-    std::memset(inline_, 0, layout.used_);
     count_ = static_cast<std::uint16_t>(N);
     used_ = layout.used_;
   }
