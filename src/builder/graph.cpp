@@ -175,7 +175,10 @@ void GraphState::log_unlogged() const {
   const auto middle = changes_.begin() + static_cast<std::ptrdiff_t>(logged);
   // Nodes are mostly given their parameters in the order they are declared.
   if (!std::is_sorted(middle, changes_.end(), by_version)) std::sort(middle, changes_.end(), by_version);
-  std::inplace_merge(changes_.begin(), middle, changes_.end(), by_version);
+  // Merged only when they interleave with the log: usually they all come after it.
+  if (middle != changes_.begin() && middle != changes_.end() && by_version(*middle, *(middle - 1))) {
+    std::inplace_merge(changes_.begin(), middle, changes_.end(), by_version);
+  }
   unlogged_from_ = static_cast<NodeId>(node_version_.size());
   unlogged_version_ = 0;
 }
