@@ -29,7 +29,9 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "flowdsl/description.hpp"
@@ -42,8 +44,14 @@ namespace flowdsl {
 struct Plan;
 
 namespace detail {
-/// Declares a node of operation `op` in body `body` of `parent` (no_node: the top level).
-NodeId add_node(GraphState& state, std::string&& name, Operation&& op, NodeId parent, std::uint32_t body);
+/// A node just declared, and its operation to make.
+struct NewNode {
+  NodeId id;
+  Operation& op;
+};
+/// Declares a node in body `body` of `parent` (no_node: the top level) whose operation is the
+/// default one (the first kind's), for the caller to make in place.
+NewNode add_node(GraphState& state, std::string&& name, NodeId parent, std::uint32_t body);
 /// The node named `name` in body `body` of `parent`, or no_node.
 NodeId find_node(const GraphState& state, std::string_view name, NodeId parent, std::uint32_t body);
 /// Makes room for `nodes` more nodes and `edges` more edges (a reader that knows its counts).
@@ -70,8 +78,27 @@ class Builder {
   /// extra...)`. The kinds' declaring calls use this; applications call those.
   template <class Handle, class Op, class... Extra>
   Handle add(std::string name, Op&& op, Extra&&... extra) {
-    const NodeId id = detail::add_node(state(), std::move(name), Operation(std::forward<Op>(op)), parent(), body());
-    return Handle(&state(), id, std::forward<Extra>(extra)...);
+    using Kind = std::decay_t<Op>;
+    if constexpr (std::is_nothrow_constructible_v<Kind, Op&&>) {
+      const detail::NewNode node = detail::add_node(state(), std::move(name), parent(), body());
+      node.op.template emplace<Kind>(std::forward<Op>(op));
+      return Handle(&state(), node.id, std::forward<Extra>(extra)...);
+    } else {
+      // Copied before the node is declared: a copy that throws must leave no node behind.
+      return add<Handle>(std::move(name), Kind(std::forward<Op>(op)), std::forward<Extra>(extra)...);
+    }
+  }
+
+  /// \brief Declares a node of operation `Op` made in place by `make(Op&)`, which must not
+  /// throw, from a default `Op`; returns its handle as add() does. Spares a large operation
+  /// (a kernel's, with its arguments inside) the moves of add().
+  template <class Handle, class Op, class Make, class... Extra>
+  Handle add_in_place(std::string&& name, Make&& make, Extra&&... extra) {
+    static_assert(std::is_nothrow_invocable_v<Make&, Op&>, "flowdsl: add_in_place: make(op) must be noexcept");
+    const detail::NewNode node = detail::add_node(state(), std::move(name), parent(), body());
+    Op* op = std::get_if<Op>(&node.op);
+    make(op != nullptr ? *op : node.op.template emplace<Op>());
+    return Handle(&state(), node.id, std::forward<Extra>(extra)...);
   }
 
   /// \brief Handle to the node declared here with `name`.

@@ -15,6 +15,7 @@
 namespace flowdsl {
 
 class Body;
+class Target;
 
 namespace detail {
 
@@ -22,7 +23,9 @@ namespace detail {
 /// moves of the Graph that owns it.
 class GraphState;
 
-void add_edge(GraphState& state, NodeRef&& from, NodeRef&& to, EdgeKind kind = EdgeKind::full);
+/// Declares an edge between two targets of the body that holds node `beside`.
+/// \throws UsageError for a handle of another graph.
+void add_edge(GraphState& state, const Target& from, const Target& to, NodeId beside, EdgeKind kind = EdgeKind::full);
 /// Resolves `name` among the nodes of the body that holds node `beside`.
 NodeRef resolve(const GraphState& state, NodeId beside, std::string_view name);
 const std::string& node_name(const GraphState& state, NodeId id);
@@ -60,6 +63,7 @@ class Target {
   NodeRef ref(const detail::GraphState& graph, NodeId beside) const;
 
  private:
+  friend void detail::add_edge(detail::GraphState&, const Target&, const Target&, NodeId, EdgeKind);
   const detail::GraphState* state_ = nullptr;
   NodeId id_ = no_node;
   std::string_view name_;
@@ -76,7 +80,7 @@ class NodeHandleBase {
   /// \brief This node runs after every node given (handles or names of the same body).
   template <class... Ts>
   Derived& after(const Ts&... predecessors) {
-    (detail::add_edge(*state_, Target(predecessors).ref(*state_, id_), NodeRef{id_, {}}), ...);
+    (detail::add_edge(*state_, Target(predecessors), Target(*this), id_), ...);
     return self();
   }
   /// \brief Every node given (handles or names of the same body) runs after this one.
@@ -85,12 +89,12 @@ class NodeHandleBase {
   /// (every built-in kernel does).
   template <class T>
   Derived& after(const T& predecessor, Programmatic) {
-    detail::add_edge(*state_, Target(predecessor).ref(*state_, id_), NodeRef{id_, {}}, EdgeKind::programmatic);
+    detail::add_edge(*state_, Target(predecessor), Target(*this), id_, EdgeKind::programmatic);
     return self();
   }
   template <class... Ts>
   Derived& before(const Ts&... successors) {
-    (detail::add_edge(*state_, NodeRef{id_, {}}, Target(successors).ref(*state_, id_)), ...);
+    (detail::add_edge(*state_, Target(*this), Target(successors), id_), ...);
     return self();
   }
   /// \brief Declares that this node reads [ptr, ptr + bytes) (bytes = 0: extent unknown).

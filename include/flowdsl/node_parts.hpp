@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -66,6 +68,18 @@ enum class SlotKind : std::uint8_t { value, pointer, condition };
 /// Up to 8 slots and 64 bytes live inside the pack itself: a typical kernel's arguments sit
 /// next to the rest of its node, which keeps building and updating large graphs cache-friendly.
 class ArgumentPack {
+  struct Slot {
+    std::uint16_t offset;
+    std::uint16_t size;
+    bool bound;
+    SlotKind kind;
+  };
+  struct alignas(16) Chunk {
+    unsigned char bytes[16];
+  };
+  static constexpr std::size_t inline_slots = 8;
+  static constexpr std::size_t inline_chunks = 4;  // 64 bytes
+
  public:
   /// CUDA's limit on the bytes of one kernel's parameters.
   static constexpr std::size_t max_bytes = 32764;
@@ -77,9 +91,60 @@ class ArgumentPack {
   void append(const void* value, std::size_t size, std::size_t align, bool bound = true,
               SlotKind kind = SlotKind::value);
 
+  /// \brief Where append would put each of a fixed list of unbound slots (a typed kernel's
+  /// parameters), worked out once, at compile time, for a new pack to take in one step (lay_out).
+  template <std::size_t N>
+  class Layout {
+   public:
+    struct Spec {
+      std::size_t size;
+      std::size_t align;
+      SlotKind kind;
+    };
+    constexpr explicit Layout(const Spec (&specs)[N]) {
+      std::size_t used = 0;
+      for (std::size_t i = 0; i < N; ++i) {
+        const Spec& s = specs[i];
+        const bool valid = (s.kind == SlotKind::value || s.size == sizeof(std::uint64_t)) && s.align != 0 &&
+                           s.align <= alignof(Chunk) && (s.align & (s.align - 1)) == 0;
+        const std::size_t offset = (used + s.align - 1) & ~(s.align - 1);
+        fits_ = fits_ && valid && i < inline_slots && offset + s.size <= sizeof(Chunk) * inline_chunks;
+        slots_[i] = Slot{static_cast<std::uint16_t>(offset), static_cast<std::uint16_t>(s.size), false, s.kind};
+        used = offset + s.size;
+      }
+      used_ = static_cast<std::uint16_t>(fits_ ? used : 0);
+    }
+    /// Whether lay_out takes it: the slots are valid and fit inside the pack. Others are
+    /// appended one by one, which reports what is wrong with them.
+    constexpr bool fits() const noexcept { return fits_; }
+
+   private:
+    friend class ArgumentPack;
+    Slot slots_[N] = {};
+    std::uint16_t used_ = 0;
+    bool fits_ = true;
+  };
+
+  /// \brief Appends the unbound, zero slots of `layout` to an empty pack, as appending them one
+  /// by one would. `layout.fits()` must hold.
+  template <std::size_t N>
+  void lay_out(const Layout<N>& layout) noexcept {
+    static_assert(N <= inline_slots);
+    // The bytes are zero already: nothing was ever appended to an empty pack.
+    for (std::size_t i = 0; i < N; ++i) slots_[i] = layout.slots_[i];
+    count_ = static_cast<std::uint16_t>(N);
+    used_ = layout.used_;
+  }
+
   /// \brief Overwrites slot `index` with `size` bytes from `value`.
   /// \throws UsageError if the index is out of range or the size differs from the slot's.
-  void set(std::size_t index, const void* value, std::size_t size);
+  void set(std::size_t index, const void* value, std::size_t size) {
+    if (index >= count_) no_slot(index);
+    Slot& s = slot(index);
+    if (size != s.size) wrong_size(index, size);
+    std::memcpy(bytes() + s.offset, value, size);
+    s.bound = true;
+  }
 
   std::size_t size() const noexcept { return count_; }
   /// \brief Address of slot `index` (valid until the next append).
@@ -101,32 +166,57 @@ class ArgumentPack {
   friend bool operator==(const ArgumentPack& a, const ArgumentPack& b);
 
  private:
-  struct Slot {
-    std::uint16_t offset;
-    std::uint16_t size;
-    bool bound;
-    SlotKind kind;
-  };
-  struct alignas(16) Chunk {
-    unsigned char bytes[16];
-  };
-  static constexpr std::size_t inline_slots = 8;
-  static constexpr std::size_t inline_chunks = 4;  // 64 bytes
+  [[noreturn]] void no_slot(std::size_t index) const;
+  [[noreturn]] void wrong_size(std::size_t index, std::size_t size) const;
 
-  const Slot& slot(std::size_t i) const { return i < inline_slots ? slots_[i] : more_slots_[i - inline_slots]; }
-  Slot& slot(std::size_t i) { return i < inline_slots ? slots_[i] : more_slots_[i - inline_slots]; }
-  // Bytes live inline until they outgrow it; then all of them move to heap_.
+  /// What outgrows the pack. Apart, behind one pointer, made on first need: a pack sits in every
+  /// node of a graph, and few kernels need it.
+  struct Overflow {
+    std::vector<Slot> slots;   ///< slots 8 and up
+    std::vector<Chunk> bytes;  ///< all bytes, once more than 64
+  };
+  /// Owns the Overflow; copies copy it.
+  class OverflowPtr {
+   public:
+    OverflowPtr() = default;
+    OverflowPtr(const OverflowPtr& other) : p_(copy(other)) {}
+    OverflowPtr& operator=(const OverflowPtr& other) {
+      if (this != &other) p_ = copy(other);
+      return *this;
+    }
+    OverflowPtr(OverflowPtr&&) noexcept = default;
+    OverflowPtr& operator=(OverflowPtr&&) noexcept = default;
+    ~OverflowPtr() = default;
+
+    Overflow* operator->() const noexcept { return p_.get(); }
+    explicit operator bool() const noexcept { return p_ != nullptr; }
+    Overflow& make() {
+      if (!p_) p_ = std::make_unique<Overflow>();
+      return *p_;
+    }
+
+   private:
+    static std::unique_ptr<Overflow> copy(const OverflowPtr& other) {
+      return other.p_ ? std::make_unique<Overflow>(*other.p_) : nullptr;
+    }
+    std::unique_ptr<Overflow> p_;
+  };
+
+  const Slot& slot(std::size_t i) const { return i < inline_slots ? slots_[i] : more_->slots[i - inline_slots]; }
+  Slot& slot(std::size_t i) { return i < inline_slots ? slots_[i] : more_->slots[i - inline_slots]; }
+  // Bytes live inline until they outgrow it; then all of them move to the overflow.
   const unsigned char* bytes() const {
-    return reinterpret_cast<const unsigned char*>(heap_.empty() ? inline_ : heap_.data());
+    return reinterpret_cast<const unsigned char*>(more_ && !more_->bytes.empty() ? more_->bytes.data() : inline_);
   }
-  unsigned char* bytes() { return reinterpret_cast<unsigned char*>(heap_.empty() ? inline_ : heap_.data()); }
+  unsigned char* bytes() {
+    return reinterpret_cast<unsigned char*>(more_ && !more_->bytes.empty() ? more_->bytes.data() : inline_);
+  }
 
   std::uint16_t count_ = 0;
   std::uint16_t used_ = 0;  ///< bytes in use
   Slot slots_[inline_slots] = {};
+  OverflowPtr more_;
   Chunk inline_[inline_chunks] = {};
-  std::vector<Slot> more_slots_;  ///< slots 8 and up
-  std::vector<Chunk> heap_;       ///< all bytes, once more than 64
 };
 
 /// \brief Kernel parameters computed on the host from a kernel's arguments: values only the host

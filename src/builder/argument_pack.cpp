@@ -24,11 +24,12 @@ void ArgumentPack::append(const void* value, std::size_t size, std::size_t align
   }
   const std::size_t chunks = (end + sizeof(Chunk) - 1) / sizeof(Chunk);
   if (chunks > inline_chunks) {
-    if (heap_.empty()) {
-      heap_.resize(chunks);
-      std::memcpy(heap_.data(), inline_, used_);
+    std::vector<Chunk>& heap = more_.make().bytes;
+    if (heap.empty()) {
+      heap.resize(chunks);
+      std::memcpy(heap.data(), inline_, used_);
     } else {
-      heap_.resize(chunks);
+      heap.resize(chunks);
     }
   }
   std::memcpy(bytes() + offset, value, size);
@@ -36,24 +37,20 @@ void ArgumentPack::append(const void* value, std::size_t size, std::size_t align
   if (count_ < inline_slots) {
     slots_[count_] = s;
   } else {
-    more_slots_.push_back(s);
+    more_.make().slots.push_back(s);
   }
   ++count_;
   used_ = static_cast<std::uint16_t>(end);
 }
 
-void ArgumentPack::set(std::size_t index, const void* value, std::size_t size) {
-  if (index >= count_) {
-    throw UsageError("flowdsl: kernel argument " + std::to_string(index) + " does not exist (the kernel takes " +
-                     std::to_string(count_) + ")");
-  }
-  Slot& s = slot(index);
-  if (size != s.size) {
-    throw UsageError("flowdsl: kernel argument " + std::to_string(index) + " takes " + std::to_string(s.size) +
-                     " bytes, not " + std::to_string(size));
-  }
-  std::memcpy(bytes() + s.offset, value, size);
-  s.bound = true;
+void ArgumentPack::no_slot(std::size_t index) const {
+  throw UsageError("flowdsl: kernel argument " + std::to_string(index) + " does not exist (the kernel takes " +
+                   std::to_string(count_) + ")");
+}
+
+void ArgumentPack::wrong_size(std::size_t index, std::size_t size) const {
+  throw UsageError("flowdsl: kernel argument " + std::to_string(index) + " takes " + std::to_string(slot(index).size) +
+                   " bytes, not " + std::to_string(size));
 }
 
 void ArgumentPack::pointers(std::vector<void*>& out) const {

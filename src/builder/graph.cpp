@@ -9,6 +9,8 @@ namespace flowdsl {
 namespace detail {
 namespace {
 
+constexpr std::size_t first_room = 32;  // about 12 KiB of nodes and edges
+
 std::uint64_t next_uid() {
   static std::atomic<std::uint64_t> counter{0};
   return ++counter;
@@ -41,19 +43,40 @@ GraphState::GraphState(const GraphState& other)
       version_(other.version_),
       node_version_(other.node_version_),
       changes_(other.changes_),
+      unlogged_from_(other.unlogged_from_),
+      unlogged_version_(other.unlogged_version_),
       plan_(other.plan_) {}
 
 NodeId GraphState::add_node(std::string&& name, Operation&& op, NodeId parent, std::uint32_t body) {
+  const NewNode node = add_node(std::move(name), parent, body);
+  node.op = std::move(op);
+  return node.id;
+}
+
+NewNode GraphState::add_node(std::string&& name, NodeId parent, std::uint32_t body) {
   const auto id = static_cast<NodeId>(description_.nodes.size());
-  description_.nodes.push_back(Node{std::move(name), std::move(op), {}, parent, body});
+  // Room for a first few nodes and edges at once rather than growing through 1, 2, 4, ... (each
+  // step an allocation and a move of every node so far); a graph reserved by its user keeps its.
+  if (description_.nodes.capacity() == 0) reserve(first_room, first_room);
+  // Made where it stays: a Node is large, and moving it means visiting its operation.
+  Node& node = description_.nodes.emplace_back();
+  node.name = std::move(name);
+  node.parent = parent;
+  node.body = body;
   node_version_.push_back(0);
-  plan_.reset();
-  return id;
+  if (plan_) plan_.reset();
+  return NewNode{id, node.op};
 }
 
 void GraphState::add_edge(NodeRef&& from, NodeRef&& to, EdgeKind kind) {
-  description_.edges.push_back(Edge{std::move(from), std::move(to), kind});
-  plan_.reset();
+  // Made in place, and names moved only when there are some: most ends are ids.
+  Edge& edge = description_.edges.emplace_back();
+  edge.from.id = from.id;
+  if (!from.name.empty()) edge.from.name = std::move(from.name);
+  edge.to.id = to.id;
+  if (!to.name.empty()) edge.to.name = std::move(to.name);
+  edge.kind = kind;
+  if (plan_) plan_.reset();
 }
 
 void GraphState::reserve(std::size_t nodes, std::size_t edges) {
@@ -135,18 +158,6 @@ NodeId GraphState::find(std::string_view name, NodeId parent, std::uint32_t body
   return it == body_names_.end() ? no_node : it->second;
 }
 
-Operation& GraphState::structure(NodeId id) {
-  if (plan_) plan_.reset();
-  return description_.nodes[id].op;
-}
-
-Operation& GraphState::parameters(NodeId id) {
-  node_version_[id] = ++version_;
-  changes_.push_back(Change{version_, id});
-  if (changes_.size() > 2 * description_.nodes.size() + 64) compact_changes();
-  return description_.nodes[id].op;
-}
-
 void GraphState::compact_changes() {
   // Only each node's latest change matters to changes_since(); dropping the others keeps the
   // log within O(nodes) and the order (ascending versions) intact.
@@ -155,7 +166,27 @@ void GraphState::compact_changes() {
                  changes_.end());
 }
 
+void GraphState::log_unlogged() const {
+  const auto by_version = [](const Change& a, const Change& b) { return a.version < b.version; };
+  const std::size_t logged = changes_.size();
+  for (NodeId id = unlogged_from_; id < node_version_.size(); ++id) {
+    if (node_version_[id] != 0) changes_.push_back(Change{node_version_[id], id});
+  }
+  const auto middle = changes_.begin() + static_cast<std::ptrdiff_t>(logged);
+  // Nodes are mostly given their parameters in the order they are declared.
+  if (!std::is_sorted(middle, changes_.end(), by_version)) std::sort(middle, changes_.end(), by_version);
+  // Merged only when they interleave with the log: usually they all come after it.
+  if (middle != changes_.begin() && middle != changes_.end() && by_version(*middle, *(middle - 1))) {
+    std::inplace_merge(changes_.begin(), middle, changes_.end(), by_version);
+  }
+  unlogged_from_ = static_cast<NodeId>(node_version_.size());
+  unlogged_version_ = 0;
+}
+
 void GraphState::changes_since(std::uint64_t version, std::vector<NodeId>& out) const {
+  // The changes left out of the log all predate `version` for the runtime's queries (a version
+  // it read after they were made), which then cost nothing more.
+  if (version < unlogged_version_) log_unlogged();
   auto first = std::upper_bound(changes_.begin(), changes_.end(), version,
                                 [](std::uint64_t v, const Change& c) { return v < c.version; });
   for (; first != changes_.end(); ++first) {
@@ -165,8 +196,12 @@ void GraphState::changes_since(std::uint64_t version, std::vector<NodeId>& out) 
 
 // The free functions node handles and the kinds' factories go through.
 
-void add_edge(GraphState& state, NodeRef&& from, NodeRef&& to, EdgeKind kind) {
-  state.add_edge(std::move(from), std::move(to), kind);
+void add_edge(GraphState& state, const Target& from, const Target& to, NodeId beside, EdgeKind kind) {
+  if (from.state_ == &state && to.state_ == &state) {
+    state.add_edge(from.id_, to.id_, kind);
+  } else {
+    state.add_edge(from.ref(state, beside), to.ref(state, beside), kind);
+  }
 }
 
 NodeRef resolve(const GraphState& state, NodeId beside, std::string_view name) {
@@ -201,8 +236,8 @@ void bind_symbol(GraphState& state, std::uint64_t symbol, NodeId id) { state.bin
 Operation& structure_of(GraphState& state, NodeId id) { return state.structure(id); }
 Operation& parameters_of(GraphState& state, NodeId id) { return state.parameters(id); }
 
-NodeId add_node(GraphState& state, std::string&& name, Operation&& op, NodeId parent, std::uint32_t body) {
-  return state.add_node(std::move(name), std::move(op), parent, body);
+NewNode add_node(GraphState& state, std::string&& name, NodeId parent, std::uint32_t body) {
+  return state.add_node(std::move(name), parent, body);
 }
 
 NodeId find_node(const GraphState& state, std::string_view name, NodeId parent, std::uint32_t body) {

@@ -20,7 +20,18 @@ class GraphState {
   GraphState& operator=(const GraphState&) = delete;
 
   NodeId add_node(std::string&& name, Operation&& op, NodeId parent, std::uint32_t body);
+  /// Declares a node whose operation is the default one (the first kind's), for the caller to
+  /// make in place.
+  NewNode add_node(std::string&& name, NodeId parent, std::uint32_t body);
   void add_edge(NodeRef&& from, NodeRef&& to, EdgeKind kind = EdgeKind::full);
+  /// An edge between two nodes by id: what handles declare, with no name to move.
+  void add_edge(NodeId from, NodeId to, EdgeKind kind) {
+    Edge& edge = description_.edges.emplace_back();
+    edge.from.id = from;
+    edge.to.id = to;
+    edge.kind = kind;
+    if (plan_) plan_.reset();
+  }
   void reserve(std::size_t nodes, std::size_t edges);
   /// Replaces every edge (edge inference); a topology change.
   void set_edges(std::vector<Edge>&& edges);
@@ -40,9 +51,21 @@ class GraphState {
   /// validated with it: the caller drops the plan).
   Node& node(NodeId id) { return description_.nodes[id]; }
   /// Operation of node `id`, for a change of its structure (drops the plan).
-  Operation& structure(NodeId id);
+  Operation& structure(NodeId id) {
+    if (plan_) plan_.reset();
+    return description_.nodes[id].op;
+  }
   /// Operation of node `id`, for a change of its parameters (recorded for the next update).
-  Operation& parameters(NodeId id);
+  Operation& parameters(NodeId id) {
+    node_version_[id] = ++version_;
+    if (id >= unlogged_from_) {
+      unlogged_version_ = version_;
+    } else {
+      changes_.push_back(Change{version_, id});
+      if (changes_.size() > 2 * description_.nodes.size() + 64) compact_changes();
+    }
+    return description_.nodes[id].op;
+  }
 
   const Description& description() const noexcept { return description_; }
   std::shared_ptr<const Plan>& plan() const { return plan_; }
@@ -58,6 +81,7 @@ class GraphState {
     NodeId node;
   };
   void compact_changes();
+  void log_unlogged() const;
   void index_names() const;
 
   Description description_;
@@ -70,7 +94,12 @@ class GraphState {
   std::uint64_t uid_;
   std::uint64_t version_ = 0;                ///< bumped on every parameter change
   std::vector<std::uint64_t> node_version_;  ///< per node: version of its last change
-  std::vector<Change> changes_;              ///< ascending versions; compacted
+  /// Ascending versions; compacted. Changes of the nodes from unlogged_from_ on are not in it
+  /// until a query needs them (log_unlogged): node_version_ holds them, and a graph being
+  /// declared then costs no log entry per node.
+  mutable std::vector<Change> changes_;
+  mutable NodeId unlogged_from_ = 0;
+  mutable std::uint64_t unlogged_version_ = 0;  ///< the latest change not in changes_; 0: none
   mutable std::shared_ptr<const Plan> plan_; ///< derived from the topology; dropped on changes
 };
 

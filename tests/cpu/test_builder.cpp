@@ -181,6 +181,38 @@ TEST_CASE("The change log stays bounded and exact over many changes", "[builder]
   CHECK(changed.empty());
 }
 
+TEST_CASE("Changes made while declaring are reported to any earlier version, in order", "[builder][changes]") {
+  flowdsl::Graph g;
+  float x[1];
+  const std::uint64_t v0 = g.parameter_version();
+  auto a = g.kernel("a", scale).launch(1, 1).args(x, 1.0f, 1);
+  auto b = g.kernel("b", scale).launch(1, 1).args(x, 1.0f, 1);
+  const std::uint64_t v1 = g.parameter_version();
+  a.arg<1>(2.0f);
+  auto c = g.kernel("c", scale).launch(1, 1).args(x, 1.0f, 1);
+  const flowdsl::Graph copy = g;
+
+  std::vector<flowdsl::NodeId> changed;
+  g.changes_since(v1, changed);
+  CHECK(changed == std::vector<flowdsl::NodeId>{a.id(), c.id()});
+  changed.clear();
+  g.changes_since(v0, changed);
+  CHECK(changed == std::vector<flowdsl::NodeId>{b.id(), a.id(), c.id()});
+  changed.clear();
+  copy.changes_since(v0, changed);
+  CHECK(changed == std::vector<flowdsl::NodeId>{b.id(), a.id(), c.id()});
+
+  b.arg<1>(3.0f);
+  auto d = g.kernel("d", scale).launch(1, 1).args(x, 1.0f, 1);
+  a.arg<1>(4.0f);
+  changed.clear();
+  g.changes_since(v0, changed);
+  CHECK(changed == std::vector<flowdsl::NodeId>{c.id(), b.id(), d.id(), a.id()});
+  changed.clear();
+  g.changes_since(g.parameter_version(), changed);
+  CHECK(changed.empty());
+}
+
 TEST_CASE("Parameter changes keep the plan; topology changes replace it", "[builder][plan]") {
   flowdsl::Graph g;
   float x[1];

@@ -72,14 +72,16 @@ class KernelHandleBase : public NodeHandleBase<Derived> {
 
   /// \brief Grid dimensions (blocks). Structure: a change selects another executable.
   Derived& grid(Dim3 grid) {
-    op().launch.grid = grid;
-    op().grid_set = true;
+    KernelOp& o = op();
+    o.launch.grid = grid;
+    o.grid_set = true;
     return this->self();
   }
   /// \brief Block dimensions (threads). Structure.
   Derived& block(Dim3 block) {
-    op().launch.block = block;
-    op().block_set = true;
+    KernelOp& o = op();
+    o.launch.block = block;
+    o.block_set = true;
     return this->self();
   }
   /// \brief Dynamic shared memory per block in bytes. Structure.
@@ -103,8 +105,9 @@ class KernelHandleBase : public NodeHandleBase<Derived> {
   }
   /// \brief Grid, block and dynamic shared memory at once. Structure.
   Derived& launch(Dim3 grid, Dim3 block, std::uint32_t shared_bytes = 0) {
-    op().launch = LaunchShape{grid, block, shared_bytes};
-    op().grid_set = op().block_set = true;
+    KernelOp& o = op();
+    o.launch = LaunchShape{grid, block, shared_bytes};
+    o.grid_set = o.block_set = true;
     return this->self();
   }
 
@@ -212,11 +215,8 @@ class KernelOp::Factory {
   KernelNode<Params...> kernel(std::string name, void (*function)(Params...), std::string kernel_name = {}) {
     static_assert((std::is_trivially_copyable_v<Params> && ...),
                   "flowdsl: kernel parameters must be trivially copyable (CUDA copies them by value)");
-    KernelOp op;
-    op.function = reinterpret_cast<const void*>(function);
-    op.kernel_name = std::move(kernel_name);
-    (append_slot<Params>(op.args), ...);
-    return builder().template add<KernelNode<Params...>>(std::move(name), std::move(op));
+    return declare<KernelNode<Params...>, Params...>(std::move(name), reinterpret_cast<const void*>(function),
+                                                     DerivedParameters{}, std::move(kernel_name));
   }
 
   /// \brief Declares a kernel node launching `function`, whose last parameter is derived from
@@ -260,20 +260,48 @@ class KernelOp::Factory {
   KernelNode<std::tuple_element_t<I, Tuple>...> with_derived(std::string name, const void* function,
                                                              DerivedParameters derived, std::string kernel_name,
                                                              std::index_sequence<I...>) {
-    KernelOp op;
-    op.function = function;
-    op.kernel_name = std::move(kernel_name);
-    op.derived = derived;
-    (append_slot<std::tuple_element_t<I, Tuple>>(op.args), ...);
-    return builder().template add<KernelNode<std::tuple_element_t<I, Tuple>...>>(std::move(name), std::move(op));
+    return declare<KernelNode<std::tuple_element_t<I, Tuple>...>, std::tuple_element_t<I, Tuple>...>(
+        std::move(name), function, derived, std::move(kernel_name));
+  }
+  // A node of a typed kernel taking `Args...` as its arguments. Their slots are laid out at
+  // compile time and the operation made in place, unless they do not fit in the pack (or are
+  // not valid, which append reports).
+  template <class Handle, class... Args>
+  Handle declare(std::string&& name, const void* function, DerivedParameters derived, std::string&& kernel_name) {
+    if constexpr (fits_inline<Args...>()) {
+      return builder().template add_in_place<Handle, KernelOp>(std::move(name), [&](KernelOp& op) noexcept {
+        op.function = function;
+        op.kernel_name = std::move(kernel_name);
+        op.derived = derived;
+        if constexpr (sizeof...(Args) > 0) op.args.lay_out(layout<Args...>);
+      });
+    } else {
+      KernelOp op;
+      op.function = function;
+      op.kernel_name = std::move(kernel_name);
+      op.derived = derived;
+      (append_slot<Args>(op.args), ...);
+      return builder().template add<Handle>(std::move(name), std::move(op));
+    }
+  }
+  template <class T>
+  static constexpr SlotKind slot_kind = std::is_same_v<std::remove_cv_t<T>, Condition> ? SlotKind::condition
+                                        : std::is_pointer_v<T>                          ? SlotKind::pointer
+                                                                                        : SlotKind::value;
+  template <class... Args>
+  static constexpr ArgumentPack::Layout<sizeof...(Args)> layout{{{sizeof(Args), alignof(Args), slot_kind<Args>}...}};
+  template <class... Args>
+  static constexpr bool fits_inline() {
+    if constexpr (sizeof...(Args) == 0) {
+      return true;
+    } else {
+      return layout<Args...>.fits();
+    }
   }
   template <class T>
   static void append_slot(ArgumentPack& pack) {
     const T zero{};
-    constexpr SlotKind kind = std::is_same_v<std::remove_cv_t<T>, Condition> ? SlotKind::condition
-                              : std::is_pointer_v<T>                          ? SlotKind::pointer
-                                                                              : SlotKind::value;
-    pack.append(&zero, sizeof(T), alignof(T), /*bound=*/false, kind);
+    pack.append(&zero, sizeof(T), alignof(T), /*bound=*/false, slot_kind<T>);
   }
 };
 
