@@ -242,48 +242,51 @@ bool run_shape(const Shape& s, const Settings& set) {
     const std::unique_ptr<flowdsl::Backend> backend = flowdsl::make_cuda_backend();
     std::vector<double> backend_inst, raw_adds_inst;
     for (int rep = 0; rep < set.build_reps; ++rep) {
-      r.zero();
-      double t0 = 0, t1 = 0, t2 = 0, t3 = 0;
-      {
-        t0 = bench::now_us();
-        RawGraph raw(s, r);
-        t1 = bench::now_us();
-        raw.instantiate(r.main());
-        CHECK_CUDA(cudaGraphLaunch(raw.exec, r.main()));
-        t2 = bench::now_us();
-        CHECK_CUDA(cudaStreamSynchronize(r.main()));
-        t3 = bench::now_us();
+      // Raw and flowdsl take turns going first. Each destroys what it made (graph, executable)
+      // before the other starts, so each starts with no executable alive and one just destroyed.
+      for (int turn = 0; turn < 2; ++turn) {
+        double t0 = 0, t1 = 0, t2 = 0, t3 = 0;
+        r.zero();
+        if ((turn + rep) % 2 == 0) {
+          {
+            t0 = bench::now_us();
+            RawGraph raw(s, r);
+            t1 = bench::now_us();
+            raw.instantiate(r.main());
+            CHECK_CUDA(cudaGraphLaunch(raw.exec, r.main()));
+            t2 = bench::now_us();
+            CHECK_CUDA(cudaStreamSynchronize(r.main()));
+            t3 = bench::now_us();
+          }
+          raw_build.push_back(t1 - t0);
+          raw_inst.push_back(t2 - t1);
+          raw_first.push_back(t3 - t2);
+          ok = ok && verify(s, r, 1, "raw");
+        } else {
+          // A runtime that has launched before: device limits and kernel attributes are known.
+          {
+            t0 = bench::now_us();
+            FlowGraph flow(s, r);
+            t1 = bench::now_us();
+            (void)flow.graph.plan();
+            const double t_lower = bench::now_us();
+            build_runtime.launch(flow.graph, r.main());
+            t2 = bench::now_us();
+            CHECK_CUDA(cudaStreamSynchronize(r.main()));
+            t3 = bench::now_us();
+            flow_build.push_back(t1 - t0);
+            flow_lower.push_back(t_lower - t1);
+            flow_inst.push_back(t2 - t_lower);
+            flow_first.push_back(t3 - t2);
+          }
+          ok = ok && verify(s, r, 1, "flowdsl");
+          build_runtime.clear();  // its executable goes now, as raw's does at the end of its turn
+        }
       }
-      raw_build.push_back(t1 - t0);
-      raw_inst.push_back(t2 - t1);
-      raw_first.push_back(t3 - t2);
-      ok = ok && verify(s, r, 1, "raw");
-
-      // A runtime that has launched before: device limits and kernel attributes are known. Its
-      // previous executable is dropped before the device is drained, as raw's is.
-      build_runtime.clear();
-      r.zero();
-      {
-        t0 = bench::now_us();
-        FlowGraph flow(s, r);
-        t1 = bench::now_us();
-        (void)flow.graph.plan();
-        const double t_lower = bench::now_us();
-        build_runtime.launch(flow.graph, r.main());
-        t2 = bench::now_us();
-        CHECK_CUDA(cudaStreamSynchronize(r.main()));
-        t3 = bench::now_us();
-        flow_build.push_back(t1 - t0);
-        flow_lower.push_back(t_lower - t1);
-        flow_inst.push_back(t2 - t_lower);
-        flow_first.push_back(t3 - t2);
-      }
-      ok = ok && verify(s, r, 1, "flowdsl");
 
       // The backend alone (emission + instantiation + upload, no cache): where flowdsl's
       // instantiation time goes, against raw's adds + instantiation (no launch) timed beside it,
       // in alternating order, with nothing else alive.
-      build_runtime.clear();
       for (int turn = 0; turn < 2; ++turn) {
         if ((turn + rep) % 2 == 0) {
           FlowGraph flow(s, r);
@@ -306,21 +309,21 @@ bool run_shape(const Shape& s, const Settings& set) {
       }
 
       r.zero();
-      t0 = bench::now_us();
+      const double t0 = bench::now_us();
       cudaGraph_t captured = nullptr;
       CHECK_CUDA(cudaStreamBeginCapture(r.main(), cudaStreamCaptureModeThreadLocal));
       launch_on_streams(s, r);
       CHECK_CUDA(cudaStreamEndCapture(r.main(), &captured));
-      t1 = bench::now_us();
+      const double t1 = bench::now_us();
       cudaGraphExec_t exec = nullptr;
       cudaGraphInstantiateParams ip{};
       ip.flags = cudaGraphInstantiateFlagUpload;
       ip.uploadStream = r.main();
       CHECK_CUDA(cudaGraphInstantiateWithParams(&exec, captured, &ip));
       CHECK_CUDA(cudaGraphLaunch(exec, r.main()));
-      t2 = bench::now_us();
+      const double t2 = bench::now_us();
       CHECK_CUDA(cudaStreamSynchronize(r.main()));
-      t3 = bench::now_us();
+      const double t3 = bench::now_us();
       cap_build.push_back(t1 - t0);
       cap_inst.push_back(t2 - t1);
       cap_first.push_back(t3 - t2);

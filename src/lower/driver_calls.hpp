@@ -17,12 +17,24 @@ namespace flowdsl::lowering {
 struct DriverCalls {
   PFN_cuGraphAddKernelNode_v12000 add_kernel_node = nullptr;
   PFN_cuGraphExecKernelNodeSetParams_v12000 exec_kernel_node_set_params = nullptr;
-  /// Whether both calls were found; otherwise callers use the runtime's.
-  bool available() const noexcept { return add_kernel_node != nullptr && exec_kernel_node_set_params != nullptr; }
+  PFN_cuCtxGetCurrent_v4000 ctx_get_current = nullptr;
+  /// Whether every call was found; otherwise callers use the runtime's.
+  bool available() const noexcept {
+    return add_kernel_node != nullptr && exec_kernel_node_set_params != nullptr && ctx_get_current != nullptr;
+  }
 };
 
 /// The calls, looked up on first use (thread-safe); members stay null when the driver lacks one.
 const DriverCalls& driver_calls();
+
+/// The driver context current on this thread; null when there is none or the calls are unavailable.
+///
+/// A driver handle belongs to one context, and the driver's calls act on the calling thread's
+/// current context, which the runtime makes current only when a thread first makes a runtime
+/// call. So a driver call is made only where the handle's context is current (a thread whose
+/// first CUDA call would be an update has none yet: the driver crashed there, on the H200,
+/// 2026-12-01); elsewhere the runtime's call binds the context and does the work.
+CUcontext current_context() noexcept;
 
 /// A driver status as the runtime's: CUDA numbers the errors of these calls alike in both APIs
 /// (CUDA_ERROR_INVALID_VALUE is cudaErrorInvalidValue, ..._GRAPH_EXEC_UPDATE_FAILURE is

@@ -3,13 +3,17 @@
 
 #include <algorithm>
 
+#include "driver_calls.hpp"
+
 namespace flowdsl::lowering {
 namespace {
 
 class Emitter {
  public:
   Emitter(const Description& d, const Plan& plan, const DeviceContext& device, Emitted& out)
-      : d_(d), plan_(plan), device_(device), out_(out), symbols_(d, plan, out.values) {}
+      : d_(d), plan_(plan), device_(device), out_(out), context_(current_context()), symbols_(d, plan, out.values) {
+    out.context = context_;
+  }
 
   void steps(const std::vector<PlanStep>& steps, cudaGraph_t graph) {
     // Native values made before the body's nodes: kernels may take them (a conditional's
@@ -60,15 +64,16 @@ class Emitter {
  private:
   std::string native_path(const PlanStep& step) const { return node_path(d_, step.node); }
 
-  // The driver's handle of a kernel node's function, learnt by check_device; null for other
-  // kinds. Consecutive kernels mostly share a function, so the last lookup is kept.
+  // The driver's handle of a kernel node's function, learnt by check_device, where its context
+  // is this thread's (driver_calls.hpp); null for other kinds. Consecutive kernels mostly share
+  // a function, so the last lookup is kept.
   cudaFunction_t function(const Operation& op) {
     const auto* kernel = std::get_if<KernelOp>(&op);
-    if (kernel == nullptr) return nullptr;
+    if (kernel == nullptr || context_ == nullptr) return nullptr;
     if (kernel->function != last_function_) {
       const auto it = device_.kernels.find(kernel->function);
       last_function_ = kernel->function;
-      last_handle_ = it == device_.kernels.end() ? nullptr : it->second.handle;
+      last_handle_ = it != device_.kernels.end() && it->second.context == context_ ? it->second.handle : nullptr;
     }
     return last_handle_;
   }
@@ -77,6 +82,7 @@ class Emitter {
   const Plan& plan_;
   const DeviceContext& device_;
   Emitted& out_;
+  const CUcontext context_;  // current on this thread while it emits
   const void* last_function_ = nullptr;
   cudaFunction_t last_handle_ = nullptr;
   Symbols symbols_;

@@ -16,6 +16,7 @@ struct Emitted {
   /// The driver's handles of kernel nodes' functions, by plan position (null: other kinds, or
   /// the runtime's calls), for updates.
   std::vector<cudaFunction_t> functions;
+  CUcontext context = nullptr;  ///< the driver context those handles belong to
   std::vector<std::uint64_t> values;  ///< native values symbols stand for, by plan position (0: none)
 };
 

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include "flowdsl/cuda_handles.hpp"
@@ -129,6 +130,7 @@ struct DeviceContext {
     /// The driver's handle of the function in this device's context (cudaGetFuncBySymbol),
     /// for the driver calls of emission and updates; null where it could not be had.
     cudaFunction_t handle = nullptr;
+    CUcontext context = nullptr;  ///< the context `handle` belongs to
   };
   std::unordered_map<const void*, KernelAttributes> kernels;
 };

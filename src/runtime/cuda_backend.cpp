@@ -4,6 +4,7 @@
 
 #include "flowdsl/runtime.hpp"
 #include "log_internal.hpp"
+#include "lower/driver_calls.hpp"
 #include "lower/emit.hpp"
 #include "lower/graph_memory.hpp"
 
@@ -17,6 +18,7 @@ class CudaExecutable final : public Executable {
       : graph_(std::move(emitted.graph)),
         nodes_(std::move(emitted.nodes)),
         functions_(std::move(emitted.functions)),
+        context_(emitted.context),
         values_(std::move(emitted.values)),
         unfreed_(std::move(unfreed)),
         exec_(std::move(exec)) {}
@@ -27,8 +29,10 @@ class CudaExecutable final : public Executable {
 
   std::optional<std::string> update(const Description& d, const Plan& plan, NodeId id) override {
     const std::uint32_t position = plan.position[id];
-    const lowering::UpdateStatus status =
-        lowering::update(d, plan, id, exec_.get(), nodes_[position], functions_[position], values_);
+    // The driver's call only where the handles' context is this thread's (driver_calls.hpp).
+    cudaFunction_t function = functions_[position];
+    if (function != nullptr && lowering::current_context() != context_) function = nullptr;
+    const lowering::UpdateStatus status = lowering::update(d, plan, id, exec_.get(), nodes_[position], function, values_);
     if (status.code == cudaSuccess) return std::nullopt;
     (void)cudaGetLastError();
     if (status.reason != nullptr) return std::string(status.reason);
@@ -81,6 +85,7 @@ class CudaExecutable final : public Executable {
   NativeGraph graph_;  // kept: per-node updates name nodes of the graph the executable came from
   std::vector<cudaGraphNode_t> nodes_;  // by plan position
   std::vector<cudaFunction_t> functions_;  // kernels' driver handles, by plan position
+  CUcontext context_;                      // the context they belong to
   std::vector<std::uint64_t> values_;   // what symbols stand for, by plan position
   std::vector<void*> unfreed_;          // graph memory no free node releases
   EventHandle last_launch_;  // recorded after each launch when unfreed_ is not empty, or when marked

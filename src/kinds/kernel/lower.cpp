@@ -282,10 +282,13 @@ void check_device(const KernelOp& op, NodeCheck& diag, DeviceContext& device) {
   if (added) {
     it->second.status = cudaFuncGetAttributes(&it->second.attributes, op.function);
     if (it->second.status != cudaSuccess) (void)cudaGetLastError();
-    if (it->second.status == cudaSuccess && driver_calls().available() &&
-        cudaGetFuncBySymbol(&it->second.handle, op.function) != cudaSuccess) {
-      (void)cudaGetLastError();  // the runtime's calls will do
-      it->second.handle = nullptr;
+    if (it->second.status == cudaSuccess && driver_calls().available()) {
+      if (cudaGetFuncBySymbol(&it->second.handle, op.function) == cudaSuccess) {
+        it->second.context = current_context();
+      } else {
+        (void)cudaGetLastError();  // the runtime's calls will do
+        it->second.handle = nullptr;
+      }
     }
   }
   if (it->second.status != cudaSuccess) {
