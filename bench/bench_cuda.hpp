@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include "flowdsl/cuda_handles.hpp"
@@ -19,6 +20,16 @@
       std::fprintf(stderr, "%s:%d %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(status_)); \
       std::exit(1);                                                                                        \
     }                                                                                                      \
+  } while (0)
+
+/// The same for a driver call (a CUresult).
+#define CHECK_CU(call)                                                                                    \
+  do {                                                                                                    \
+    const CUresult status_ = (call);                                                                      \
+    if (status_ != CUDA_SUCCESS) {                                                                        \
+      std::fprintf(stderr, "%s:%d %s failed: CUresult %d\n", __FILE__, __LINE__, #call, int(status_));     \
+      std::exit(1);                                                                                       \
+    }                                                                                                     \
   } while (0)
 
 namespace bench {

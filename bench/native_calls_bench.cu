@@ -20,15 +20,6 @@ constexpr int threads = 32;
 
 __global__ void tiny(float* slot, float value) { slot[threadIdx.x] += value; }
 
-#define CHECK_CU(call)                                                                        \
-  do {                                                                                        \
-    const CUresult status_ = (call);                                                          \
-    if (status_ != CUDA_SUCCESS) {                                                            \
-      std::fprintf(stderr, "%s:%d %s failed: %d\n", __FILE__, __LINE__, #call, int(status_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
-
 template <class Pfn>
 Pfn driver_call(const char* name) {
   void* found = nullptr;

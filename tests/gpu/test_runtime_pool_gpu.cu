@@ -198,6 +198,57 @@ TEST_CASE("A rebuilt graph updates exactly the nodes whose arguments differ, wit
   CHECK(s.reinstantiations == 0);
 }
 
+// A new thread has no CUDA context current until its first runtime call, and the driver's update
+// call acts on the current context: here the update is the thread's first CUDA call (it crashed
+// inside the driver before updates checked the context, driver_calls.hpp).
+TEST_CASE("A thread whose first CUDA call is a launch that updates an executable computes correct results",
+          "[gpu][value-diff]") {
+  FanBuffers buf;
+  std::vector<float> a(width), b(width);
+  for (int i = 0; i < width; ++i) {
+    a[static_cast<std::size_t>(i)] = 0.5f + static_cast<float>(i);
+    b[static_cast<std::size_t>(i)] = 3.0f - static_cast<float>(i);
+  }
+  std::vector<float> a2 = a, b2 = b;
+  a2[2] = -1.5f;
+  a2[17] = 4.0f;
+  b2[9] = 42.0f;
+
+  auto stream = flowdsl::make_stream();
+  flowdsl::Runtime rt;
+  {
+    const auto input = random_floats(n, 11);
+    buf.h_x.assign(input);
+    buf.h_out.poison();
+    const flowdsl::Graph g = fan(buf, a, b);
+    CHECK(rt.launch(g, stream.get()).kind == LaunchKind::instantiated);
+    CUDA_REQUIRE(cudaStreamSynchronize(stream.get()));
+    CHECK(mismatches(buf.h_out.to_vector(), fan_reference(input, a, b)) == 0);
+  }
+
+  const auto input = random_floats(n, 12);
+  flowdsl::LaunchReport report;
+  cudaError_t synced = cudaSuccess;
+  std::string error;
+  std::thread worker([&] {  // no CUDA call before the launch: the update is the first
+    try {
+      buf.h_x.assign(input);
+      buf.h_out.poison();
+      const flowdsl::Graph g = fan(buf, a2, b2);
+      report = rt.launch(g, stream.get());
+      synced = cudaStreamSynchronize(stream.get());
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  worker.join();
+  CHECK(error.empty());
+  CUDA_REQUIRE(synced);
+  CHECK(report.kind == LaunchKind::updated);
+  CHECK(report.nodes_updated == 3);
+  CHECK(mismatches(buf.h_out.to_vector(), fan_reference(input, a2, b2)) == 0);
+}
+
 TEST_CASE("A rebuilt graph with a WHILE runs on the executable's own condition handle", "[gpu][value-diff]") {
   DeviceBuffer<int> counter(1);
   auto stream = flowdsl::make_stream();
