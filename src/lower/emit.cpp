@@ -45,7 +45,7 @@ class Emitter {
                           return owned;
                         },
                         [&](std::uint32_t index, cudaGraph_t body) { this->steps(plan_.bodies[step.bodies[index]], body); },
-                        symbols_, out_.values[plan_.position[step.node]], function(node.op)};
+                        symbols_, out_.values[plan_.position[step.node]], &device_, context_};
       natives.push_back(std::visit([&](const auto& op) { return add_native(op, native); }, node.op));
       out_.nodes[plan_.position[step.node]] = natives.back();
       out_.functions[plan_.position[step.node]] = native.function;
@@ -64,27 +64,11 @@ class Emitter {
  private:
   std::string native_path(const PlanStep& step) const { return node_path(d_, step.node); }
 
-  // The driver's handle of a kernel node's function, learnt by check_device, where its context
-  // is this thread's (driver_calls.hpp); null for other kinds. Consecutive kernels mostly share
-  // a function, so the last lookup is kept.
-  cudaFunction_t function(const Operation& op) {
-    const auto* kernel = std::get_if<KernelOp>(&op);
-    if (kernel == nullptr || context_ == nullptr) return nullptr;
-    if (kernel->function != last_function_) {
-      const auto it = device_.kernels.find(kernel->function);
-      last_function_ = kernel->function;
-      last_handle_ = it != device_.kernels.end() && it->second.context == context_ ? it->second.handle : nullptr;
-    }
-    return last_handle_;
-  }
-
   const Description& d_;
   const Plan& plan_;
   const DeviceContext& device_;
   Emitted& out_;
   const CUcontext context_;  // current on this thread while it emits
-  const void* last_function_ = nullptr;
-  cudaFunction_t last_handle_ = nullptr;
   Symbols symbols_;
 };
 

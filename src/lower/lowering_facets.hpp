@@ -247,8 +247,12 @@ struct NativeNode {
   /// The node's own native value: made by prepare_native before the node's body is emitted,
   /// or set by add_native (graph memory); what its symbol resolves to.
   std::uint64_t& value;
-  /// A kernel node's function as the driver knows it (DeviceContext::KernelAttributes::handle);
-  /// null for other kinds, or to use the runtime's calls.
+  /// What emission learnt of the device (kernels' driver handles), and the driver context current
+  /// on the emitting thread; null (as for an eager node's own graph): the runtime's calls.
+  const DeviceContext* device = nullptr;
+  CUcontext context = nullptr;
+  /// Set by a kernel's add_native: the driver handle it added the node with (null: the runtime's
+  /// call), which the executable keeps for the node's updates.
   cudaFunction_t function = nullptr;
 };
 

@@ -66,6 +66,14 @@ CUDA_KERNEL_NODE_PARAMS driver_params(const cudaKernelNodeParams& p, cudaFunctio
   return d;
 }
 
+// The driver handle check_device learnt for the node's function, where its context is the one
+// current on the emitting thread (driver_calls.hpp); null: the runtime's call.
+cudaFunction_t driver_handle(const KernelOp& op, const NativeNode& node) {
+  if (node.device == nullptr || node.context == nullptr) return nullptr;
+  const auto it = node.device->kernels.find(op.function);
+  return it != node.device->kernels.end() && it->second.context == node.context ? it->second.handle : nullptr;
+}
+
 // The registered kernel of a node: the one it was declared from, else the one registered
 // globally with its function; null when none matches its arguments.
 const KernelInfo* info_of(const KernelOp& op, KernelInfos& kernels) {
@@ -324,6 +332,7 @@ cudaGraphNode_t add_native(const KernelOp& op, NativeNode& node) {
   std::optional<ArgumentPack> resolved;  // made only when some argument holds a symbol
   const cudaKernelNodeParams params = native_params(op, node.symbols, resolved, pointers);
   cudaGraphNode_t native = nullptr;
+  node.function = driver_handle(op, node);
   if (node.function != nullptr) {
     const CUDA_KERNEL_NODE_PARAMS driver = driver_params(params, node.function);
     check(as_runtime_status(driver_calls().add_kernel_node(reinterpret_cast<CUgraphNode*>(&native), node.graph,
