@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "flowdsl/chunked_list.hpp"
 #include "flowdsl/kinds.hpp"
 #include "flowdsl/node_parts.hpp"
 
@@ -42,9 +43,11 @@ struct NamedBuffer {
 
 /// \brief The whole graph as data: the nodes of every body in declaration order, the edges as
 /// declared (both ends of an edge lie in one body), the named buffers and validation options.
+/// Nodes never move once declared (ChunkedList), so a graph of any size declares each node at
+/// the same cost.
 struct Description {
-  std::vector<Node> nodes;
-  std::vector<Edge> edges;
+  ChunkedList<Node> nodes;
+  ChunkedList<Edge> edges;
   std::vector<NamedBuffer> buffers;
   /// The nodes whose native values symbols stand for (symbol::index_of indexes this):
   /// conditional nodes whose condition() was taken, graph memory handed out. Not part of the

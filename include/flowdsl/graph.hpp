@@ -57,7 +57,7 @@ NodeId find_node(const GraphState& state, std::string_view name, NodeId parent, 
 /// Makes room for `nodes` more nodes and `edges` more edges (a reader that knows its counts).
 void reserve(GraphState& state, std::size_t nodes, std::size_t edges);
 /// Replaces every edge (edge inference, flowdsl/hazards.hpp).
-void set_edges(GraphState& state, std::vector<Edge>&& edges);
+void set_edges(GraphState& state, ChunkedList<Edge>&& edges);
 /// A symbol for a node not declared yet (a graph file's alloc named before it is declared); its
 /// entry of Description::symbols is no_node until bind_symbol names the node.
 /// \throws UsageError past symbol::max_symbols
@@ -67,6 +67,9 @@ void bind_symbol(GraphState& state, std::uint64_t symbol, NodeId id);
 /// The plan derived from the current topology, or null when there is none yet (the lowering
 /// library fills it; the builder only drops it when the topology changes).
 std::shared_ptr<const Plan>& plan_slot(const GraphState& state);
+/// The description, shared rather than copied, for a runtime to keep the structure of what it
+/// instantiated: the Graph copies it before changing anything but parameters while it is shared.
+std::shared_ptr<const Description> shared_description(const GraphState& state);
 }  // namespace detail
 
 /// \brief Where nodes are declared: the top level of a Graph, or one body of a node. What the

@@ -9,7 +9,6 @@ namespace flowdsl {
 namespace detail {
 namespace {
 
-constexpr std::size_t first_room = 32;  // about 12 KiB of nodes and edges
 
 std::uint64_t next_uid() {
   static std::atomic<std::uint64_t> counter{0};
@@ -31,10 +30,10 @@ void remap_symbols(Op& op, const F& f) {
 
 }  // namespace
 
-GraphState::GraphState() : uid_(next_uid()) {}
+GraphState::GraphState() : description_(std::make_shared<Description>()), uid_(next_uid()) {}
 
 GraphState::GraphState(const GraphState& other)
-    : description_(other.description_),
+    : description_(std::make_shared<Description>(*other.description_)),
       top_names_(other.top_names_),
       body_names_(other.body_names_),
       names_indexed_(other.names_indexed_),
@@ -54,12 +53,11 @@ NodeId GraphState::add_node(std::string&& name, Operation&& op, NodeId parent, s
 }
 
 NewNode GraphState::add_node(std::string&& name, NodeId parent, std::uint32_t body) {
-  const auto id = static_cast<NodeId>(description_.nodes.size());
-  // Room for a first few nodes and edges at once rather than growing through 1, 2, 4, ... (each
-  // step an allocation and a move of every node so far); a graph reserved by its user keeps its.
-  if (description_.nodes.capacity() == 0) reserve(first_room, first_room);
-  // Made where it stays: a Node is large, and moving it means visiting its operation.
-  Node& node = description_.nodes.emplace_back();
+  Description& d = edit();
+  const auto id = static_cast<NodeId>(d.nodes.size());
+  // Made where it stays (nodes never move): a Node is large, and moving it means visiting its
+  // operation.
+  Node& node = d.nodes.emplace_back();
   node.name = std::move(name);
   node.parent = parent;
   node.body = body;
@@ -70,7 +68,7 @@ NewNode GraphState::add_node(std::string&& name, NodeId parent, std::uint32_t bo
 
 void GraphState::add_edge(NodeRef&& from, NodeRef&& to, EdgeKind kind) {
   // Made in place, and names moved only when there are some: most ends are ids.
-  Edge& edge = description_.edges.emplace_back();
+  Edge& edge = edit().edges.emplace_back();
   edge.from.id = from.id;
   if (!from.name.empty()) edge.from.name = std::move(from.name);
   edge.to.id = to.id;
@@ -80,63 +78,65 @@ void GraphState::add_edge(NodeRef&& from, NodeRef&& to, EdgeKind kind) {
 }
 
 void GraphState::reserve(std::size_t nodes, std::size_t edges) {
-  description_.nodes.reserve(description_.nodes.size() + nodes);
+  Description& d = edit();
+  d.nodes.reserve(d.nodes.size() + nodes);
   node_version_.reserve(node_version_.size() + nodes);
-  description_.edges.reserve(description_.edges.size() + edges);
+  d.edges.reserve(d.edges.size() + edges);
 }
 
-void GraphState::set_edges(std::vector<Edge>&& edges) {
-  description_.edges = std::move(edges);
+void GraphState::set_edges(ChunkedList<Edge>&& edges) {
+  edit().edges = std::move(edges);
   plan_.reset();
 }
 
 void GraphState::add_buffer(NamedBuffer&& buffer) {
-  description_.buffers.push_back(std::move(buffer));
+  edit().buffers.push_back(std::move(buffer));
   plan_.reset();
 }
 
 void GraphState::set_programmatic_edges(bool on) {
-  if (description_.programmatic_edges == on) return;
-  description_.programmatic_edges = on;
+  if (description_->programmatic_edges == on) return;
+  edit().programmatic_edges = on;
   plan_.reset();
 }
 
 void GraphState::set_check_hazards(bool on) {
-  if (description_.check_hazards == on) return;
-  description_.check_hazards = on;
+  if (description_->check_hazards == on) return;
+  edit().check_hazards = on;
   plan_.reset();
 }
 
 std::uint64_t GraphState::symbol(NodeId id) {
-  const auto [it, added] = symbol_index_.emplace(id, static_cast<std::uint32_t>(description_.symbols.size()));
+  const auto [it, added] = symbol_index_.emplace(id, static_cast<std::uint32_t>(description_->symbols.size()));
   if (added) {
-    if (description_.symbols.size() >= symbol::max_symbols) {
+    if (description_->symbols.size() >= symbol::max_symbols) {
       symbol_index_.erase(it);
-      throw UsageError("flowdsl: node '" + node_path(description_, id) + "': a graph holds at most " +
+      throw UsageError("flowdsl: node '" + node_path(*description_, id) + "': a graph holds at most " +
                        std::to_string(symbol::max_symbols) + " conditions and graph allocations");
     }
-    description_.symbols.push_back(id);
+    edit().symbols.push_back(id);
   }
   return symbol::make(it->second);
 }
 
 std::uint64_t GraphState::reserve_symbol() {
-  if (description_.symbols.size() >= symbol::max_symbols) {
+  if (description_->symbols.size() >= symbol::max_symbols) {
     throw UsageError("flowdsl: a graph holds at most " + std::to_string(symbol::max_symbols) +
                      " conditions and graph allocations");
   }
-  description_.symbols.push_back(no_node);
-  return symbol::make(static_cast<std::uint32_t>(description_.symbols.size() - 1));
+  Description& d = edit();
+  d.symbols.push_back(no_node);
+  return symbol::make(static_cast<std::uint32_t>(d.symbols.size() - 1));
 }
 
 void GraphState::bind_symbol(std::uint64_t value, NodeId id) {
   const std::uint32_t index = symbol::index_of(value);
-  description_.symbols[index] = id;
+  edit().symbols[index] = id;
   symbol_index_.emplace(id, index);
 }
 
 void GraphState::index_names() const {
-  const auto& nodes = description_.nodes;
+  const auto& nodes = description_->nodes;
   for (; names_indexed_ < nodes.size(); ++names_indexed_) {
     // emplace keeps the first: duplicates are reported by validation
     const Node& n = nodes[names_indexed_];
@@ -246,9 +246,13 @@ NodeId find_node(const GraphState& state, std::string_view name, NodeId parent, 
 
 std::shared_ptr<const Plan>& plan_slot(const GraphState& state) { return state.plan(); }
 
+std::shared_ptr<const Description> shared_description(const GraphState& state) {
+  return state.shared_description();
+}
+
 void reserve(GraphState& state, std::size_t nodes, std::size_t edges) { state.reserve(nodes, edges); }
 
-void set_edges(GraphState& state, std::vector<Edge>&& edges) { state.set_edges(std::move(edges)); }
+void set_edges(GraphState& state, ChunkedList<Edge>&& edges) { state.set_edges(std::move(edges)); }
 
 void append_graph(GraphState& into, NodeId parent, std::uint32_t body, const Graph& from) {
   const Description& d = from.description();

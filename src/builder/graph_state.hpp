@@ -26,7 +26,7 @@ class GraphState {
   void add_edge(NodeRef&& from, NodeRef&& to, EdgeKind kind = EdgeKind::full);
   /// An edge between two nodes by id: what handles declare, with no name to move.
   void add_edge(NodeId from, NodeId to, EdgeKind kind) {
-    Edge& edge = description_.edges.emplace_back();
+    Edge& edge = edit().edges.emplace_back();
     edge.from.id = from;
     edge.to.id = to;
     edge.kind = kind;
@@ -34,7 +34,7 @@ class GraphState {
   }
   void reserve(std::size_t nodes, std::size_t edges);
   /// Replaces every edge (edge inference); a topology change.
-  void set_edges(std::vector<Edge>&& edges);
+  void set_edges(ChunkedList<Edge>&& edges);
   /// Names a memory range; validation reads it, so the plan is dropped.
   void add_buffer(NamedBuffer&& buffer);
   void set_check_hazards(bool on);
@@ -49,25 +49,30 @@ class GraphState {
   void bind_symbol(std::uint64_t symbol, NodeId id);
   /// Node `id`, for changes of its accesses (not part of the topology or the parameters, but
   /// validated with it: the caller drops the plan).
-  Node& node(NodeId id) { return description_.nodes[id]; }
+  Node& node(NodeId id) { return edit().nodes[id]; }
   /// Operation of node `id`, for a change of its structure (drops the plan).
   Operation& structure(NodeId id) {
     if (plan_) plan_.reset();
-    return description_.nodes[id].op;
+    return edit().nodes[id].op;
   }
   /// Operation of node `id`, for a change of its parameters (recorded for the next update).
+  /// Changed in place even while a runtime shares the description (see shared_description()):
+  /// a runtime reads only the structure of what it shares.
   Operation& parameters(NodeId id) {
     node_version_[id] = ++version_;
     if (id >= unlogged_from_) {
       unlogged_version_ = version_;
     } else {
       changes_.push_back(Change{version_, id});
-      if (changes_.size() > 2 * description_.nodes.size() + 64) compact_changes();
+      if (changes_.size() > 2 * description_->nodes.size() + 64) compact_changes();
     }
-    return description_.nodes[id].op;
+    return description_->nodes[id].op;
   }
 
-  const Description& description() const noexcept { return description_; }
+  const Description& description() const noexcept { return *description_; }
+  /// The description, for a runtime to keep the structure of what it instantiated without a
+  /// copy: a change of anything but parameters copies it first, if it is shared (edit()).
+  std::shared_ptr<const Description> shared_description() const noexcept { return description_; }
   std::shared_ptr<const Plan>& plan() const { return plan_; }
   std::uint64_t uid() const noexcept { return uid_; }
   std::uint64_t parameter_version() const noexcept { return version_; }
@@ -84,7 +89,15 @@ class GraphState {
   void log_unlogged() const;
   void index_names() const;
 
-  Description description_;
+  /// The description to change anything but parameters in: copied first when a runtime shares it.
+  Description& edit() {
+    if (description_.use_count() > 1) description_ = std::make_shared<Description>(*description_);
+    return *description_;
+  }
+
+  /// Never shared with another Graph (a copy of a Graph copies it); shared with runtimes that
+  /// instantiated it, to explain later misses.
+  std::shared_ptr<Description> description_;
   /// First node declared with each name: at the top level, and within each body. Indexed lazily
   /// (up to names_indexed_) on the first lookup by name, so graphs wired by handles never pay.
   mutable std::unordered_map<std::string, NodeId> top_names_;

@@ -463,7 +463,7 @@ EdgeInference infer_edges(Graph& graph) {
     const Node& beside = d.nodes[other.id];
     return detail::find_node(graph.state(), ref.name, beside.parent, beside.body);
   };
-  std::vector<Edge> edges;
+  ChunkedList<Edge> edges;
   std::unordered_set<std::uint64_t> written;
   for (const Edge& e : d.edges) {
     const NodeId from = resolve(e.from, e.to), to = resolve(e.to, e.from);
