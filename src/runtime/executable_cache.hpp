@@ -72,7 +72,8 @@ struct Pool {
   std::uint64_t owner = 0;               ///< graph memory: the Graph the executables belong to; else 0
   /// What was instantiated, kept to explain misses of other topologies: summarised only when a
   /// miss is explained (a summary formats every node's structure as text, which a miss that
-  /// nobody asks about should not pay for).
+  /// nobody asks about should not pay for). Shared with the Graph that missed: its parameters may
+  /// have changed since, its structure has not (the Graph copies it before a structural change).
   std::shared_ptr<const Description> description;
   std::shared_ptr<const Plan> plan;
   StreamKey last_stream;                 ///< of its last launch

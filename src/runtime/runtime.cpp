@@ -189,8 +189,11 @@ std::shared_ptr<detail::Member> Runtime::Impl::instantiate(const Graph& graph, c
     pool = &cache.pool(key);
     pool->node_count = plan.position.size();
     pool->owner = plan.graph_memory ? graph.uid() : 0;
-    pool->description = std::make_shared<const Description>(d);
-    pool->plan = std::make_shared<const Plan>(plan);
+    // Shared with the Graph rather than copied: it copies its description before a structural
+    // change, and a plan is never changed.
+    pool->description = detail::shared_description(graph.state());
+    const std::shared_ptr<const Plan>& slot = detail::plan_slot(graph.state());
+    pool->plan = slot.get() == &plan ? slot : std::make_shared<const Plan>(plan);
     pool->last_stream = where;
   } else {
     ++stats.busy_misses;

@@ -155,6 +155,29 @@ TEST_CASE("Explaining a miss names added and removed nodes, changed edges and ke
   }
 }
 
+TEST_CASE("A cached structure outlives its Graph and stays what was instantiated", "[runtime][explain]") {
+  // The runtime shares the description of the Graph that missed rather than copying it: later
+  // parameter changes write into it, a structural change copies it first, and it outlives the Graph.
+  Record counts;
+  auto rt = make_runtime(counts);
+  {
+    Chain chain;
+    rt.launch(chain.g);
+    chain.b.args(x, 5.0f, 7);  // parameters: in place
+    chain.c.grid(4);           // structure: the Graph's own copy from here on
+    CHECK(rt.explain(chain.g).differences == std::vector<std::string>{"node 'c': grid 1x1x1 -> 4x1x1"});
+  }
+  Chain other;
+  other.b.grid(64);
+  const auto e = rt.explain(other.g);
+  CHECK(e.closest_equal_nodes == 2);
+  CHECK(e.differences == std::vector<std::string>{"node 'b': grid 1x1x1 -> 64x1x1"});
+  other.b.grid(1);
+  // The executable holds the values it was made with (1, 2 for b), not those written later into
+  // the shared description: this Graph's equal values make a hit.
+  CHECK(rt.launch(other.g).kind == flowdsl::LaunchKind::hit);
+}
+
 TEST_CASE("Explaining changes neither the cache's order nor its statistics", "[runtime][explain]") {
   Record counts;
   auto rt = make_runtime(counts, /*capacity=*/2);
