@@ -123,6 +123,11 @@ struct DeviceLimits {
 /// The device and what emission has learnt about it: kernel attributes are read once per
 /// function for the life of the backend that owns this, not once per node or per emission.
 struct DeviceContext {
+  DeviceContext() = default;
+  // Copies would remember an entry of the other's table.
+  DeviceContext(const DeviceContext&) = delete;
+  DeviceContext& operator=(const DeviceContext&) = delete;
+
   DeviceLimits limits;
   struct KernelAttributes {
     cudaError_t status;
@@ -132,7 +137,29 @@ struct DeviceContext {
     cudaFunction_t handle = nullptr;
     CUcontext context = nullptr;  ///< the context `handle` belongs to
   };
-  std::unordered_map<const void*, KernelAttributes> kernels;
+  /// The entry of `function`, and whether it was made just now (empty, for the caller to fill).
+  /// The last entry found is remembered: a graph's nodes mostly run few kernels, in runs.
+  std::pair<KernelAttributes*, bool> entry(const void* function) {
+    if (function == recent_function_ && recent_ != nullptr) return {recent_, false};
+    const auto [it, added] = kernels_.try_emplace(function);
+    recent_function_ = function;
+    recent_ = &it->second;  // elements of an unordered_map never move
+    return {recent_, added};
+  }
+  /// The entry of `function`, or null.
+  const KernelAttributes* find(const void* function) const {
+    if (function == recent_function_ && recent_ != nullptr) return recent_;
+    const auto it = kernels_.find(function);
+    if (it == kernels_.end()) return nullptr;
+    recent_function_ = function;
+    recent_ = const_cast<KernelAttributes*>(&it->second);
+    return recent_;
+  }
+
+ private:
+  std::unordered_map<const void*, KernelAttributes> kernels_;
+  mutable const void* recent_function_ = nullptr;
+  mutable KernelAttributes* recent_ = nullptr;
 };
 
 /// The native values symbols stand for (conditional handles, graph memory addresses) in one

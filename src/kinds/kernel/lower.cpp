@@ -70,8 +70,8 @@ CUDA_KERNEL_NODE_PARAMS driver_params(const cudaKernelNodeParams& p, cudaFunctio
 // current on the emitting thread (driver_calls.hpp); null: the runtime's call.
 cudaFunction_t driver_handle(const KernelOp& op, const NativeNode& node) {
   if (node.device == nullptr || node.context == nullptr) return nullptr;
-  const auto it = node.device->kernels.find(op.function);
-  return it != node.device->kernels.end() && it->second.context == node.context ? it->second.handle : nullptr;
+  const DeviceContext::KernelAttributes* known = node.device->find(op.function);
+  return known != nullptr && known->context == node.context ? known->handle : nullptr;
 }
 
 // The registered kernel of a node: the one it was declared from, else the one registered
@@ -286,25 +286,25 @@ void describe_structure(const KernelOp& op, std::vector<StructureField>& out) {
 void check_device(const KernelOp& op, NodeCheck& diag, DeviceContext& device) {
   if (op.function == nullptr) return;  // reported by validation
   const DeviceLimits& limits = device.limits;
-  auto [it, added] = device.kernels.try_emplace(op.function);
+  const auto [known, added] = device.entry(op.function);
   if (added) {
-    it->second.status = cudaFuncGetAttributes(&it->second.attributes, op.function);
-    if (it->second.status != cudaSuccess) (void)cudaGetLastError();
-    if (it->second.status == cudaSuccess && driver_calls().available()) {
-      if (cudaGetFuncBySymbol(&it->second.handle, op.function) == cudaSuccess) {
-        it->second.context = current_context();
+    known->status = cudaFuncGetAttributes(&known->attributes, op.function);
+    if (known->status != cudaSuccess) (void)cudaGetLastError();
+    if (known->status == cudaSuccess && driver_calls().available()) {
+      if (cudaGetFuncBySymbol(&known->handle, op.function) == cudaSuccess) {
+        known->context = current_context();
       } else {
         (void)cudaGetLastError();  // the runtime's calls will do
-        it->second.handle = nullptr;
+        known->handle = nullptr;
       }
     }
   }
-  if (it->second.status != cudaSuccess) {
+  if (known->status != cudaSuccess) {
     diag.report(std::string("the function is not a kernel loadable on device ") + std::to_string(limits.device) +
-                          " (" + cudaGetErrorName(it->second.status) + ")");
+                          " (" + cudaGetErrorName(known->status) + ")");
     return;
   }
-  const cudaFuncAttributes& attr = it->second.attributes;
+  const cudaFuncAttributes& attr = known->attributes;
   const std::size_t shared = std::size_t{op.launch.shared_bytes} + attr.sharedSizeBytes;
   if (shared > limits.shared_optin) {
     diag.report("dynamic shared memory of " + std::to_string(op.launch.shared_bytes) + " bytes (+" +
