@@ -45,10 +45,13 @@ ResolvedEdges resolve_edges(const Description& description, Diagnostics& diag);
 /// the order that body alone would get.
 std::vector<NodeId> topological_order(const ResolvedEdges& edges, std::size_t count);
 
-/// Resolved edges and the topological order of a description.
+/// Resolved edges and the topological order of a description, with what validation learnt of
+/// its nodes on its walk over them (so that lowering needs no walk of its own).
 struct Ordering {
   ResolvedEdges edges;
   std::vector<NodeId> order;
+  bool nested = false;        ///< some node holds bodies
+  bool graph_memory = false;  ///< some node allocates or frees graph memory (is_graph_memory)
 };
 
 /// Reports every pair of nodes of one body that touch overlapping bytes, one of them writing,

@@ -119,18 +119,10 @@ Plan lower(const Description& d) {
   lowering::Diagnostics diag(problems);
   const lowering::Ordering ordering = lowering::validate(d, diag);
   if (!problems.empty()) throw ValidationError(std::move(problems));
-  bool nested = false, graph_memory = false;
-  for (const Node& n : d.nodes) {
-    std::visit(
-        [&](const auto& op) {
-          nested = nested || bodies_of(op) != 0;
-          graph_memory = graph_memory || is_graph_memory<std::decay_t<decltype(op)>>;
-        },
-        n.op);
-  }
-  Plan plan = nested ? PlanBuilder(d, ordering.edges, ordering.order).build() : flat_plan(ordering.edges, ordering.order);
+  Plan plan = ordering.nested ? PlanBuilder(d, ordering.edges, ordering.order).build()
+                              : flat_plan(ordering.edges, ordering.order);
   plan.topology_hash = topology_hash(d, plan);
-  plan.graph_memory = graph_memory;
+  plan.graph_memory = ordering.graph_memory;
   FLOWDSL_DEBUG("lower {} nodes, {} edges: topology {:016x}", d.nodes.size(), d.edges.size(), plan.topology_hash);
   return plan;
 }

@@ -324,7 +324,6 @@ Ordering validate(const Description& d, Diagnostics& diag) {
   }
   check_names(d, diag);
   ordering.edges = resolve_edges(d, diag);
-  bool nested = false;  // any node holding bodies or held by one
   BufferIndex buffers(d);
   KernelInfos kernels;
   // Whether some node declares or implies an access: in a graph where none does, the hazard check
@@ -337,14 +336,15 @@ Ordering validate(const Description& d, Diagnostics& diag) {
     std::visit([&](const auto& op) {
       check_structure(op, check);
       check_parameters(op, check);
-      nested = nested || bodies_of(op) != 0;
+      ordering.nested = ordering.nested || bodies_of(op) != 0;
+      ordering.graph_memory = ordering.graph_memory || is_graph_memory<std::decay_t<decltype(op)>>;
       if (d.check_hazards && !accesses) {
         derived_accesses(op, kernels, derived);
         accesses = !derived.empty() || !d.nodes[id].accesses.empty();
       }
     }, d.nodes[id].op);
   }
-  if (nested) {
+  if (ordering.nested) {
     check_bodies(d, diag);
     check_conditionals(d, diag);
   }
@@ -382,6 +382,7 @@ void check_memory_order(const Description& d, const std::vector<NodeId>* nodes, 
   lowering::Ordering ordering;
   ordering.edges = lowering::resolve_edges(d, quiet);
   ordering.order = lowering::topological_order(ordering.edges, d.nodes.size());
+  ordering.graph_memory = true;  // the nodes use an alloc's memory
   if (ordering.order.size() == d.nodes.size()) lowering::check_graph_memory(d, ordering, diag, nodes);
 }
 
