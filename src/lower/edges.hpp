@@ -52,6 +52,8 @@ struct Ordering {
   std::vector<NodeId> order;
   bool nested = false;        ///< some node holds bodies
   bool graph_memory = false;  ///< some node allocates or frees graph memory (is_graph_memory)
+  /// Per node, its structure_hash(); filled only when validate was asked for it.
+  std::vector<std::uint64_t> structure;
 };
 
 /// Reports every pair of nodes of one body that touch overlapping bytes, one of them writing,
@@ -61,7 +63,7 @@ void check_hazards(const Description& description, const Ordering& ordering, Buf
                    Diagnostics& diag);
 
 /// Checks everything validation covers, reporting into `diag`, and returns the ordering
-/// (complete only when nothing was reported).
-Ordering validate(const Description& description, Diagnostics& diag);
+/// (complete only when nothing was reported). `structure_hashes`: fill Ordering::structure too.
+Ordering validate(const Description& description, Diagnostics& diag, bool structure_hashes = false);
 
 }  // namespace flowdsl::lowering

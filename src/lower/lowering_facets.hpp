@@ -314,4 +314,15 @@ cudaMemoryType memory_type(const void* ptr);
 FLOWDSL_NODE_KINDS(FLOWDSL_LOWERING_FACETS)
 #undef FLOWDSL_LOWERING_FACETS
 
+/// A node's part of the topology hash as one word: its kind (`kind`, its index in Operation) and
+/// its structure (hash_structure). Validation computes it while it has the node at hand, so that
+/// hashing a plan (plan.cpp) need not visit the nodes again.
+template <class Op>
+std::uint64_t structure_hash(const Op& op, std::size_t kind) {
+  Hasher h;
+  h.add(kind);
+  hash_structure(op, h);
+  return h.finish();
+}
+
 }  // namespace flowdsl::lowering

@@ -94,11 +94,13 @@ Plan flat_plan(const lowering::ResolvedEdges& edges, const std::vector<NodeId>& 
   return plan;
 }
 
-void hash_steps(const Description& d, const Plan& plan, const std::vector<PlanStep>& steps, lowering::Hasher& h) {
+// The words of `steps` (and of their bodies) in the topology hash: per step its node's
+// structure_hash (`structure`, by node id) with its dependency count folded in, its dependencies
+// with their edge kinds, then its bodies.
+void hash_steps(const Plan& plan, const std::vector<PlanStep>& steps, const std::vector<std::uint64_t>& structure,
+                lowering::Hasher& h) {
   for (const PlanStep& step : steps) {
-    const Operation& op = d.nodes[step.node].op;
-    h.add(op.index() | (std::uint64_t{step.deps.size()} << 8));  // kinds are fewer than 256
-    std::visit([&](const auto& o) { lowering::hash_structure(o, h); }, op);
+    h.add(structure[step.node] ^ step.deps.size());
     for (std::uint32_t dep : step.deps) {
       const bool programmatic = !step.programmatic.empty() &&
                                 std::binary_search(step.programmatic.begin(), step.programmatic.end(), dep);
@@ -107,9 +109,16 @@ void hash_steps(const Description& d, const Plan& plan, const std::vector<PlanSt
     }
     for (std::uint32_t body : step.bodies) {
       h.add(plan.bodies[body].size());
-      hash_steps(d, plan, plan.bodies[body], h);
+      hash_steps(plan, plan.bodies[body], structure, h);
     }
   }
+}
+
+std::uint64_t hash_plan(const Plan& plan, const std::vector<std::uint64_t>& structure) {
+  lowering::Hasher h;
+  h.add(plan.steps.size());
+  hash_steps(plan, plan.steps, structure, h);
+  return h.finish();
 }
 
 }  // namespace
@@ -117,21 +126,23 @@ void hash_steps(const Description& d, const Plan& plan, const std::vector<PlanSt
 Plan lower(const Description& d) {
   std::vector<Diagnostic> problems;
   lowering::Diagnostics diag(problems);
-  const lowering::Ordering ordering = lowering::validate(d, diag);
+  const lowering::Ordering ordering = lowering::validate(d, diag, /*structure_hashes=*/true);
   if (!problems.empty()) throw ValidationError(std::move(problems));
   Plan plan = ordering.nested ? PlanBuilder(d, ordering.edges, ordering.order).build()
                               : flat_plan(ordering.edges, ordering.order);
-  plan.topology_hash = topology_hash(d, plan);
+  plan.topology_hash = hash_plan(plan, ordering.structure);
   plan.graph_memory = ordering.graph_memory;
   FLOWDSL_DEBUG("lower {} nodes, {} edges: topology {:016x}", d.nodes.size(), d.edges.size(), plan.topology_hash);
   return plan;
 }
 
 std::uint64_t topology_hash(const Description& d, const Plan& plan) {
-  lowering::Hasher h;
-  h.add(plan.steps.size());
-  hash_steps(d, plan, plan.steps, h);
-  return h.finish();
+  std::vector<std::uint64_t> structure;
+  structure.reserve(d.nodes.size());
+  for (const Node& n : d.nodes) {
+    structure.push_back(std::visit([&](const auto& op) { return lowering::structure_hash(op, n.op.index()); }, n.op));
+  }
+  return hash_plan(plan, structure);
 }
 
 const Plan& Graph::plan() const {

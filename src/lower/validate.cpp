@@ -316,7 +316,7 @@ void check_conditionals(const Description& d, Diagnostics& diag) {
 
 }  // namespace
 
-Ordering validate(const Description& d, Diagnostics& diag) {
+Ordering validate(const Description& d, Diagnostics& diag, bool structure_hashes) {
   Ordering ordering;
   if (d.nodes.empty()) {
     diag.add({}, "graph is empty: declare at least one node");
@@ -331,6 +331,7 @@ Ordering validate(const Description& d, Diagnostics& diag) {
   // check derives them all again then), rather than on a walk of the check's own.
   bool accesses = false;
   std::vector<Access> derived;  // stays empty until accesses is true
+  if (structure_hashes) ordering.structure.reserve(d.nodes.size());
   for (NodeId id = 0; id < d.nodes.size(); ++id) {
     NodeCheck check(d, id, diag, buffers, kernels);
     std::visit([&](const auto& op) {
@@ -338,6 +339,7 @@ Ordering validate(const Description& d, Diagnostics& diag) {
       check_parameters(op, check);
       ordering.nested = ordering.nested || bodies_of(op) != 0;
       ordering.graph_memory = ordering.graph_memory || is_graph_memory<std::decay_t<decltype(op)>>;
+      if (structure_hashes) ordering.structure.push_back(structure_hash(op, d.nodes[id].op.index()));
       if (d.check_hazards && !accesses) {
         derived_accesses(op, kernels, derived);
         accesses = !derived.empty() || !d.nodes[id].accesses.empty();
