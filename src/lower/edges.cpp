@@ -49,7 +49,7 @@ Adjacency make_adjacency(std::size_t count, const std::vector<std::pair<NodeId, 
 
 }  // namespace
 
-ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag) {
+ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag, bool one_body) {
   const auto count = static_cast<NodeId>(d.nodes.size());
   // Names resolve within the body of the edge's other end (the node the edge was declared on).
   // Most graphs' edges name no node: the tables are made when the first edge does.
@@ -114,7 +114,7 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag) {
       diag.report(d, from, "must run before unknown node " + label(e.to));
     } else if (from == to) {
       diag.report(d, to, "depends on itself");
-    } else if (d.nodes[from].parent != d.nodes[to].parent || d.nodes[from].body != d.nodes[to].body) {
+    } else if (!one_body && (d.nodes[from].parent != d.nodes[to].parent || d.nodes[from].body != d.nodes[to].body)) {
       diag.add({node_path(d, from), node_path(d, to)},
                "edge from '" + node_path(d, from) + "' to '" + node_path(d, to) +
                    "' crosses a body boundary: both ends of an edge must lie in one body");

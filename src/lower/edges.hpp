@@ -37,8 +37,9 @@ struct ResolvedEdges {
 };
 
 /// Resolves names to ids (within the body of the edge's other end); reports edges to unknown
-/// nodes, self-edges and edges between bodies.
-ResolvedEdges resolve_edges(const Description& description, Diagnostics& diag);
+/// nodes, self-edges and edges between bodies. `one_body`: the caller knows every node sits in
+/// one body (no edge can cross one), so edges' ends are not looked up to check it.
+ResolvedEdges resolve_edges(const Description& description, Diagnostics& diag, bool one_body = false);
 
 /// Kahn's algorithm, ready nodes taken in declaration order. Returns fewer than `count` ids
 /// when the edges hold a cycle. Bodies share no edge, so the order restricted to one body is
