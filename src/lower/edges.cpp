@@ -49,28 +49,28 @@ Adjacency make_adjacency(std::size_t count, const std::vector<std::pair<NodeId, 
 
 }  // namespace
 
-ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag) {
+ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag, bool one_body) {
   const auto count = static_cast<NodeId>(d.nodes.size());
   // Names resolve within the body of the edge's other end (the node the edge was declared on).
+  // Most graphs' edges name no node: the tables are made when the first edge does.
   std::unordered_map<std::string_view, NodeId> top_names;
   std::map<std::tuple<NodeId, std::uint32_t, std::string_view>, NodeId> body_names;
-  bool any_name = false, any_programmatic = d.programmatic_edges;
-  for (const Edge& e : d.edges) {  // without branches: most graphs have neither
-    any_name |= (e.from.id == no_node) | (e.to.id == no_node);
-    any_programmatic |= e.kind == EdgeKind::programmatic;
-  }
-  if (any_name) {
-    for (NodeId id = 0; id < count; ++id) {
-      const Node& n = d.nodes[id];
+  bool names_made = false;
+  auto make_names = [&] {
+    NodeId id = 0;
+    for (const Node& n : d.nodes) {
       if (n.parent == no_node) {
         top_names.emplace(n.name, id);
       } else {
         body_names.emplace(std::make_tuple(n.parent, n.body, std::string_view(n.name)), id);
       }
+      ++id;
     }
-  }
+    names_made = true;
+  };
   auto resolve = [&](const NodeRef& ref, NodeId beside) -> NodeId {
     if (ref.id != no_node) return ref.id < count ? ref.id : no_node;
+    if (!names_made) make_names();
     const NodeId parent = beside == no_node ? no_node : d.nodes[beside].parent;
     if (parent == no_node) {
       const auto it = top_names.find(ref.name);
@@ -86,7 +86,10 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag) {
   std::vector<std::pair<NodeId, NodeId>> pairs;  // (to, from)
   bool forward = true;
   pairs.reserve(d.edges.size());
-  std::vector<std::uint64_t> programmatic, full;  // (to << 32 | from), of programmatic edges only
+  // Keys (to << 32 | from) of the programmatic edges, and of the full ones to check them against,
+  // kept once some edge may be programmatic: until then every edge in `pairs` is full.
+  bool any_programmatic = d.programmatic_edges;
+  std::vector<std::uint64_t> programmatic, full;
   // Graph::programmatic_edges: a full edge between two kernels that wait for their producers.
   std::unordered_map<const void*, bool> waits;  // by kernel function
   const auto waits_for_producers = [&](NodeId id) {
@@ -111,11 +114,16 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag) {
       diag.report(d, from, "must run before unknown node " + label(e.to));
     } else if (from == to) {
       diag.report(d, to, "depends on itself");
-    } else if (d.nodes[from].parent != d.nodes[to].parent || d.nodes[from].body != d.nodes[to].body) {
+    } else if (!one_body && (d.nodes[from].parent != d.nodes[to].parent || d.nodes[from].body != d.nodes[to].body)) {
       diag.add({node_path(d, from), node_path(d, to)},
                "edge from '" + node_path(d, from) + "' to '" + node_path(d, to) +
                    "' crosses a body boundary: both ends of an edge must lie in one body");
     } else {
+      if (!any_programmatic && e.kind == EdgeKind::programmatic) {
+        any_programmatic = true;
+        full.reserve(pairs.size());
+        for (const auto& [t, f] : pairs) full.push_back((std::uint64_t{t} << 32) | f);
+      }
       pairs.emplace_back(to, from);
       forward = forward && from < to;
       if (!any_programmatic) continue;

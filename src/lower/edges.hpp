@@ -37,18 +37,24 @@ struct ResolvedEdges {
 };
 
 /// Resolves names to ids (within the body of the edge's other end); reports edges to unknown
-/// nodes, self-edges and edges between bodies.
-ResolvedEdges resolve_edges(const Description& description, Diagnostics& diag);
+/// nodes, self-edges and edges between bodies. `one_body`: the caller knows every node sits in
+/// one body (no edge can cross one), so edges' ends are not looked up to check it.
+ResolvedEdges resolve_edges(const Description& description, Diagnostics& diag, bool one_body = false);
 
 /// Kahn's algorithm, ready nodes taken in declaration order. Returns fewer than `count` ids
 /// when the edges hold a cycle. Bodies share no edge, so the order restricted to one body is
 /// the order that body alone would get.
 std::vector<NodeId> topological_order(const ResolvedEdges& edges, std::size_t count);
 
-/// Resolved edges and the topological order of a description.
+/// Resolved edges and the topological order of a description, with what validation learnt of
+/// its nodes on its walk over them (so that lowering needs no walk of its own).
 struct Ordering {
   ResolvedEdges edges;
   std::vector<NodeId> order;
+  bool nested = false;        ///< some node holds bodies
+  bool graph_memory = false;  ///< some node allocates or frees graph memory (is_graph_memory)
+  /// Per node, its structure_hash(); filled only when validate was asked for it.
+  std::vector<std::uint64_t> structure;
 };
 
 /// Reports every pair of nodes of one body that touch overlapping bytes, one of them writing,
@@ -58,7 +64,7 @@ void check_hazards(const Description& description, const Ordering& ordering, Buf
                    Diagnostics& diag);
 
 /// Checks everything validation covers, reporting into `diag`, and returns the ordering
-/// (complete only when nothing was reported).
-Ordering validate(const Description& description, Diagnostics& diag);
+/// (complete only when nothing was reported). `structure_hashes`: fill Ordering::structure too.
+Ordering validate(const Description& description, Diagnostics& diag, bool structure_hashes = false);
 
 }  // namespace flowdsl::lowering

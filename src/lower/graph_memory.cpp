@@ -244,8 +244,7 @@ class MemoryCheck {
 
 void check_graph_memory(const Description& d, const Ordering& ordering, Diagnostics& diag,
                         const std::vector<NodeId>* only) {
-  const bool any = std::any_of(d.nodes.begin(), d.nodes.end(), [](const Node& n) { return is_graph_memory_op(n.op); });
-  if (any) MemoryCheck(d, ordering, diag).run(only);
+  if (ordering.graph_memory) MemoryCheck(d, ordering, diag).run(only);
 }
 
 bool uses_graph_memory(const Description& d, const std::vector<NodeId>& nodes) {

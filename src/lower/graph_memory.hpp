@@ -18,7 +18,7 @@ namespace flowdsl::lowering {
 /// inside a body counts from the node of the alloc's body that holds it. `only`: the uses of these
 /// nodes alone (an update); null: everything. Needs a complete order; its reachability searches
 /// never pass the later node's position and stop, reporting so, after 32 steps per node and edge
-/// plus 4 Mi.
+/// plus 4 Mi. Checks nothing unless `ordering.graph_memory` says some node allocates or frees.
 void check_graph_memory(const Description& description, const Ordering& ordering, Diagnostics& diag,
                         const std::vector<NodeId>* only = nullptr);
 

@@ -30,6 +30,8 @@ class Diagnostics {
   /// `member`: the parameter the problem is about, as a relative JSON pointer ("args/x").
   void report(const Description& d, NodeId id, const std::string& message, std::string member = {});
   void add(std::vector<std::string> nodes, std::string message);  // message already complete
+  /// Appends problems collected apart (in their order), after those reported so far.
+  void add(std::vector<Diagnostic>&& problems);
   bool empty() const noexcept { return out_.empty(); }
 
  private:
@@ -340,5 +342,16 @@ cudaMemoryType memory_type(const void* ptr);
   bool same_parameters(const Op& wanted, SavedParameters& held, const SymbolMatch&);
 FLOWDSL_NODE_KINDS(FLOWDSL_LOWERING_FACETS)
 #undef FLOWDSL_LOWERING_FACETS
+
+/// A node's part of the topology hash as one word: its kind (`kind`, its index in Operation) and
+/// its structure (hash_structure). Validation computes it while it has the node at hand, so that
+/// hashing a plan (plan.cpp) need not visit the nodes again.
+template <class Op>
+std::uint64_t structure_hash(const Op& op, std::size_t kind) {
+  Hasher h;
+  h.add(kind);
+  hash_structure(op, h);
+  return h.finish();
+}
 
 }  // namespace flowdsl::lowering

@@ -15,15 +15,34 @@ namespace {
 template <class IndexOf>
 void make_step(PlanStep& step, const lowering::ResolvedEdges& edges, NodeId id, IndexOf index_of) {
   step.node = id;
-  step.deps.reserve(edges.predecessors.count(id));
-  for (const NodeId* pred = edges.predecessors.begin(id); pred != edges.predecessors.end(id); ++pred) {
-    step.deps.push_back(index_of(*pred));
-    if (edges.is_programmatic(*pred, id)) step.programmatic.push_back(step.deps.back());
-  }
+  const NodeId* first = edges.predecessors.begin(id);
+  const NodeId* last = edges.predecessors.end(id);
+  step.deps.reserve(static_cast<std::size_t>(last - first));
+  for (const NodeId* pred = first; pred != last; ++pred) step.deps.push_back(index_of(*pred));
   if (step.deps.size() > 1 && !std::is_sorted(step.deps.begin(), step.deps.end())) {
     std::sort(step.deps.begin(), step.deps.end());
   }
+  if (edges.programmatic.empty()) return;  // most graphs
+  for (const NodeId* pred = first; pred != last; ++pred) {
+    if (edges.is_programmatic(*pred, id)) step.programmatic.push_back(index_of(*pred));
+  }
   std::sort(step.programmatic.begin(), step.programmatic.end());
+}
+
+// The words of a step's dependencies when some are programmatic: each with its edge kind.
+void hash_programmatic_deps(const PlanStep& step, lowering::Hasher& h) {
+  for (std::uint32_t dep : step.deps) {
+    const bool programmatic = std::binary_search(step.programmatic.begin(), step.programmatic.end(), dep);
+    h.add((std::uint64_t{dep} << 8) | static_cast<std::uint64_t>(programmatic ? EdgeKind::programmatic : EdgeKind::full));
+  }
+}
+
+// A step's words of the topology hash: its node's structure_hash (`structure`) with its
+// dependency count folded in, then its dependencies with their edge kinds.
+inline void hash_step(const PlanStep& step, std::uint64_t structure, lowering::Hasher& h) {
+  h.add(structure ^ step.deps.size());
+  if (!step.programmatic.empty()) return hash_programmatic_deps(step, h);
+  for (std::uint32_t dep : step.deps) h.add((std::uint64_t{dep} << 8) | static_cast<std::uint64_t>(EdgeKind::full));
 }
 
 // Splits the global order into bodies and numbers every node by position (each step, then its
@@ -82,34 +101,44 @@ class PlanBuilder {
   std::vector<std::vector<NodeId>> members_;
 };
 
-// A graph without bodies: one step per node in order, positions equal to step indices.
-Plan flat_plan(const lowering::ResolvedEdges& edges, const std::vector<NodeId>& order) {
+// A graph without bodies: one step per node in order, positions equal to step indices. Its
+// topology hash is taken as the steps are made (the words hash_plan would add), so that they
+// are not read again.
+Plan flat_plan(const lowering::ResolvedEdges& edges, const std::vector<NodeId>& order,
+               const std::vector<std::uint64_t>& structure) {
   Plan plan;
   plan.position.resize(order.size());
   for (std::uint32_t pos = 0; pos < order.size(); ++pos) plan.position[order[pos]] = pos;
   plan.steps.resize(order.size());
+  lowering::Hasher h;
+  h.add(order.size());
   for (std::uint32_t pos = 0; pos < order.size(); ++pos) {
-    make_step(plan.steps[pos], edges, order[pos], [&](NodeId pred) { return plan.position[pred]; });
+    PlanStep& step = plan.steps[pos];
+    make_step(step, edges, order[pos], [&](NodeId pred) { return plan.position[pred]; });
+    hash_step(step, structure[step.node], h);
   }
+  plan.topology_hash = h.finish();
   return plan;
 }
 
-void hash_steps(const Description& d, const Plan& plan, const std::vector<PlanStep>& steps, lowering::Hasher& h) {
+// The words of `steps` and of their bodies in the topology hash; `structure`: per node id, its
+// structure_hash.
+void hash_steps(const Plan& plan, const std::vector<PlanStep>& steps, const std::vector<std::uint64_t>& structure,
+                lowering::Hasher& h) {
   for (const PlanStep& step : steps) {
-    const Operation& op = d.nodes[step.node].op;
-    h.add(op.index() | (std::uint64_t{step.deps.size()} << 8));  // kinds are fewer than 256
-    std::visit([&](const auto& o) { lowering::hash_structure(o, h); }, op);
-    for (std::uint32_t dep : step.deps) {
-      const bool programmatic = !step.programmatic.empty() &&
-                                std::binary_search(step.programmatic.begin(), step.programmatic.end(), dep);
-      h.add((std::uint64_t{dep} << 8) |
-            static_cast<std::uint64_t>(programmatic ? EdgeKind::programmatic : EdgeKind::full));
-    }
+    hash_step(step, structure[step.node], h);
     for (std::uint32_t body : step.bodies) {
       h.add(plan.bodies[body].size());
-      hash_steps(d, plan, plan.bodies[body], h);
+      hash_steps(plan, plan.bodies[body], structure, h);
     }
   }
+}
+
+std::uint64_t hash_plan(const Plan& plan, const std::vector<std::uint64_t>& structure) {
+  lowering::Hasher h;
+  h.add(plan.steps.size());
+  hash_steps(plan, plan.steps, structure, h);
+  return h.finish();
 }
 
 }  // namespace
@@ -117,29 +146,27 @@ void hash_steps(const Description& d, const Plan& plan, const std::vector<PlanSt
 Plan lower(const Description& d) {
   std::vector<Diagnostic> problems;
   lowering::Diagnostics diag(problems);
-  const lowering::Ordering ordering = lowering::validate(d, diag);
+  const lowering::Ordering ordering = lowering::validate(d, diag, /*structure_hashes=*/true);
   if (!problems.empty()) throw ValidationError(std::move(problems));
-  bool nested = false, graph_memory = false;
-  for (const Node& n : d.nodes) {
-    std::visit(
-        [&](const auto& op) {
-          nested = nested || bodies_of(op) != 0;
-          graph_memory = graph_memory || is_graph_memory<std::decay_t<decltype(op)>>;
-        },
-        n.op);
+  Plan plan;
+  if (ordering.nested) {
+    plan = PlanBuilder(d, ordering.edges, ordering.order).build();
+    plan.topology_hash = hash_plan(plan, ordering.structure);
+  } else {
+    plan = flat_plan(ordering.edges, ordering.order, ordering.structure);
   }
-  Plan plan = nested ? PlanBuilder(d, ordering.edges, ordering.order).build() : flat_plan(ordering.edges, ordering.order);
-  plan.topology_hash = topology_hash(d, plan);
-  plan.graph_memory = graph_memory;
+  plan.graph_memory = ordering.graph_memory;
   FLOWDSL_DEBUG("lower {} nodes, {} edges: topology {:016x}", d.nodes.size(), d.edges.size(), plan.topology_hash);
   return plan;
 }
 
 std::uint64_t topology_hash(const Description& d, const Plan& plan) {
-  lowering::Hasher h;
-  h.add(plan.steps.size());
-  hash_steps(d, plan, plan.steps, h);
-  return h.finish();
+  std::vector<std::uint64_t> structure;
+  structure.reserve(d.nodes.size());
+  for (const Node& n : d.nodes) {
+    structure.push_back(std::visit([&](const auto& op) { return lowering::structure_hash(op, n.op.index()); }, n.op));
+  }
+  return hash_plan(plan, structure);
 }
 
 const Plan& Graph::plan() const {

@@ -67,6 +67,10 @@ void Diagnostics::add(std::vector<std::string> nodes, std::string message) {
   out_.push_back(Diagnostic{std::move(nodes), std::move(message), {}});
 }
 
+void Diagnostics::add(std::vector<Diagnostic>&& problems) {
+  out_.insert(out_.end(), std::make_move_iterator(problems.begin()), std::make_move_iterator(problems.end()));
+}
+
 void check_same_device(NodeCheck& check, const void* ptr, int device, const char* member) {
   const Description& d = check.description();
   if (ptr == nullptr || symbol::is_symbol(reinterpret_cast<std::uintptr_t>(ptr))) return;
@@ -150,57 +154,80 @@ std::uint64_t name_hash(const std::string& name) {
   return h ^ (h >> 32);
 }
 
-void check_names(const Description& d, Diagnostics& diag) {
-  // An open-addressing table of the first node of each (name, body), at most half full: a slot
-  // holds a node id and 32 bits of its hash, so that names are compared only when those match.
-  // Nodes come in id order, so each duplicate finds the first node of its name.
-  const std::size_t count = d.nodes.size();
-  std::size_t capacity = 16;
-  while (capacity < 2 * count) capacity *= 2;
-  const std::size_t mask = capacity - 1;
-  std::vector<std::uint64_t> slots(capacity, ~std::uint64_t{0});  // (hash >> 32) << 32 | id; all ones: free
-  std::vector<std::pair<NodeId, NodeId>> duplicates;                // (first, later)
-  for (NodeId id = 0; id < count; ++id) {
-    const Node& n = d.nodes[id];
+// The first node of each (name, body), to find names declared more than once: an open-addressing
+// table, at most half full, whose slots hold a node id and 32 bits of its hash, so that names are
+// compared only when those match. Nodes are added in id order, so each duplicate finds the first
+// node of its name.
+class NameTable {
+ public:
+  explicit NameTable(std::size_t count) {
+    std::size_t capacity = 16;
+    while (capacity < 2 * count) capacity *= 2;
+    mask_ = capacity - 1;
+    slots_.assign(capacity, free_slot);
+  }
+
+  // The hash add() wants of node `n`, whose slot it starts fetching: the table outgrows the cache
+  // in large graphs, and a walk that checks the rest of the node before add() hides the wait.
+  std::uint64_t prepare(const Node& n) const {
+    // Names are unique within their body: the body takes part in the hash and the comparison.
+    const std::uint64_t h = name_hash(n.name) ^ (std::uint64_t{n.parent} * 0x9e3779b97f4a7c15ULL + n.body);
+    __builtin_prefetch(&slots_[h & mask_]);
+    return h;
+  }
+
+  // Reports an empty name at once; a duplicate, with the others of its name, in report().
+  // `h`: prepare(n).
+  void add(const Description& d, NodeId id, const Node& n, std::uint64_t h, Diagnostics& diag) {
     if (n.name.empty()) {
       const NodeId parent = n.parent;
       diag.add({}, "node #" + std::to_string(id) + " (" + std::string(kind_name(n.op)) + ")" +
                        (parent == no_node ? std::string() : " in '" + node_path(d, parent) + "'") + " has an empty name");
-      continue;
+      return;
     }
-    // Names are unique within their body: the body takes part in the hash and the comparison.
-    const std::uint64_t h = name_hash(n.name) ^ (std::uint64_t{n.parent} * 0x9e3779b97f4a7c15ULL + n.body);
     const std::uint64_t tag = h & 0xffffffff00000000ULL;
-    for (std::size_t at = h & mask;; at = (at + 1) & mask) {
-      const std::uint64_t slot = slots[at];
-      if (slot == ~std::uint64_t{0}) {
-        slots[at] = tag | id;
-        break;
+    for (std::size_t at = h & mask_;; at = (at + 1) & mask_) {
+      const std::uint64_t slot = slots_[at];
+      if (slot == free_slot) {
+        slots_[at] = tag | id;
+        return;
       }
       if ((slot & 0xffffffff00000000ULL) != tag) continue;
       const NodeId first = static_cast<NodeId>(slot & 0xffffffffu);
       const Node& other = d.nodes[first];
       if (other.parent == n.parent && other.body == n.body && other.name == n.name) {
-        duplicates.emplace_back(first, id);
-        break;
+        duplicates_.emplace_back(first, id);
+        return;
       }
     }
   }
-  if (duplicates.empty()) return;
-  // By first node, then (as found) by id: each name's message lists its nodes in id order.
-  std::stable_sort(duplicates.begin(), duplicates.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (std::size_t i = 0; i < duplicates.size();) {
-    const NodeId first = duplicates[i].first;
-    std::string where = "#" + std::to_string(first);
-    std::size_t j = i;
-    for (; j < duplicates.size() && duplicates[j].first == first; ++j) where += ", #" + std::to_string(duplicates[j].second);
-    const std::string path = node_path(d, first);
-    diag.add({path}, "node '" + path + "' is declared " + std::to_string(j - i + 1) + " times (nodes " + where +
-                         "): names must be unique within their body");
-    i = j;
+
+  // One problem per name declared more than once, listing its nodes.
+  void report(const Description& d, Diagnostics& diag) {
+    if (duplicates_.empty()) return;
+    // By first node, then (as found) by id: each name's message lists its nodes in id order.
+    std::stable_sort(duplicates_.begin(), duplicates_.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (std::size_t i = 0; i < duplicates_.size();) {
+      const NodeId first = duplicates_[i].first;
+      std::string where = "#" + std::to_string(first);
+      std::size_t j = i;
+      for (; j < duplicates_.size() && duplicates_[j].first == first; ++j) {
+        where += ", #" + std::to_string(duplicates_[j].second);
+      }
+      const std::string path = node_path(d, first);
+      diag.add({path}, "node '" + path + "' is declared " + std::to_string(j - i + 1) + " times (nodes " + where +
+                           "): names must be unique within their body");
+      i = j;
+    }
   }
-}
+
+ private:
+  static constexpr std::uint64_t free_slot = ~std::uint64_t{0};
+  std::size_t mask_ = 0;
+  std::vector<std::uint64_t> slots_;                  ///< (hash >> 32) << 32 | id, or free_slot
+  std::vector<std::pair<NodeId, NodeId>> duplicates_;  ///< (first, later)
+};
 
 // Reports each cycle once, as a path of names, among the nodes a topological sort left over.
 void check_cycles(const Description& d, const ResolvedEdges& edges, const std::vector<NodeId>& order,
@@ -316,15 +343,18 @@ void check_conditionals(const Description& d, Diagnostics& diag) {
 
 }  // namespace
 
-Ordering validate(const Description& d, Diagnostics& diag) {
+Ordering validate(const Description& d, Diagnostics& diag, bool structure_hashes) {
   Ordering ordering;
   if (d.nodes.empty()) {
     diag.add({}, "graph is empty: declare at least one node");
     return ordering;
   }
-  check_names(d, diag);
-  ordering.edges = resolve_edges(d, diag);
-  bool nested = false;  // any node holding bodies or held by one
+  // One walk over the nodes checks names, structure and parameters, and notes what later steps
+  // need of them, so that a large graph's nodes pass through the cache once. The problems come
+  // out in the order of separate passes: names, edges, then each node's own.
+  NameTable names(d.nodes.size());
+  std::vector<Diagnostic> node_problems;
+  Diagnostics node_diag(node_problems);
   BufferIndex buffers(d);
   KernelInfos kernels;
   // Whether some node declares or implies an access: in a graph where none does, the hazard check
@@ -332,19 +362,32 @@ Ordering validate(const Description& d, Diagnostics& diag) {
   // check derives them all again then), rather than on a walk of the check's own.
   bool accesses = false;
   std::vector<Access> derived;  // stays empty until accesses is true
-  for (NodeId id = 0; id < d.nodes.size(); ++id) {
-    NodeCheck check(d, id, diag, buffers, kernels);
+  bool one_body = true;         // every node sits where the first does
+  const Node& first = d.nodes.front();
+  if (structure_hashes) ordering.structure.reserve(d.nodes.size());
+  NodeId id = 0;
+  for (const Node& n : d.nodes) {
+    const std::uint64_t name = names.prepare(n);
+    one_body = one_body && n.parent == first.parent && n.body == first.body;
+    NodeCheck check(d, id, node_diag, buffers, kernels);
     std::visit([&](const auto& op) {
       check_structure(op, check);
       check_parameters(op, check);
-      nested = nested || bodies_of(op) != 0;
+      ordering.nested = ordering.nested || bodies_of(op) != 0;
+      ordering.graph_memory = ordering.graph_memory || is_graph_memory<std::decay_t<decltype(op)>>;
+      if (structure_hashes) ordering.structure.push_back(structure_hash(op, n.op.index()));
       if (d.check_hazards && !accesses) {
         derived_accesses(op, kernels, derived);
-        accesses = !derived.empty() || !d.nodes[id].accesses.empty();
+        accesses = !derived.empty() || !n.accesses.empty();
       }
-    }, d.nodes[id].op);
+    }, n.op);
+    names.add(d, id, n, name, diag);
+    ++id;
   }
-  if (nested) {
+  names.report(d, diag);
+  ordering.edges = resolve_edges(d, diag, one_body);
+  diag.add(std::move(node_problems));
+  if (ordering.nested) {
     check_bodies(d, diag);
     check_conditionals(d, diag);
   }
@@ -382,6 +425,7 @@ void check_memory_order(const Description& d, const std::vector<NodeId>* nodes, 
   lowering::Ordering ordering;
   ordering.edges = lowering::resolve_edges(d, quiet);
   ordering.order = lowering::topological_order(ordering.edges, d.nodes.size());
+  ordering.graph_memory = true;  // the nodes use an alloc's memory
   if (ordering.order.size() == d.nodes.size()) lowering::check_graph_memory(d, ordering, diag, nodes);
 }
 

@@ -148,3 +148,24 @@ TEST_CASE("Derived parameters are structure: their presence and their function c
   CHECK(hash_of({derive_b, sizeof(Extra), alignof(Extra)}) != a);
   CHECK(hash_of({derive_a, sizeof(Extra), alignof(Extra)}) == a);
 }
+
+TEST_CASE("topology_hash of a description and its plan is the hash lowering gave the plan", "[hash]") {
+  flowdsl::Graph flat;
+  auto a = flat.kernel("a", scale).launch(1, 32).args(buf_a, 1.0f, 8);
+  auto b = flat.kernel("b", scale).launch(2, 32).args(buf_a, 1.0f, 8).after(a, flowdsl::programmatic);
+  flat.memset("fill", buf_b, 0, 16, 4).after(a, b);
+
+  flowdsl::Graph nested;
+  auto up = nested.memcpy("upload", buf_a, buf_b, 64);
+  auto outer = nested.child("outer").after(up);
+  auto inner = outer.body().child("inner");
+  inner.body().kernel("k", scale).launch(1, 32).args(buf_a, 1.0f, 8);
+  outer.body().empty("join").after(inner);
+  nested.empty("done").after(outer);
+
+  for (const flowdsl::Graph* g : {&flat, &nested}) {
+    const flowdsl::Plan plan = flowdsl::lower(g->description());
+    CHECK(flowdsl::topology_hash(g->description(), plan) == plan.topology_hash);
+    CHECK(plan.topology_hash == g->topology_hash());
+  }
+}

@@ -70,6 +70,10 @@ TEST_CASE("A programmatic edge joins two kernels, and is not declared full as we
   Chain both(true);
   both.second.after(both.first);
   CHECK_THAT(problems(both.g), contains("edge from 'first' to 'second' is declared both full and programmatic: keep one"));
+  Chain full_first(false);  // the full edge declared before the programmatic one
+  full_first.second.after(full_first.first, flowdsl::programmatic);
+  CHECK_THAT(problems(full_first.g),
+             contains("edge from 'first' to 'second' is declared both full and programmatic: keep one"));
   (void)k;
 }
 

@@ -176,6 +176,20 @@ TEST_CASE("Every problem is reported in one error, one line each", "[validation]
   }
 }
 
+TEST_CASE("Problems come in order: names, then edges, then each node's own by id", "[validation]") {
+  flowdsl::Graph g;
+  g.kernel("k", touch).args(nullptr);  // no launch shape
+  g.empty("");
+  g.empty("j").after("nowhere");
+  g.empty("j");
+  const auto all = problems(g);
+  REQUIRE(all.size() == 4);
+  CHECK_THAT(all[0].message, contains("node #1 (empty) has an empty name"));
+  CHECK_THAT(all[1].message, contains("node 'j' is declared 2 times"));
+  CHECK_THAT(all[2].message, contains("node 'j' (empty): depends on unknown node 'nowhere'"));
+  CHECK_THAT(all[3].message, contains("node 'k' (kernel): launch shape was never set"));
+}
+
 TEST_CASE("A graph stays usable after a validation error", "[validation]") {
   flowdsl::Graph g;
   int buf[4];
