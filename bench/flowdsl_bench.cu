@@ -240,7 +240,7 @@ bool run_shape(const Shape& s, const Settings& set) {
     // beside another's executable.
     flowdsl::Runtime build_runtime;
     const std::unique_ptr<flowdsl::Backend> backend = flowdsl::make_cuda_backend();
-    std::vector<double> backend_inst, raw_adds_inst;
+    std::vector<double> backend_inst, raw_adds_inst, backend_launch, raw_launch;
     for (int rep = 0; rep < set.build_reps; ++rep) {
       // Raw and flowdsl take turns going first. Each destroys what it made (graph, executable)
       // before the other starts, so each starts with no executable alive and one just destroyed.
@@ -295,7 +295,10 @@ bool run_shape(const Shape& s, const Settings& set) {
           const double b0 = bench::now_us();
           auto executable = backend->instantiate(flow.graph.description(), plan, r.main());
           const double b1 = bench::now_us();
+          executable->launch(r.main());
+          const double b2 = bench::now_us();
           backend_inst.push_back(b1 - b0);
+          backend_launch.push_back(b2 - b1);
           CHECK_CUDA(cudaStreamSynchronize(r.main()));
         } else {
           CHECK_CUDA(cudaStreamSynchronize(r.main()));
@@ -303,7 +306,10 @@ bool run_shape(const Shape& s, const Settings& set) {
           RawGraph raw(s, r);
           raw.instantiate(r.main());
           const double b1 = bench::now_us();
+          CHECK_CUDA(cudaGraphLaunch(raw.exec, r.main()));
+          const double b2 = bench::now_us();
           raw_adds_inst.push_back(b1 - b0);
+          raw_launch.push_back(b2 - b1);
           CHECK_CUDA(cudaStreamSynchronize(r.main()));
         }
       }
@@ -336,6 +342,8 @@ bool run_shape(const Shape& s, const Settings& set) {
     record("validate+lower", "flowdsl", s, bench::median(flow_lower));
     record("backend emit+instantiate", "flowdsl", s, bench::median(backend_inst));
     record("backend emit+instantiate", "raw", s, bench::median(raw_adds_inst));
+    record("backend first launch", "flowdsl", s, bench::median(backend_launch));
+    record("backend first launch", "raw", s, bench::median(raw_launch));
     record("build", "capture", s, bench::median(cap_build));
     record("instantiate+launch", "raw", s, bench::median(raw_inst));
     record("instantiate+launch", "flowdsl", s, bench::median(flow_inst));
@@ -772,6 +780,8 @@ void print_table(const std::vector<Shape>& shapes) {
         find("build", "flowdsl", s) + find("validate+lower", "flowdsl", s));
     row("  backend alone (emit+instantiate)", s, 0, 0, 0, find("backend emit+instantiate", "raw", s),
         find("backend emit+instantiate", "flowdsl", s));
+    row("  backend's first launch call", s, 0, 0, 0, find("backend first launch", "raw", s),
+        find("backend first launch", "flowdsl", s));
     row("hit launch, host", s, 0, find("launch all host", "stream", s), find("hit launch host", "capture", s),
         find("hit launch host", "raw", s), find("hit launch host", "flowdsl", s));
     if (find("hit launch host", "flowdsl, profiler gone", s) > 0) {

@@ -1,7 +1,7 @@
 // What the native graph calls cost on this machine, per node: the runtime's
 // cudaGraphAddKernelNode against the driver's cuGraphAddKernelNode given the function's driver
-// handle (what flowdsl's emitter calls), each followed by the same instantiation; and the two
-// per-node update calls. Chains of tiny kernels, N = 100, 1000 and 10000 nodes, widths 1 and 8.
+// handle (what flowdsl's emitter calls), each followed by the same instantiation and first launch
+// (the host time of the cudaGraphLaunch call); and the two per-node update calls. Chains of tiny kernels, N = 100, 1000 and 10000 nodes, widths 1 and 8.
 // Every variant's graph is launched once and its result checked. Run by hand (no ctest);
 // `--quick` runs N = 100 only.
 #include <cuda.h>
@@ -123,13 +123,14 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaGetFuncBySymbol(&calls.function, reinterpret_cast<const void*>(tiny)));
 
   bool ok = true;
-  std::printf("per node, µs (medians); add: adding the nodes; instantiate: with upload\n");
-  std::printf("%6s %5s %12s %12s %12s %12s %18s\n", "N", "width", "runtime add", "driver add", "runtime inst",
-              "driver inst", "driver/runtime total");
+  std::printf("per node, µs (medians); add: adding the nodes; inst: instantiate with upload; launch: the first\n"
+              "cudaGraphLaunch call\n");
+  std::printf("%6s %5s %12s %12s %12s %12s %14s %14s %18s\n", "N", "width", "runtime add", "driver add",
+              "runtime inst", "driver inst", "runtime launch", "driver launch", "driver/runtime total");
   const std::vector<int> sizes = options->quick ? std::vector<int>{100} : std::vector<int>{100, 1000, 10000};
   for (int n : sizes) {
     for (int width : {1, 8}) {
-      std::vector<double> add[2], inst[2];
+      std::vector<double> add[2], inst[2], launch[2];
       const int reps = n >= 10000 ? 5 : 15;
       for (int rep = 0; rep < reps + 1; ++rep) {
         for (int turn = 0; turn < 2; ++turn) {
@@ -143,19 +144,22 @@ int main(int argc, char** argv) {
           flowdsl::NativeExecutable exec = bench::instantiate_uploaded(graph, stream);
           const double t2 = bench::now_us();
           CHECK_CUDA(cudaGraphLaunch(exec.get(), stream));
+          const double t3 = bench::now_us();
           CHECK_CUDA(cudaStreamSynchronize(stream));
           ok = ok && verify(slots, n, width, driver ? "driver" : "runtime");
           CHECK_CUDA(cudaGraphDestroy(graph));
           if (rep > 0) {
             add[driver].push_back((t1 - t0) / n);
             inst[driver].push_back((t2 - t1) / n);
+            launch[driver].push_back((t3 - t2) / n);
           }
         }
       }
-      const double total[2] = {bench::median(add[0]) + bench::median(inst[0]),
-                               bench::median(add[1]) + bench::median(inst[1])};
-      std::printf("%6d %5d %12.3f %12.3f %12.3f %12.3f %18.3f\n", n, width, bench::median(add[0]), bench::median(add[1]),
-                  bench::median(inst[0]), bench::median(inst[1]), total[1] / total[0]);
+      const double total[2] = {bench::median(add[0]) + bench::median(inst[0]) + bench::median(launch[0]),
+                               bench::median(add[1]) + bench::median(inst[1]) + bench::median(launch[1])};
+      std::printf("%6d %5d %12.3f %12.3f %12.3f %12.3f %14.3f %14.3f %18.3f\n", n, width, bench::median(add[0]),
+                  bench::median(add[1]), bench::median(inst[0]), bench::median(inst[1]), bench::median(launch[0]),
+                  bench::median(launch[1]), total[1] / total[0]);
     }
   }
 
