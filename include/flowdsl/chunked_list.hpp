@@ -184,6 +184,16 @@ class ChunkedList {
     ++size_;
     return *at;
   }
+  /// Makes an element at the end by default-initialization (`new T`, not `new T()`): for a type
+  /// whose members all have initializers or constructors, the same element without first filling
+  /// it with zeros.
+  T& emplace_back_default() {
+    if (size_ == capacity()) add_chunk();
+    T* at = locate(size_);
+    ::new (static_cast<void*>(at)) T;
+    ++size_;
+    return *at;
+  }
   void push_back(const T& value) { emplace_back(value); }
   void push_back(T&& value) { emplace_back(std::move(value)); }
   void pop_back() noexcept {

@@ -57,8 +57,11 @@ NewNode GraphState::add_node(std::string&& name, NodeId parent, std::uint32_t bo
   const auto id = static_cast<NodeId>(d.nodes.size());
   // Made where it stays (nodes never move): a Node is large, and moving it means visiting its
   // operation.
-  Node& node = d.nodes.emplace_back();
-  node.name = std::move(name);
+  // Every member of a Node has an initializer: no zero fill first. The name is moved in by
+  // construction (a short name's characters copied in place) rather than by assignment.
+  Node& node = d.nodes.emplace_back_default();
+  node.name.~basic_string();
+  ::new (static_cast<void*>(&node.name)) std::string(std::move(name));
   node.parent = parent;
   node.body = body;
   node_version_.push_back(0);
@@ -68,7 +71,7 @@ NewNode GraphState::add_node(std::string&& name, NodeId parent, std::uint32_t bo
 
 void GraphState::add_edge(NodeRef&& from, NodeRef&& to, EdgeKind kind) {
   // Made in place, and names moved only when there are some: most ends are ids.
-  Edge& edge = edit().edges.emplace_back();
+  Edge& edge = edit().edges.emplace_back_default();
   edge.from.id = from.id;
   if (!from.name.empty()) edge.from.name = std::move(from.name);
   edge.to.id = to.id;

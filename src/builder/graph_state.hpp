@@ -26,7 +26,7 @@ class GraphState {
   void add_edge(NodeRef&& from, NodeRef&& to, EdgeKind kind = EdgeKind::full);
   /// An edge between two nodes by id: what handles declare, with no name to move.
   void add_edge(NodeId from, NodeId to, EdgeKind kind) {
-    Edge& edge = edit().edges.emplace_back();
+    Edge& edge = edit().edges.emplace_back_default();
     edge.from.id = from;
     edge.to.id = to;
     edge.kind = kind;

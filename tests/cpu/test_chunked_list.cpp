@@ -112,6 +112,26 @@ TEST_CASE("A chunked list is unchanged by an element whose construction throws",
   CHECK(Counted::live == 0);
 }
 
+TEST_CASE("emplace_back_default makes elements as their members' initializers say", "[chunked_list]") {
+  flowdsl::ChunkedList<flowdsl::Edge> edges;
+  for (int i = 0; i < 100; ++i) {
+    flowdsl::Edge& e = edges.emplace_back_default();
+    CHECK(e.from.id == flowdsl::no_node);
+    CHECK(e.to.name.empty());
+    CHECK(e.kind == flowdsl::EdgeKind::full);
+    e.from.id = static_cast<flowdsl::NodeId>(i);
+  }
+  CHECK(edges[99].from.id == 99);
+  flowdsl::ChunkedList<flowdsl::Node> nodes;
+  const flowdsl::Node& n = nodes.emplace_back_default();
+  CHECK(n.parent == flowdsl::no_node);
+  CHECK(n.body == 0);
+  CHECK(n.accesses.empty());
+  CHECK(std::holds_alternative<flowdsl::KernelOp>(n.op));
+  CHECK(std::get<flowdsl::KernelOp>(n.op).function == nullptr);
+  CHECK(std::get<flowdsl::KernelOp>(n.op).args.size() == 0);
+}
+
 TEST_CASE("reserve makes room for a count of elements without moving those there", "[chunked_list]") {
   flowdsl::ChunkedList<Counted> list;
   list.emplace_back(0);
