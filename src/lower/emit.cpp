@@ -37,14 +37,15 @@ class Emitter {
       }
       const Node& node = d_.nodes[step.node];
       const std::string nested = node.parent == no_node ? std::string() : node_path(d_, step.node);
-      NativeNode native{graph, deps, node.parent == no_node ? node.name : nested, [&](std::uint32_t index) {
-                          cudaGraph_t body = nullptr;
-                          check(cudaGraphCreate(&body, 0), "cudaGraphCreate", native_path(step).c_str());
-                          NativeGraph owned(body);
-                          this->steps(plan_.bodies[step.bodies[index]], body);
-                          return owned;
-                        },
-                        [&](std::uint32_t index, cudaGraph_t body) { this->steps(plan_.bodies[step.bodies[index]], body); },
+      auto make_body = [&](std::uint32_t index) {
+        cudaGraph_t body = nullptr;
+        check(cudaGraphCreate(&body, 0), "cudaGraphCreate", native_path(step).c_str());
+        NativeGraph owned(body);
+        this->steps(plan_.bodies[step.bodies[index]], body);
+        return owned;
+      };
+      auto fill_body = [&](std::uint32_t index, cudaGraph_t body) { this->steps(plan_.bodies[step.bodies[index]], body); };
+      NativeNode native{graph, deps, node.parent == no_node ? node.name : nested, make_body, fill_body,
                         symbols_, out_.values[plan_.position[step.node]], &device_, context_};
       natives.push_back(std::visit([&](const auto& op) { return add_native(op, native); }, node.op));
       out_.nodes[plan_.position[step.node]] = natives.back();

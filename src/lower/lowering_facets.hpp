@@ -7,6 +7,9 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <type_traits>
+#include <utility>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -264,14 +267,35 @@ class SavedParameters {
 };
 
 /// One node being added to a native graph: where, after what, and how to emit its bodies.
+/// A callable's address and a way to call it, for the length of one call that is given it (never
+/// kept): what NativeNode hands kinds, lighter than a std::function made for every node emitted.
+template <class Signature>
+class FunctionRef;
+template <class R, class... Args>
+class FunctionRef<R(Args...)> {
+ public:
+  FunctionRef(std::nullptr_t = nullptr) noexcept {}  // NOLINT(google-explicit-constructor): as std::function
+  /// `f` must outlive every call through this.
+  template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, FunctionRef>>>
+  FunctionRef(F& f) noexcept  // NOLINT(google-explicit-constructor)
+      : object_(static_cast<void*>(std::addressof(f))),
+        call_([](void* object, Args... args) -> R { return (*static_cast<F*>(object))(std::forward<Args>(args)...); }) {}
+  R operator()(Args... args) const { return call_(object_, std::forward<Args>(args)...); }
+  explicit operator bool() const noexcept { return call_ != nullptr; }
+
+ private:
+  void* object_ = nullptr;
+  R (*call_)(void*, Args...) = nullptr;
+};
+
 struct NativeNode {
   cudaGraph_t graph;
   const std::vector<cudaGraphNode_t>& deps;
   const std::string& path;  ///< for CudaError
   /// Emits body `index` of the node into a new native graph, returned to the caller to own.
-  std::function<NativeGraph(std::uint32_t index)> body;
+  FunctionRef<NativeGraph(std::uint32_t index)> body;
   /// Emits body `index` of the node into `graph`, a graph CUDA made for it (conditional bodies).
-  std::function<void(std::uint32_t index, cudaGraph_t graph)> fill_body;
+  FunctionRef<void(std::uint32_t index, cudaGraph_t graph)> fill_body;
   const Symbols& symbols;
   /// The node's own native value: made by prepare_native before the node's body is emitted,
   /// or set by add_native (graph memory); what its symbol resolves to.
