@@ -1,7 +1,9 @@
-// Hasher: a 64-bit streaming hash of 64-bit words, for topology hashes.
+// Hasher: a 64-bit streaming hash of 64-bit words, for topology hashes; StructureWords: the words
+// of one node's structure, hashed on demand.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace flowdsl::lowering {
 
@@ -33,6 +35,41 @@ class Hasher {
 
   std::uint64_t state_ = 0x243f6a8885a308d3ULL;
   std::uint64_t count_ = 0;
+};
+
+/// The words of a node's structure, as its kind's hash_structure adds them, kept rather than
+/// hashed at once: a walk over a graph's nodes compares them with the last node's and hashes only
+/// structures it has not just hashed (a chain of one kernel hashes once). Hashing them gives what
+/// a Hasher given the same words gives.
+class StructureWords {
+ public:
+  void add(std::uint64_t word) {
+    if (count_ < inline_words) {
+      words_[count_] = word;
+    } else {
+      more_.push_back(word);  // no kind adds this many today
+    }
+    ++count_;
+  }
+  std::uint64_t hash() const noexcept {
+    Hasher h;
+    for (std::uint32_t i = 0; i < count_ && i < inline_words; ++i) h.add(words_[i]);
+    for (std::uint64_t word : more_) h.add(word);
+    return h.finish();
+  }
+  friend bool operator==(const StructureWords& a, const StructureWords& b) noexcept {
+    if (a.count_ != b.count_) return false;
+    for (std::uint32_t i = 0; i < a.count_ && i < inline_words; ++i) {
+      if (a.words_[i] != b.words_[i]) return false;
+    }
+    return a.more_ == b.more_;
+  }
+
+ private:
+  static constexpr std::uint32_t inline_words = 8;
+  std::uint32_t count_ = 0;
+  std::uint64_t words_[inline_words];
+  std::vector<std::uint64_t> more_;
 };
 
 }  // namespace flowdsl::lowering

@@ -369,6 +369,7 @@ Ordering validate(const Description& d, Diagnostics& diag, bool structure_hashes
   std::vector<Access> derived;  // stays empty until accesses is true
   bool one_body = true;         // every node sits where the first does
   const Node& first = d.nodes.front();
+  StructureHashes structure;
   if (structure_hashes) {
     take_scratch<ScratchUse::structure>(ordering.structure);
     ordering.structure.reserve(d.nodes.size());
@@ -383,7 +384,7 @@ Ordering validate(const Description& d, Diagnostics& diag, bool structure_hashes
       check_parameters(op, check);
       ordering.nested = ordering.nested || bodies_of(op) != 0;
       ordering.graph_memory = ordering.graph_memory || is_graph_memory<std::decay_t<decltype(op)>>;
-      if (structure_hashes) ordering.structure.push_back(structure_hash(op, n.op.index()));
+      if (structure_hashes) ordering.structure.push_back(structure(op, n.op.index()));
       if (d.check_hazards && !accesses) {
         derived_accesses(op, kernels, derived);
         accesses = !derived.empty() || !n.accesses.empty();
