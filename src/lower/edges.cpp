@@ -92,8 +92,10 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag, bool one_bo
   take_scratch<ScratchUse::edge_pairs>(tos);
   take_scratch<ScratchUse::predecessor_nodes>(froms);
   bool forward = true;
-  tos.reserve(d.edges.size());
-  froms.reserve(d.edges.size());
+  // An edge makes at most one pair: written by index, trimmed to `pairs` at the end.
+  tos.resize(d.edges.size());
+  froms.resize(d.edges.size());
+  std::size_t pairs = 0;
   // Keys (to << 32 | from) of the programmatic edges, and of the full ones to check them against,
   // kept once some edge may be programmatic: until then every edge in `pairs` is full.
   bool any_programmatic = d.programmatic_edges;
@@ -129,11 +131,12 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag, bool one_bo
     } else {
       if (!any_programmatic && e.kind == EdgeKind::programmatic) {
         any_programmatic = true;
-        full.reserve(tos.size());
-        for (std::size_t k = 0; k < tos.size(); ++k) full.push_back((std::uint64_t{tos[k]} << 32) | froms[k]);
+        full.reserve(pairs);
+        for (std::size_t k = 0; k < pairs; ++k) full.push_back((std::uint64_t{tos[k]} << 32) | froms[k]);
       }
-      tos.push_back(to);
-      froms.push_back(from);
+      tos[pairs] = to;
+      froms[pairs] = from;
+      ++pairs;
       forward = forward && from < to;
       if (!any_programmatic) continue;
       const std::uint64_t key = (std::uint64_t{to} << 32) | from;
@@ -151,6 +154,8 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag, bool one_bo
       }
     }
   }
+  tos.resize(pairs);
+  froms.resize(pairs);
   ResolvedEdges out{make_adjacency(count, tos, std::move(froms)), {}, forward};
   keep_scratch<ScratchUse::edge_pairs>(std::move(tos));
   if (!programmatic.empty()) {

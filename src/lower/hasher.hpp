@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 namespace flowdsl::lowering {
 
@@ -40,36 +39,35 @@ class Hasher {
 /// The words of a node's structure, as its kind's hash_structure adds them, kept rather than
 /// hashed at once: a walk over a graph's nodes compares them with the last node's and hashes only
 /// structures it has not just hashed (a chain of one kernel hashes once). Hashing them gives what
-/// a Hasher given the same words gives.
+/// a Hasher given the same words gives, for up to `capacity` words (no kind adds more; words past
+/// it are folded into the last one, which still hashes every word).
 class StructureWords {
  public:
-  void add(std::uint64_t word) {
-    if (count_ < inline_words) {
-      words_[count_] = word;
+  static constexpr std::uint32_t capacity = 8;
+  void add(std::uint64_t word) noexcept {
+    if (count_ < capacity) {
+      words_[count_++] = word;
     } else {
-      more_.push_back(word);  // no kind adds this many today
+      words_[capacity - 1] = (words_[capacity - 1] ^ word) * 0x9e3779b97f4a7c15ULL + ++folded_;
     }
-    ++count_;
   }
   std::uint64_t hash() const noexcept {
     Hasher h;
-    for (std::uint32_t i = 0; i < count_ && i < inline_words; ++i) h.add(words_[i]);
-    for (std::uint64_t word : more_) h.add(word);
+    for (std::uint32_t i = 0; i < count_; ++i) h.add(words_[i]);
     return h.finish();
   }
   friend bool operator==(const StructureWords& a, const StructureWords& b) noexcept {
-    if (a.count_ != b.count_) return false;
-    for (std::uint32_t i = 0; i < a.count_ && i < inline_words; ++i) {
+    if (a.count_ != b.count_ || a.folded_ != b.folded_) return false;
+    for (std::uint32_t i = 0; i < a.count_; ++i) {
       if (a.words_[i] != b.words_[i]) return false;
     }
-    return a.more_ == b.more_;
+    return true;
   }
 
  private:
-  static constexpr std::uint32_t inline_words = 8;
   std::uint32_t count_ = 0;
-  std::uint64_t words_[inline_words];
-  std::vector<std::uint64_t> more_;
+  std::uint32_t folded_ = 0;  ///< words past capacity
+  std::uint64_t words_[capacity];
 };
 
 }  // namespace flowdsl::lowering

@@ -367,7 +367,7 @@ class StructureHashes {
     StructureWords words = structure_words(op, kind);
     if (!(seen_ && words == last_)) {
       last_hash_ = words.hash();
-      last_ = std::move(words);
+      last_ = words;
       seen_ = true;
     }
     return last_hash_;
