@@ -1,7 +1,11 @@
 // Host-only benchmark: declare, validate + plan + hash per node at 100k nodes, with and without
 // Graph::reserve. Needs no GPU.
 // `--quick` runs a small size (used as a ctest smoke test; no timing is asserted).
+// `--nodes N [--reps R]` times flowdsl::lower() alone on graphs of N nodes declared once (widths 1
+// and 8): the median and the fastest of R lowerings (default: as many as take about a second).
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -25,9 +29,42 @@ flowdsl::Graph make_graph(int n, int width, bool reserve) {
   return g;
 }
 
+// lower() alone, again and again on one description: what a Graph's first plan() costs after
+// its declaration.
+int time_lowering(int n, int reps) {
+  std::printf("lower() alone, %d nodes\n", n);
+  std::printf("%-8s %8s %16s %16s\n", "width", "reps", "median us/node", "fastest us/node");
+  for (int width : {1, 8}) {
+    const flowdsl::Graph g = make_graph(n, width, true);
+    const flowdsl::Description& d = g.description();
+    int runs = reps;
+    if (runs <= 0) {  // about a second's worth
+      const double t0 = bench::now_us();
+      (void)flowdsl::lower(d);
+      runs = std::max(5, static_cast<int>(1e6 / std::max(1.0, bench::now_us() - t0)));
+    }
+    std::vector<double> times;
+    times.reserve(static_cast<std::size_t>(runs));
+    std::uint64_t hashes = 0;
+    for (int r = 0; r < runs; ++r) {
+      const double t0 = bench::now_us();
+      hashes ^= flowdsl::lower(d).topology_hash;
+      times.push_back((bench::now_us() - t0) / n);
+    }
+    if (hashes == 0 && runs % 2 == 1) std::printf("(zero hash)\n");
+    std::printf("%-8d %8d %16.4f %16.4f\n", width, runs, bench::median(times),
+                *std::min_element(times.begin(), times.end()));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 2 && std::strcmp(argv[1], "--nodes") == 0) {
+    const int reps = argc > 4 && std::strcmp(argv[3], "--reps") == 0 ? std::atoi(argv[4]) : 0;
+    return time_lowering(std::max(1, std::atoi(argv[2])), reps);
+  }
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const int n = quick ? 2000 : 100000;
   const int reps = quick ? 3 : 7;

@@ -10,28 +10,32 @@
 #include <unordered_map>
 #include <utility>
 
+#include "scratch.hpp"
+
 namespace flowdsl::lowering {
 namespace {
 
-/// Builds rows from (row, neighbour) pairs: counting sort by row, then each row sorted and
-/// deduplicated. No allocation per node. Pairs that come ascending and distinct (edges declared
-/// on each node in turn, as most graphs are built) are the rows as they are.
-Adjacency make_adjacency(std::size_t count, const std::vector<std::pair<NodeId, NodeId>>& pairs) {
+/// Builds rows from (row, neighbour) pairs, given as rows[k] and neighbours[k]: counting sort by
+/// row, then each row sorted and deduplicated. No allocation per node. Pairs that come ascending
+/// and distinct (edges declared on each node in turn, as most graphs are built) are the rows as
+/// they are: `neighbours` becomes the adjacency's nodes, not copied.
+Adjacency make_adjacency(std::size_t count, const std::vector<NodeId>& rows, std::vector<NodeId>&& neighbours) {
   Adjacency a;
+  take_scratch<ScratchUse::predecessor_offsets>(a.offsets);
   a.offsets.assign(count + 1, 0);
   bool ascending = true;
-  for (std::size_t k = 0; k < pairs.size(); ++k) {
-    ++a.offsets[pairs[k].first + 1];
-    ascending = ascending && (k == 0 || pairs[k - 1] < pairs[k]);
+  for (std::size_t k = 0; k < rows.size(); ++k) {
+    ++a.offsets[rows[k] + 1];
+    ascending = ascending && (k == 0 || rows[k - 1] < rows[k] || (rows[k - 1] == rows[k] && neighbours[k - 1] < neighbours[k]));
   }
   for (std::size_t i = 0; i < count; ++i) a.offsets[i + 1] += a.offsets[i];
-  a.nodes.resize(pairs.size());
   if (ascending) {
-    for (std::size_t k = 0; k < pairs.size(); ++k) a.nodes[k] = pairs[k].second;
+    a.nodes = std::move(neighbours);
     return a;
   }
+  a.nodes.resize(rows.size());
   std::vector<std::uint32_t> fill(a.offsets.begin(), a.offsets.end() - 1);
-  for (const auto& [row, neighbour] : pairs) a.nodes[fill[row]++] = neighbour;
+  for (std::size_t k = 0; k < rows.size(); ++k) a.nodes[fill[rows[k]]++] = neighbours[k];
   // Sort and deduplicate each row, compacting in place.
   std::uint32_t write = 0;
   for (std::size_t i = 0; i < count; ++i) {
@@ -83,9 +87,15 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag, bool one_bo
     return ref.id != no_node ? "#" + std::to_string(ref.id) : "'" + ref.name + "'";
   };
 
-  std::vector<std::pair<NodeId, NodeId>> pairs;  // (to, from)
+  // The resolved edges as pairs (tos[k], froms[k]): what make_adjacency wants.
+  std::vector<NodeId> tos, froms;
+  take_scratch<ScratchUse::edge_pairs>(tos);
+  take_scratch<ScratchUse::predecessor_nodes>(froms);
   bool forward = true;
-  pairs.reserve(d.edges.size());
+  // An edge makes at most one pair: written by index, trimmed to `pairs` at the end.
+  tos.resize(d.edges.size());
+  froms.resize(d.edges.size());
+  std::size_t pairs = 0;
   // Keys (to << 32 | from) of the programmatic edges, and of the full ones to check them against,
   // kept once some edge may be programmatic: until then every edge in `pairs` is full.
   bool any_programmatic = d.programmatic_edges;
@@ -121,10 +131,12 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag, bool one_bo
     } else {
       if (!any_programmatic && e.kind == EdgeKind::programmatic) {
         any_programmatic = true;
-        full.reserve(pairs.size());
-        for (const auto& [t, f] : pairs) full.push_back((std::uint64_t{t} << 32) | f);
+        full.reserve(pairs);
+        for (std::size_t k = 0; k < pairs; ++k) full.push_back((std::uint64_t{tos[k]} << 32) | froms[k]);
       }
-      pairs.emplace_back(to, from);
+      tos[pairs] = to;
+      froms[pairs] = from;
+      ++pairs;
       forward = forward && from < to;
       if (!any_programmatic) continue;
       const std::uint64_t key = (std::uint64_t{to} << 32) | from;
@@ -142,7 +154,10 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag, bool one_bo
       }
     }
   }
-  ResolvedEdges out{make_adjacency(count, pairs), {}, forward};
+  tos.resize(pairs);
+  froms.resize(pairs);
+  ResolvedEdges out{make_adjacency(count, tos, std::move(froms)), {}, forward};
+  keep_scratch<ScratchUse::edge_pairs>(std::move(tos));
   if (!programmatic.empty()) {
     std::sort(programmatic.begin(), programmatic.end());
     programmatic.erase(std::unique(programmatic.begin(), programmatic.end()), programmatic.end());
@@ -168,25 +183,30 @@ std::vector<NodeId> topological_order(const ResolvedEdges& edges, std::size_t co
   for (NodeId to = 0; to < count && forward && !edges.forward; ++to) {
     for (const NodeId* p = preds.begin(to); p != preds.end(to); ++p) forward = forward && *p < to;
   }
+  std::vector<NodeId> order;
+  take_scratch<ScratchUse::order>(order);
   if (forward) {
-    std::vector<NodeId> order(count);
+    order.resize(count);
     for (NodeId id = 0; id < count; ++id) order[id] = id;
     return order;
   }
-  std::vector<std::pair<NodeId, NodeId>> reversed;  // (from, to)
-  reversed.reserve(preds.nodes.size());
+  std::vector<NodeId> froms, tos;  // the edges reversed: (froms[k], tos[k])
+  froms.reserve(preds.nodes.size());
+  tos.reserve(preds.nodes.size());
   std::vector<std::uint32_t> waiting(count, 0);
   for (NodeId to = 0; to < count; ++to) {
     waiting[to] = static_cast<std::uint32_t>(preds.count(to));
-    for (const NodeId* p = preds.begin(to); p != preds.end(to); ++p) reversed.emplace_back(*p, to);
+    for (const NodeId* p = preds.begin(to); p != preds.end(to); ++p) {
+      froms.push_back(*p);
+      tos.push_back(to);
+    }
   }
-  const Adjacency successors = make_adjacency(count, reversed);
+  const Adjacency successors = make_adjacency(count, froms, std::move(tos));
 
   std::priority_queue<NodeId, std::vector<NodeId>, std::greater<>> ready;
   for (NodeId id = 0; id < count; ++id) {
     if (waiting[id] == 0) ready.push(id);
   }
-  std::vector<NodeId> order;
   order.reserve(count);
   while (!ready.empty()) {
     const NodeId id = ready.top();

@@ -67,4 +67,7 @@ void check_hazards(const Description& description, const Ordering& ordering, Buf
 /// (complete only when nothing was reported). `structure_hashes`: fill Ordering::structure too.
 Ordering validate(const Description& description, Diagnostics& diag, bool structure_hashes = false);
 
+/// Keeps the memory of `ordering`'s vectors for this thread's next validate (scratch.hpp).
+void recycle(Ordering&& ordering);
+
 }  // namespace flowdsl::lowering

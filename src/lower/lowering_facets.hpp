@@ -342,8 +342,8 @@ cudaMemoryType memory_type(const void* ptr);
   void check_structure(const Op&, NodeCheck&);                                        \
   /* Parameters (null pointers, zero sizes): on topology change and before updates. */ \
   void check_parameters(const Op&, NodeCheck&);                                       \
-  /* The structure that goes into the topology hash. */                               \
-  void hash_structure(const Op&, Hasher&);                                            \
+  /* The structure that goes into the topology hash, as words (StructureWords::add). */ \
+  void hash_structure(const Op&, StructureWords&);                                    \
   /* The same structure as named text fields, for explaining cache misses. */        \
   void describe_structure(const Op&, std::vector<StructureField>&);                   \
   /* Checks against the device, made when emitting. */                               \
@@ -368,14 +368,39 @@ FLOWDSL_NODE_KINDS(FLOWDSL_LOWERING_FACETS)
 #undef FLOWDSL_LOWERING_FACETS
 
 /// A node's part of the topology hash as one word: its kind (`kind`, its index in Operation) and
-/// its structure (hash_structure). Validation computes it while it has the node at hand, so that
-/// hashing a plan (plan.cpp) need not visit the nodes again.
+/// its structure (hash_structure), hashed. Validation computes it while it has the node at hand, so
+/// that hashing a plan (plan.cpp) need not visit the nodes again.
+template <class Op>
+StructureWords structure_words(const Op& op, std::size_t kind) {
+  StructureWords words;
+  words.add(kind);
+  hash_structure(op, words);
+  return words;
+}
 template <class Op>
 std::uint64_t structure_hash(const Op& op, std::size_t kind) {
-  Hasher h;
-  h.add(kind);
-  hash_structure(op, h);
-  return h.finish();
+  return structure_words(op, kind).hash();
 }
+
+/// structure_hash of one node after another, as a walk over a graph's nodes meets them: a node of
+/// the last one's structure (its kind and words equal) gets its hash without hashing again.
+class StructureHashes {
+ public:
+  template <class Op>
+  std::uint64_t operator()(const Op& op, std::size_t kind) {
+    StructureWords words = structure_words(op, kind);
+    if (!(seen_ && words == last_)) {
+      last_hash_ = words.hash();
+      last_ = words;
+      seen_ = true;
+    }
+    return last_hash_;
+  }
+
+ private:
+  bool seen_ = false;
+  StructureWords last_;
+  std::uint64_t last_hash_ = 0;
+};
 
 }  // namespace flowdsl::lowering

@@ -109,11 +109,12 @@ Plan flat_plan(const lowering::ResolvedEdges& edges, const std::vector<NodeId>& 
   Plan plan;
   plan.position.resize(order.size());
   for (std::uint32_t pos = 0; pos < order.size(); ++pos) plan.position[order[pos]] = pos;
-  plan.steps.resize(order.size());
+  // Each step is made where it is appended, not made empty first and filled on a second visit.
+  plan.steps.reserve(order.size());
   lowering::Hasher h;
   h.add(order.size());
   for (std::uint32_t pos = 0; pos < order.size(); ++pos) {
-    PlanStep& step = plan.steps[pos];
+    PlanStep& step = plan.steps.emplace_back();
     make_step(step, edges, order[pos], [&](NodeId pred) { return plan.position[pred]; });
     hash_step(step, structure[step.node], h);
   }
@@ -146,7 +147,7 @@ std::uint64_t hash_plan(const Plan& plan, const std::vector<std::uint64_t>& stru
 Plan lower(const Description& d) {
   std::vector<Diagnostic> problems;
   lowering::Diagnostics diag(problems);
-  const lowering::Ordering ordering = lowering::validate(d, diag, /*structure_hashes=*/true);
+  lowering::Ordering ordering = lowering::validate(d, diag, /*structure_hashes=*/true);
   if (!problems.empty()) throw ValidationError(std::move(problems));
   Plan plan;
   if (ordering.nested) {
@@ -156,6 +157,7 @@ Plan lower(const Description& d) {
     plan = flat_plan(ordering.edges, ordering.order, ordering.structure);
   }
   plan.graph_memory = ordering.graph_memory;
+  lowering::recycle(std::move(ordering));
   FLOWDSL_DEBUG("lower {} nodes, {} edges: topology {:016x}", d.nodes.size(), d.edges.size(), plan.topology_hash);
   return plan;
 }

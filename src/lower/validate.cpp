@@ -8,6 +8,7 @@
 #include "flowdsl/registry.hpp"
 #include "graph_memory.hpp"
 #include "lowering_facets.hpp"
+#include "scratch.hpp"
 
 namespace flowdsl {
 namespace lowering {
@@ -164,8 +165,12 @@ class NameTable {
     std::size_t capacity = 16;
     while (capacity < 2 * count) capacity *= 2;
     mask_ = capacity - 1;
+    take_scratch<ScratchUse::name_slots>(slots_);
     slots_.assign(capacity, free_slot);
   }
+  NameTable(const NameTable&) = delete;
+  NameTable& operator=(const NameTable&) = delete;
+  ~NameTable() { keep_scratch<ScratchUse::name_slots>(std::move(slots_)); }
 
   // The hash add() wants of node `n`, whose slot it starts fetching: the table outgrows the cache
   // in large graphs, and a walk that checks the rest of the node before add() hides the wait.
@@ -364,7 +369,11 @@ Ordering validate(const Description& d, Diagnostics& diag, bool structure_hashes
   std::vector<Access> derived;  // stays empty until accesses is true
   bool one_body = true;         // every node sits where the first does
   const Node& first = d.nodes.front();
-  if (structure_hashes) ordering.structure.reserve(d.nodes.size());
+  StructureHashes structure;
+  if (structure_hashes) {
+    take_scratch<ScratchUse::structure>(ordering.structure);
+    ordering.structure.reserve(d.nodes.size());
+  }
   NodeId id = 0;
   for (const Node& n : d.nodes) {
     const std::uint64_t name = names.prepare(n);
@@ -375,7 +384,7 @@ Ordering validate(const Description& d, Diagnostics& diag, bool structure_hashes
       check_parameters(op, check);
       ordering.nested = ordering.nested || bodies_of(op) != 0;
       ordering.graph_memory = ordering.graph_memory || is_graph_memory<std::decay_t<decltype(op)>>;
-      if (structure_hashes) ordering.structure.push_back(structure_hash(op, n.op.index()));
+      if (structure_hashes) ordering.structure.push_back(structure(op, n.op.index()));
       if (d.check_hazards && !accesses) {
         derived_accesses(op, kernels, derived);
         accesses = !derived.empty() || !n.accesses.empty();
@@ -398,6 +407,13 @@ Ordering validate(const Description& d, Diagnostics& diag, bool structure_hashes
     if (d.check_hazards && accesses) check_hazards(d, ordering, buffers, kernels, diag);
   }
   return ordering;
+}
+
+void recycle(Ordering&& ordering) {
+  keep_scratch<ScratchUse::predecessor_offsets>(std::move(ordering.edges.predecessors.offsets));
+  keep_scratch<ScratchUse::predecessor_nodes>(std::move(ordering.edges.predecessors.nodes));
+  keep_scratch<ScratchUse::order>(std::move(ordering.order));
+  keep_scratch<ScratchUse::structure>(std::move(ordering.structure));
 }
 
 }  // namespace lowering

@@ -7,7 +7,7 @@ namespace flowdsl::lowering {
 
 void check_structure(const ChildOp&, NodeCheck&) {}     // the body is checked as a graph
 void check_parameters(const ChildOp&, NodeCheck&) {}
-void hash_structure(const ChildOp&, Hasher&) {}          // the body is hashed with the plan
+void hash_structure(const ChildOp&, StructureWords&) {}          // the body is hashed with the plan
 void describe_structure(const ChildOp&, std::vector<StructureField>&) {}  // the body is described with the plan
 void check_device(const ChildOp&, NodeCheck&, DeviceContext&) {}
 

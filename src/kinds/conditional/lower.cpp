@@ -10,7 +10,7 @@
 namespace flowdsl::lowering {
 namespace {
 
-void hash_fields(const ConditionalFields& op, Hasher& h) {
+void hash_fields(const ConditionalFields& op, StructureWords& h) {
   h.add(op.default_value.has_value());
   h.add(op.default_value.value_or(0));
 }
@@ -59,12 +59,12 @@ void check_parameters(const IfOp&, NodeCheck&) {}
 void check_parameters(const WhileOp&, NodeCheck&) {}
 void check_parameters(const SwitchOp&, NodeCheck&) {}
 
-void hash_structure(const IfOp& op, Hasher& h) {
+void hash_structure(const IfOp& op, StructureWords& h) {
   hash_fields(op, h);
   h.add(op.has_else);
 }
-void hash_structure(const WhileOp& op, Hasher& h) { hash_fields(op, h); }
-void hash_structure(const SwitchOp& op, Hasher& h) {
+void hash_structure(const WhileOp& op, StructureWords& h) { hash_fields(op, h); }
+void hash_structure(const SwitchOp& op, StructureWords& h) {
   hash_fields(op, h);
   h.add(op.cases);
 }

@@ -5,7 +5,7 @@ namespace flowdsl::lowering {
 
 void check_structure(const EmptyOp&, NodeCheck&) {}
 void check_parameters(const EmptyOp&, NodeCheck&) {}
-void hash_structure(const EmptyOp&, Hasher&) {}
+void hash_structure(const EmptyOp&, StructureWords&) {}
 void describe_structure(const EmptyOp&, std::vector<StructureField>&) {}
 void check_device(const EmptyOp&, NodeCheck&, DeviceContext&) {}
 

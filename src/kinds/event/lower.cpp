@@ -15,8 +15,8 @@ void check_parameters(const EventWaitOp& op, NodeCheck& diag) {
   if (op.event == nullptr) diag.report("event is null");
 }
 
-void hash_structure(const EventRecordOp&, Hasher&) {}
-void hash_structure(const EventWaitOp&, Hasher&) {}
+void hash_structure(const EventRecordOp&, StructureWords&) {}
+void hash_structure(const EventWaitOp&, StructureWords&) {}
 void describe_structure(const EventRecordOp&, std::vector<StructureField>&) {}
 void describe_structure(const EventWaitOp&, std::vector<StructureField>&) {}
 

@@ -9,7 +9,7 @@ void check_parameters(const HostOp& op, NodeCheck& diag) {
   if (op.fn == nullptr) diag.report("host function is null");
 }
 
-void hash_structure(const HostOp&, Hasher&) {}
+void hash_structure(const HostOp&, StructureWords&) {}
 void describe_structure(const HostOp&, std::vector<StructureField>&) {}
 
 void check_device(const HostOp&, NodeCheck&, DeviceContext&) {}

@@ -258,7 +258,7 @@ void derived_accesses(const KernelOp& op, KernelInfos& kernels, std::vector<Acce
 }
 
 // Two 32-bit fields a word (argument counts fit in 16 bits): every field, in fewer steps.
-void hash_structure(const KernelOp& op, Hasher& h) {
+void hash_structure(const KernelOp& op, StructureWords& h) {
   const LaunchShape& l = op.launch;
   h.add(reinterpret_cast<std::uintptr_t>(op.function));
   h.add(l.grid.x | (std::uint64_t{l.grid.y} << 32));

@@ -16,7 +16,7 @@ void check_parameters(const MemcpyOp& op, NodeCheck& diag) {
   check_range(diag, op.dst, op.bytes, "writes", "dst");
 }
 
-void hash_structure(const MemcpyOp&, Hasher&) {}
+void hash_structure(const MemcpyOp&, StructureWords&) {}
 void describe_structure(const MemcpyOp&, std::vector<StructureField>&) {}
 
 cudaMemoryType memory_type(const void* ptr) {

@@ -21,10 +21,10 @@ void check_structure(const FreeOp&, NodeCheck&) {}  // what it frees is checked 
 void check_parameters(const AllocOp&, NodeCheck&) {}
 void check_parameters(const FreeOp&, NodeCheck&) {}
 
-void hash_structure(const AllocOp& op, Hasher& h) { h.add(op.bytes); }
+void hash_structure(const AllocOp& op, StructureWords& h) { h.add(op.bytes); }
 // Which alloc a free frees is fixed when it is declared, and the executables of a graph holding
 // memory nodes are that Graph's own: nothing to tell them apart by.
-void hash_structure(const FreeOp&, Hasher&) {}
+void hash_structure(const FreeOp&, StructureWords&) {}
 
 void describe_structure(const AllocOp& op, std::vector<StructureField>& out) {
   out.push_back({"bytes", std::to_string(op.bytes)});

@@ -32,7 +32,7 @@ void check_parameters(const MemsetOp& op, NodeCheck& diag) {
   check_range(diag, op.dst, op.count * op.element_size, "writes", "dst");
 }
 
-void hash_structure(const MemsetOp& op, Hasher& h) { h.add(op.element_size); }
+void hash_structure(const MemsetOp& op, StructureWords& h) { h.add(op.element_size); }
 void describe_structure(const MemsetOp& op, std::vector<StructureField>& out) {
   out.push_back({"element size", std::to_string(op.element_size)});
 }
