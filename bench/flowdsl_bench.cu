@@ -240,7 +240,7 @@ bool run_shape(const Shape& s, const Settings& set) {
     // beside another's executable.
     flowdsl::Runtime build_runtime;
     const std::unique_ptr<flowdsl::Backend> backend = flowdsl::make_cuda_backend();
-    std::vector<double> backend_inst, raw_adds_inst, backend_launch, raw_launch;
+    std::vector<double> backend_inst, raw_adds_inst, backend_launch, raw_launch, runtime_miss;
     for (int rep = 0; rep < set.build_reps; ++rep) {
       // Raw and flowdsl take turns going first. Each destroys what it made (graph, executable)
       // before the other starts, so each starts with no executable alive and one just destroyed.
@@ -285,10 +285,23 @@ bool run_shape(const Shape& s, const Settings& set) {
       }
 
       // The backend alone (emission + instantiation + upload, no cache): where flowdsl's
-      // instantiation time goes, against raw's adds + instantiation (no launch) timed beside it,
-      // in alternating order, with nothing else alive.
-      for (int turn = 0; turn < 2; ++turn) {
-        if ((turn + rep) % 2 == 0) {
+      // instantiation time goes, against raw's adds + instantiation timed beside it, each then
+      // launched once; and, in the same turns, the runtime's miss (a planned graph's first
+      // Runtime::launch), so that what the runtime adds to the backend is seen in like
+      // conditions. In rotating order, with nothing else alive.
+      for (int turn = 0; turn < 3; ++turn) {
+        const int which = (turn + rep) % 3;
+        if (which == 2) {
+          FlowGraph flow(s, r);
+          (void)flow.graph.plan();
+          CHECK_CUDA(cudaStreamSynchronize(r.main()));
+          const double b0 = bench::now_us();
+          build_runtime.launch(flow.graph, r.main());
+          const double b1 = bench::now_us();
+          runtime_miss.push_back(b1 - b0);
+          CHECK_CUDA(cudaStreamSynchronize(r.main()));
+          build_runtime.clear();
+        } else if (which == 0) {
           FlowGraph flow(s, r);
           const flowdsl::Plan& plan = flow.graph.plan();
           CHECK_CUDA(cudaStreamSynchronize(r.main()));
@@ -344,6 +357,7 @@ bool run_shape(const Shape& s, const Settings& set) {
     record("backend emit+instantiate", "raw", s, bench::median(raw_adds_inst));
     record("backend first launch", "flowdsl", s, bench::median(backend_launch));
     record("backend first launch", "raw", s, bench::median(raw_launch));
+    record("runtime miss beside backend", "flowdsl", s, bench::median(runtime_miss));
     record("build", "capture", s, bench::median(cap_build));
     record("instantiate+launch", "raw", s, bench::median(raw_inst));
     record("instantiate+launch", "flowdsl", s, bench::median(flow_inst));
@@ -782,6 +796,9 @@ void print_table(const std::vector<Shape>& shapes) {
         find("backend emit+instantiate", "flowdsl", s));
     row("  backend's first launch call", s, 0, 0, 0, find("backend first launch", "raw", s),
         find("backend first launch", "flowdsl", s));
+    row("  runtime miss / backend+launch", s, 0, 0, 0,
+        find("backend emit+instantiate", "flowdsl", s) + find("backend first launch", "flowdsl", s),
+        find("runtime miss beside backend", "flowdsl", s));
     row("hit launch, host", s, 0, find("launch all host", "stream", s), find("hit launch host", "capture", s),
         find("hit launch host", "raw", s), find("hit launch host", "flowdsl", s));
     if (find("hit launch host", "flowdsl, profiler gone", s) > 0) {
