@@ -67,6 +67,8 @@ class ChunkedList {
     return count == 0 ? 0 : first_size << (count - 1);
   }
 
+  // Walks its chunk by pointer and finds the next chunk only at its end: a loop over the list
+  // costs little more than over an array.
   template <bool Const>
   class Iterator {
     using List = std::conditional_t<Const, const ChunkedList, ChunkedList>;
@@ -79,19 +81,35 @@ class ChunkedList {
     using reference = std::conditional_t<Const, const T&, T&>;
 
     Iterator() = default;
-    Iterator(List* list, std::size_t index) : list_(list), index_(index) {}
+    Iterator(List* list, std::size_t index) : list_(list), index_(index) { settle(); }
     template <bool C = Const, class = std::enable_if_t<C>>
-    Iterator(const Iterator<false>& other) : list_(other.list_), index_(other.index_) {}
+    Iterator(const Iterator<false>& other) : list_(other.list_), index_(other.index_), at_(other.at_), end_(other.end_) {}
 
-    reference operator*() const { return (*list_)[index_]; }
-    pointer operator->() const { return &(*list_)[index_]; }
+    reference operator*() const { return *at_; }
+    pointer operator->() const { return at_; }
     reference operator[](difference_type n) const { return (*list_)[index_ + n]; }
-    Iterator& operator++() { ++index_; return *this; }
-    Iterator operator++(int) { Iterator old = *this; ++index_; return old; }
-    Iterator& operator--() { --index_; return *this; }
-    Iterator operator--(int) { Iterator old = *this; --index_; return old; }
-    Iterator& operator+=(difference_type n) { index_ += n; return *this; }
-    Iterator& operator-=(difference_type n) { index_ -= n; return *this; }
+    Iterator& operator++() {
+      ++index_;
+      if (++at_ == end_) settle();
+      return *this;
+    }
+    Iterator operator++(int) {
+      Iterator old = *this;
+      ++*this;
+      return old;
+    }
+    Iterator& operator--() { return *this -= 1; }
+    Iterator operator--(int) {
+      Iterator old = *this;
+      --*this;
+      return old;
+    }
+    Iterator& operator+=(difference_type n) {
+      index_ += n;
+      settle();
+      return *this;
+    }
+    Iterator& operator-=(difference_type n) { return *this += -n; }
     friend Iterator operator+(Iterator it, difference_type n) { return it += n; }
     friend Iterator operator+(difference_type n, Iterator it) { return it += n; }
     friend Iterator operator-(Iterator it, difference_type n) { return it -= n; }
@@ -107,9 +125,26 @@ class ChunkedList {
 
    private:
     friend class Iterator<true>;
+    // Points at element index_ and the end of its chunk; nothing at or past the list's end.
+    void settle() {
+      if (list_ == nullptr || index_ >= list_->size_) {
+        at_ = end_ = nullptr;
+        return;
+      }
+      at_ = list_->locate(index_);
+      end_ = at_ + (chunk_end(index_) - index_);
+    }
+
     List* list_ = nullptr;
     std::size_t index_ = 0;
+    pointer at_ = nullptr;
+    pointer end_ = nullptr;  ///< one past the last element of at_'s chunk
   };
+
+  /// The index one past the last element of the chunk holding element i.
+  static std::size_t chunk_end(std::size_t i) noexcept {
+    return i < first_size ? first_size : std::size_t{2} << detail::log2_floor(i);
+  }
 
  public:
   using value_type = T;

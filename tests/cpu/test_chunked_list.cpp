@@ -64,6 +64,20 @@ TEST_CASE("A chunked list iterates in order and works with the standard algorith
   const flowdsl::ChunkedList<int>& constant = list;
   CHECK(std::count_if(constant.begin(), constant.end(), [](int v) { return v % 2 == 0; }) == 500);
   CHECK(list.at(999) == 2997);
+  // Backwards and by jumps, across every chunk boundary.
+  int at = 999;
+  for (auto back = list.end(); back != list.begin();) {
+    --back;
+    REQUIRE(*back == at * 3);
+    --at;
+  }
+  for (std::size_t step : {1u, 31u, 32u, 33u, 63u, 64u, 65u, 127u, 500u}) {
+    std::size_t i = 0;
+    for (auto jump = list.begin(); jump < list.end(); jump += static_cast<std::ptrdiff_t>(step), i += step) {
+      REQUIRE(*jump == static_cast<int>(i) * 3);
+      REQUIRE(&*jump == &list[i]);
+    }
+  }
   CHECK_THROWS_AS(list.at(1000), std::out_of_range);
 }
 
