@@ -374,9 +374,20 @@ Ordering validate(const Description& d, Diagnostics& diag, bool structure_hashes
     take_scratch<ScratchUse::structure>(ordering.structure);
     ordering.structure.reserve(d.nodes.size());
   }
+  // Names are hashed, and their table slots fetched, `ahead` nodes before the walk adds them: a
+  // large graph's table lies outside the nearer caches, and one node's checks are too short to
+  // hide the wait for its own slot.
+  constexpr NodeId ahead = 16;
+  std::uint64_t hashes[ahead];
+  auto next = d.nodes.begin();
+  for (NodeId i = 0; i < ahead && next != d.nodes.end(); ++i, ++next) hashes[i] = names.prepare(*next);
   NodeId id = 0;
   for (const Node& n : d.nodes) {
-    const std::uint64_t name = names.prepare(n);
+    const std::uint64_t name = hashes[id % ahead];
+    if (next != d.nodes.end()) {
+      hashes[id % ahead] = names.prepare(*next);
+      ++next;
+    }
     one_body = one_body && n.parent == first.parent && n.body == first.body;
     NodeCheck check(d, id, node_diag, buffers, kernels);
     std::visit([&](const auto& op) {
