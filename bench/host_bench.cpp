@@ -1,6 +1,7 @@
 // Host-only benchmark: declare, validate + plan + hash per node at 100k nodes, with and without
 // Graph::reserve. Needs no GPU.
 // `--quick` runs a small size (used as a ctest smoke test; no timing is asserted).
+// `--sizes` times the same at 1000, 10 000 and 100 000 nodes (width 1).
 // `--nodes N [--reps R]` times flowdsl::lower() alone on graphs of N nodes declared once (widths 1
 // and 8): the median and the fastest of R lowerings (default: as many as take about a second).
 #include <algorithm>
@@ -58,6 +59,31 @@ int time_lowering(int n, int reps) {
   return 0;
 }
 
+// Declaring and planning per node at sizes from cache-resident (1000 nodes: about 0.4 MB of
+// description) to well past the caches (100 000: about 40 MB): whether a machine's figure at 100k
+// is set by its memory or by its instructions.
+int time_sizes() {
+  std::printf("declare + validate + plan + hash by graph size, width 1, reserved (median of the runs)\n");
+  std::printf("%-8s %6s %16s %27s %10s\n", "nodes", "runs", "declare us/node", "validate+plan+hash us/node", "total");
+  for (int n : {1000, 10000, 100000}) {
+    const int reps = std::max(7, 2000000 / n);
+    std::vector<double> build, lower, total;
+    for (int r = 0; r < reps; ++r) {
+      const double t0 = bench::now_us();
+      flowdsl::Graph g = make_graph(n, 1, true);
+      const double t1 = bench::now_us();
+      if (g.topology_hash() == 0) std::printf("(zero hash)\n");
+      const double t2 = bench::now_us();
+      build.push_back((t1 - t0) / n);
+      lower.push_back((t2 - t1) / n);
+      total.push_back((t2 - t0) / n);
+    }
+    std::printf("%-8d %6d %16.3f %27.3f %10.3f\n", n, reps, bench::median(build), bench::median(lower),
+                bench::median(total));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -65,6 +91,7 @@ int main(int argc, char** argv) {
     const int reps = argc > 4 && std::strcmp(argv[3], "--reps") == 0 ? std::atoi(argv[4]) : 0;
     return time_lowering(std::max(1, std::atoi(argv[2])), reps);
   }
+  if (argc > 1 && std::strcmp(argv[1], "--sizes") == 0) return time_sizes();
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const int n = quick ? 2000 : 100000;
   const int reps = quick ? 3 : 7;
