@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "flowdsl/chunked_list.hpp"
 #include "flowdsl/graph.hpp"
 
 namespace flowdsl::detail {
@@ -106,7 +107,9 @@ class GraphState {
   std::unordered_map<NodeId, std::uint32_t> symbol_index_;  ///< node -> index in description_.symbols
   std::uint64_t uid_;
   std::uint64_t version_ = 0;                ///< bumped on every parameter change
-  std::vector<std::uint64_t> node_version_;  ///< per node: version of its last change
+  /// Per node: version of its last change. In chunks, as the nodes are: a graph declared node by
+  /// node does not copy it as it grows, and its memory serves the next graph.
+  ChunkedList<std::uint64_t> node_version_;
   /// Ascending versions; compacted. Changes of the nodes from unlogged_from_ on are not in it
   /// until a query needs them (log_unlogged): node_version_ holds them, and a graph being
   /// declared then costs no log entry per node.

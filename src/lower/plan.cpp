@@ -6,6 +6,7 @@
 #include "flowdsl/plan.hpp"
 #include "lowering_facets.hpp"
 #include "log_internal.hpp"
+#include "plan_storage.hpp"
 
 namespace flowdsl {
 namespace {
@@ -107,10 +108,11 @@ class PlanBuilder {
 Plan flat_plan(const lowering::ResolvedEdges& edges, const std::vector<NodeId>& order,
                const std::vector<std::uint64_t>& structure) {
   Plan plan;
+  plan.position = lowering::take_positions(order.size());
   plan.position.resize(order.size());
   for (std::uint32_t pos = 0; pos < order.size(); ++pos) plan.position[order[pos]] = pos;
   // Each step is made where it is appended, not made empty first and filled on a second visit.
-  plan.steps.reserve(order.size());
+  plan.steps = lowering::take_steps(order.size());
   lowering::Hasher h;
   h.add(order.size());
   for (std::uint32_t pos = 0; pos < order.size(); ++pos) {
@@ -176,7 +178,7 @@ const Plan& Graph::plan() const {
   if (!slot) {
     Plan plan = lower(description());
     plan.checked_version = parameter_version();
-    slot = std::make_shared<const Plan>(std::move(plan));
+    slot = lowering::share_plan(std::move(plan));
   }
   return *slot;
 }

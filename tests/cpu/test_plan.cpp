@@ -1,6 +1,7 @@
 // Lowering: deterministic topological order with canonical dependency lists.
 #include "catch.hpp"
 #include "flowdsl/flowdsl.hpp"
+#include "lower/plan_storage.hpp"
 
 namespace {
 
@@ -123,4 +124,76 @@ TEST_CASE("IndexList keeps its values when it grows past its inline room, is cop
   CHECK(small.size() == 11);
   copy = flowdsl::IndexList{7};
   CHECK(copy == std::vector<std::uint32_t>{7});
+}
+
+namespace {
+
+void step_kernel(float*, float) {}
+
+// A graph of `n` kernels in `width` chains.
+flowdsl::Graph chains(int n, int width) {
+  static float slots[8];
+  flowdsl::Graph g;
+  std::vector<flowdsl::KernelNode<float*, float>> nodes;
+  for (int i = 0; i < n; ++i) {
+    nodes.push_back(g.kernel("k" + std::to_string(i), step_kernel).grid(1).block(32).args(slots + i % width, 1.0f));
+    if (i >= width) nodes.back().after(nodes[static_cast<std::size_t>(i - width)]);
+  }
+  return g;
+}
+
+bool same_plan(const flowdsl::Plan& a, const flowdsl::Plan& b) {
+  if (a.steps.size() != b.steps.size() || a.position != b.position || a.topology_hash != b.topology_hash) return false;
+  for (std::size_t i = 0; i < a.steps.size(); ++i) {
+    if (a.steps[i].node != b.steps[i].node || a.steps[i].deps != b.steps[i].deps) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("A dropped Graph's large plan lends its memory to the next plan, which equals a fresh lowering",
+          "[plan][storage]") {
+  flowdsl::lowering::trim_plan_storage();
+  const flowdsl::PlanStep* kept_steps = nullptr;
+  const std::uint32_t* kept_positions = nullptr;
+  {
+    const flowdsl::Graph first = chains(8192, 1);
+    kept_steps = first.plan().steps.data();
+    kept_positions = first.plan().position.data();
+    CHECK(first.plan().steps.capacity() == 8192);
+  }
+  SECTION("a large plan takes it") {
+    const flowdsl::Graph second = chains(5000, 3);
+    const flowdsl::Plan& plan = second.plan();
+    CHECK(plan.steps.data() == kept_steps);
+    CHECK(plan.position.data() == kept_positions);
+    CHECK(same_plan(plan, flowdsl::lower(second.description())));
+  }
+  SECTION("a small plan leaves it for a large one") {
+    const flowdsl::Graph small = chains(100, 2);
+    CHECK(small.plan().steps.data() != kept_steps);
+    CHECK(same_plan(small.plan(), flowdsl::lower(small.description())));
+    CHECK(flowdsl::lowering::take_steps(6000).capacity() == 8192);
+  }
+  SECTION("a plan a runtime still holds gives nothing back until the runtime lets go") {
+    std::shared_ptr<const flowdsl::Plan> held;
+    {
+      const flowdsl::Graph second = chains(5000, 3);
+      const flowdsl::Plan& plan = second.plan();
+      held = flowdsl::detail::plan_slot(second.state());  // as a Runtime keeps it
+      REQUIRE(held.get() == &plan);
+    }
+    CHECK(held->steps.data() == kept_steps);
+    CHECK(held->steps.size() == 5000);  // the Graph is gone; its plan is intact
+    CHECK(flowdsl::lowering::take_steps(6000).capacity() == 6000);
+    const flowdsl::Plan fresh = flowdsl::lower(chains(5000, 3).description());
+    CHECK(held->topology_hash == fresh.topology_hash);
+    held.reset();
+    CHECK(flowdsl::lowering::take_steps(6000).capacity() == 8192);
+  }
+  SECTION("trimming frees what is kept") {
+    flowdsl::lowering::trim_plan_storage();
+    CHECK(flowdsl::lowering::take_steps(6000).capacity() == 6000);
+  }
 }
