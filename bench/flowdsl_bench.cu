@@ -871,12 +871,13 @@ int main(int argc, char** argv) {
   bool ok = true;
   for (const Shape& s : shapes) {
     Settings local = set;
+    // Builds: the instantiation's spread from one build to the next, and the machine's drift
+    // within a shape's builds, are as large as flowdsl's margin over raw; builds of up to 1000
+    // nodes take a few milliseconds, so they get three times the samples (10 000 nodes: 7).
     if (s.n >= 10000)
-      local = Settings{std::min(set.build_reps, 3), set.launch_reps / 2, set.replay_reps / 2, set.update_reps / 4};
-    // A build of 100 nodes or fewer takes well under a millisecond, and the instantiation's
-    // spread from one build to the next is as large as flowdsl's margin: more samples for the
-    // medians, at little cost.
-    if (s.n <= 100) local.build_reps = 3 * set.build_reps;
+      local = Settings{7, set.launch_reps / 2, set.replay_reps / 2, set.update_reps / 4};
+    else
+      local.build_reps = 3 * set.build_reps;
     std::fprintf(stderr, "N=%d width=%d ...\n", s.n, s.width);
     ok = run_shape(s, local) && ok;
   }
