@@ -2,6 +2,8 @@
 // rebuild) would otherwise take a large plan's pages fresh each time, a fault each.
 #include "plan_storage.hpp"
 
+#include "flowdsl/chunked_list.hpp"
+
 #include <array>
 #include <mutex>
 #include <type_traits>
@@ -121,3 +123,12 @@ std::shared_ptr<const Plan> share_plan(Plan&& plan) {
 void trim_plan_storage() noexcept { storage().trim(); }
 
 }  // namespace flowdsl::lowering
+
+namespace flowdsl {
+
+void release_cached_memory() noexcept {
+  lowering::trim_plan_storage();
+  detail::trim_chunk_cache();
+}
+
+}  // namespace flowdsl
