@@ -169,7 +169,7 @@ Plan lower(const Description& description);
 std::uint64_t topology_hash(const Description& description, const Plan& plan);
 
 /// \brief Frees the memory flowdsl keeps for reuse once graphs are gone: the chunks of released
-/// descriptions (up to 64 MiB for the process) and the vectors of dropped plans of 1000 nodes or
+/// descriptions (up to 64 MiB for the process) and the vectors of dropped plans of 1024 nodes or
 /// more (up to 32 MiB). A server may call it after a burst of large graphs; the next graphs then
 /// take fresh memory. Thread-safe.
 void release_cached_memory() noexcept;
