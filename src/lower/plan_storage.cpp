@@ -16,11 +16,13 @@ namespace {
 template <class T>
 class Kept {
  public:
-  // The slot whose vector holds `count` with the least room to spare, emptied into `out`.
+  // The slot whose vector holds `count` with the least room to spare, emptied into `out`; none
+  // over four times `count`, which a smaller plan would hold on to for its whole life.
   bool take(std::size_t count, std::vector<T>& out, std::size_t& kept_bytes) {
     std::vector<T>* best = nullptr;
     for (std::vector<T>& v : slots_) {
-      if (v.capacity() >= count && (best == nullptr || v.capacity() < best->capacity())) best = &v;
+      if (v.capacity() < count || v.capacity() / 4 > count) continue;
+      if (best == nullptr || v.capacity() < best->capacity()) best = &v;
     }
     if (best == nullptr) return false;
     kept_bytes -= best->capacity() * sizeof(T);
