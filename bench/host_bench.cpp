@@ -62,6 +62,28 @@ int time_lowering(int n, int reps) {
   return 0;
 }
 
+// Medians over `reps` graphs of `n` nodes, µs a node: declaring; validating, planning and
+// hashing (the first topology_hash()); both.
+struct BuildFigures {
+  double declare, plan, total;
+};
+
+BuildFigures time_builds(int n, int width, bool reserve, int reps) {
+  std::vector<double> build, lower, total;
+  for (int r = 0; r < reps; ++r) {
+    const double t0 = bench::now_us();
+    flowdsl::Graph g = make_graph(n, width, reserve);
+    const double t1 = bench::now_us();
+    const std::uint64_t hash = g.topology_hash();
+    const double t2 = bench::now_us();
+    if (hash == 0) std::printf("(zero hash)\n");
+    build.push_back((t1 - t0) / n);
+    lower.push_back((t2 - t1) / n);
+    total.push_back((t2 - t0) / n);
+  }
+  return {bench::median(build), bench::median(lower), bench::median(total)};
+}
+
 // Declaring and planning per node at sizes from cache-resident (1000 nodes: about 0.4 MB of
 // description) to well past the caches (100 000: about 40 MB): whether a machine's figure at 100k
 // is set by its memory or by its instructions.
@@ -70,19 +92,8 @@ int time_sizes() {
   std::printf("%-8s %6s %16s %27s %10s\n", "nodes", "runs", "declare us/node", "validate+plan+hash us/node", "total");
   for (int n : {1000, 10000, 100000}) {
     const int reps = std::max(7, 2000000 / n);
-    std::vector<double> build, lower, total;
-    for (int r = 0; r < reps; ++r) {
-      const double t0 = bench::now_us();
-      flowdsl::Graph g = make_graph(n, 1, true);
-      const double t1 = bench::now_us();
-      if (g.topology_hash() == 0) std::printf("(zero hash)\n");
-      const double t2 = bench::now_us();
-      build.push_back((t1 - t0) / n);
-      lower.push_back((t2 - t1) / n);
-      total.push_back((t2 - t0) / n);
-    }
-    std::printf("%-8d %6d %16.3f %27.3f %10.3f\n", n, reps, bench::median(build), bench::median(lower),
-                bench::median(total));
+    const BuildFigures f = time_builds(n, 1, true, reps);
+    std::printf("%-8d %6d %16.3f %27.3f %10.3f\n", n, reps, f.declare, f.plan, f.total);
   }
   return 0;
 }
@@ -103,20 +114,8 @@ int main(int argc, char** argv) {
               "total");
   for (int width : {1, 8}) {
     for (bool reserve : {false, true}) {
-      std::vector<double> build, lower, total;
-      for (int r = 0; r < reps; ++r) {
-        const double t0 = bench::now_us();
-        flowdsl::Graph g = make_graph(n, width, reserve);
-        const double t1 = bench::now_us();
-        const std::uint64_t hash = g.topology_hash();
-        const double t2 = bench::now_us();
-        if (hash == 0) std::printf("(zero hash)\n");
-        build.push_back((t1 - t0) / n);
-        lower.push_back((t2 - t1) / n);
-        total.push_back((t2 - t0) / n);
-      }
-      std::printf("%-8d %-9s %14.3f %27.3f %10.3f\n", width, reserve ? "yes" : "no", bench::median(build),
-                  bench::median(lower), bench::median(total));
+      const BuildFigures f = time_builds(n, width, reserve, reps);
+      std::printf("%-8d %-9s %14.3f %27.3f %10.3f\n", width, reserve ? "yes" : "no", f.declare, f.plan, f.total);
     }
   }
   // What the caller's own code costs of the declare figures: making the names alone.
