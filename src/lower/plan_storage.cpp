@@ -18,31 +18,28 @@ class Kept {
  public:
   // The slot whose vector holds `count` with the least room to spare, emptied into `out`; none
   // over four times `count`, which a smaller plan would hold on to for its whole life.
-  bool take(std::size_t count, std::vector<T>& out, std::size_t& kept_bytes) {
+  void take(std::size_t count, std::vector<T>& out, std::size_t& kept_bytes) {
     std::vector<T>* best = nullptr;
     for (std::vector<T>& v : slots_) {
       if (v.capacity() < count || v.capacity() / 4 > count) continue;
       if (best == nullptr || v.capacity() < best->capacity()) best = &v;
     }
-    if (best == nullptr) return false;
+    if (best == nullptr) return;
     kept_bytes -= best->capacity() * sizeof(T);
     out = std::move(*best);
     *best = std::vector<T>();
-    return true;
   }
   // Keeps `v` (empty) in a free slot if the process's total stays within bounds.
-  bool keep(std::vector<T>& v, std::size_t& kept_bytes) {
+  void keep(std::vector<T>& v, std::size_t& kept_bytes) {
     const std::size_t bytes = v.capacity() * sizeof(T);
-    if (kept_bytes + bytes > plan_storage_bytes) return false;
+    if (kept_bytes + bytes > plan_storage_bytes) return;
     for (std::vector<T>& slot : slots_) {
       if (slot.capacity() != 0) continue;
       slot = std::move(v);
       kept_bytes += bytes;
-      return true;
+      return;
     }
-    return false;
   }
-  void clear() { slots_ = {}; }
 
  private:
   std::array<std::vector<T>, 4> slots_;
@@ -55,7 +52,7 @@ class PlanStorage {
     std::vector<T> out;
     if (count >= min_kept_steps) {
       const std::lock_guard<std::mutex> lock(mutex_);
-      (void)kept<T>().take(count, out, kept_bytes_);
+      kept<T>().take(count, out, kept_bytes_);
     }
     out.reserve(count);
     return out;
@@ -67,8 +64,8 @@ class PlanStorage {
     plan.position.clear();
     if (plan.steps.capacity() < min_kept_steps) return;
     const std::lock_guard<std::mutex> lock(mutex_);
-    (void)kept<PlanStep>().keep(plan.steps, kept_bytes_);
-    (void)kept<std::uint32_t>().keep(plan.position, kept_bytes_);
+    kept<PlanStep>().keep(plan.steps, kept_bytes_);
+    kept<std::uint32_t>().keep(plan.position, kept_bytes_);
   }
 
   void trim() noexcept {
