@@ -19,7 +19,8 @@ class CudaError : public Error {
   /// \param code the cudaError_t the call returned
   /// \param call the name of the CUDA function, e.g. "cudaGraphInstantiate"
   /// \param node the node concerned, or empty
-  CudaError(cudaError_t code, std::string call, std::string node = {});
+  /// \param detail what the failure means there, appended to the message (or empty)
+  CudaError(cudaError_t code, std::string call, std::string node = {}, const std::string& detail = {});
 
   cudaError_t code() const noexcept { return code_; }
   const std::string& call() const noexcept { return call_; }

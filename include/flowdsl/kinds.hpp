@@ -21,6 +21,7 @@
 #include "flowdsl/kinds/event.hpp"
 #include "flowdsl/kinds/host.hpp"
 #include "flowdsl/kinds/kernel.hpp"
+#include "flowdsl/kinds/library.hpp"
 #include "flowdsl/kinds/memcpy.hpp"
 #include "flowdsl/kinds/memory.hpp"
 #include "flowdsl/kinds/memset.hpp"
@@ -42,7 +43,8 @@ namespace flowdsl {
   X(AllocOp)                  \
   X(FreeOp)                   \
   X(EventRecordOp)            \
-  X(EventWaitOp)
+  X(EventWaitOp)              \
+  X(LibraryOp)
 
 namespace detail {
 template <class Ignored, class... Ops>

@@ -4,6 +4,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <utility>
 
 namespace flowdsl {
 
@@ -20,8 +22,15 @@ enum class LaunchKind : std::uint8_t {
 const char* to_string(LaunchKind kind) noexcept;
 
 struct LaunchReport {
+  LaunchReport() = default;
+  LaunchReport(LaunchKind what, std::size_t updated, std::string why = {})
+      : kind(what), nodes_updated(updated), reason(std::move(why)) {}
+
   LaunchKind kind = LaunchKind::hit;
   std::size_t nodes_updated = 0;
+  /// For `reinstantiated`: the update refused and why, e.g. "node 'gemm': recorded body
+  /// changed: 2 kernels → 3 kernels" (a library node whose call recorded other nodes).
+  std::string reason;
 };
 
 }  // namespace flowdsl

@@ -163,6 +163,23 @@ class ArgumentPack {
   /// Written into `out` (resized), valid until the next append.
   void pointers(std::vector<void*>& out) const;
 
+  /// \brief Passes each pointer and Condition slot through `f` (the symbols of a copied graph).
+  template <class F>
+  void remap_symbols(const F& f) {
+    for (std::size_t i = 0; i < size(); ++i) {
+      if (kind(i) == SlotKind::value) continue;
+      const std::uint64_t value = f(word(i));
+      if (value != word(i)) set(i, &value, sizeof value);
+    }
+  }
+  /// \brief Calls `visit(value)` for each pointer or Condition slot that holds a symbol.
+  template <class Visit>
+  void for_each_symbol(Visit&& visit) const {
+    for (std::size_t i = 0; i < size(); ++i) {
+      if (kind(i) != SlotKind::value && symbol::is_symbol(word(i))) visit(word(i));
+    }
+  }
+
   friend bool operator==(const ArgumentPack& a, const ArgumentPack& b);
 
  private:

@@ -26,6 +26,8 @@
 // this header needing CUDA's (their definitions come with cuda_fp16.h and cuda_bf16.h).
 struct __half;
 struct __nv_bfloat16;
+// CUDA's stream type (cudaStream_t is CUstream_st*), for library calls' signatures.
+struct CUstream_st;
 
 namespace flowdsl {
 
@@ -105,6 +107,44 @@ constexpr ParamType param_type_of() {
   }
 }
 
+/// \brief What a library call returned: 0 for success, else its status (a cudaError_t,
+/// cublasStatus_t, ncclResult_t, ...: every CUDA library's success is 0).
+using CallStatus = std::int64_t;
+
+/// \brief Calls a library call's function (`function`, its address) on `stream` with the
+/// arguments at `args` (one pointer per parameter, to a value of that parameter's type).
+using StreamInvoker = CallStatus (*)(const void* function, CUstream_st* stream, void* const* args);
+
+namespace detail {
+template <class R>
+CallStatus status_of(R value) {
+  if constexpr (std::is_enum_v<R>) {
+    return static_cast<CallStatus>(static_cast<std::underlying_type_t<R>>(value));
+  } else if constexpr (std::is_same_v<R, bool>) {
+    return value ? 0 : 1;  // true: it worked
+  } else {
+    static_assert(std::is_integral_v<R>, "flowdsl: a library call returns void, a status enum (cudaError_t, "
+                                         "cublasStatus_t, ...), an integer status (0: success) or bool (true: success)");
+    return static_cast<CallStatus>(value);
+  }
+}
+template <class R, class... Params, std::size_t... I>
+CallStatus invoke_call(const void* function, CUstream_st* stream, void* const* args, std::index_sequence<I...>) {
+  const auto call = reinterpret_cast<R (*)(CUstream_st*, Params...)>(const_cast<void*>(function));
+  if constexpr (std::is_void_v<R>) {
+    call(stream, *static_cast<std::remove_cv_t<Params>*>(args[I])...);
+    return 0;
+  } else {
+    return status_of(call(stream, *static_cast<std::remove_cv_t<Params>*>(args[I])...));
+  }
+}
+/// The StreamInvoker of a call of type R(CUstream_st*, Params...).
+template <class R, class... Params>
+CallStatus invoke(const void* function, CUstream_st* stream, void* const* args) {
+  return invoke_call<R, Params...>(function, stream, args, std::index_sequence_for<Params...>{});
+}
+}  // namespace detail
+
 /// \brief One named parameter of a registered kernel.
 struct KernelParam {
   std::string name;
@@ -130,7 +170,12 @@ struct KernelInfo {
   /// Parameters the kernel takes after `params`, computed from the arguments (DerivedParameters);
   /// its function then has one parameter more than `params` lists.
   DerivedParameters derived;
+  /// Set for a library call (a function that enqueues work on a stream, recorded into a library
+  /// node): `function` is then the call's address, called through this. Null for kernels.
+  StreamInvoker call = nullptr;
 
+  /// \brief Whether this entry is a library call rather than a kernel.
+  bool is_call() const noexcept { return call != nullptr; }
   /// \brief Index of the parameter called `param`, or params.size() when there is none.
   std::size_t index_of(std::string_view param) const noexcept;
   /// \brief Whether every pointer parameter declares its extent, so that nodes of this
@@ -190,6 +235,26 @@ class KernelRegistry {
     KernelInfo info{std::move(name), reinterpret_cast<const void*>(function), {}, std::move(summary), {},
                     waits_for_producers, derived};
     add_params<std::tuple<Params...>>(info, param_names, std::make_index_sequence<sizeof...(Params) - 1>{});
+    return add(std::move(info));
+  }
+
+  /// \brief Adds a library call: a function that enqueues work on the stream it is given
+  /// (cuBLASLt, NCCL, ...), for library nodes (flowdsl/kinds/library.hpp) and graph files to use
+  /// by name. Parameter types come from its signature after the stream.
+  /// \param param_names as for kernels, extents included: `{"n", "x: n", "y: n"}`
+  /// \throws UsageError as add(KernelInfo), or when the number of names differs from the
+  ///         number of parameters.
+  template <class R, class... Params>
+  const KernelInfo& add_call(std::string name, R (*function)(CUstream_st*, Params...),
+                             std::vector<std::string> param_names, std::string summary = {}) {
+    if (param_names.size() != sizeof...(Params)) {
+      throw UsageError("flowdsl: library call '" + name + "' takes " + std::to_string(sizeof...(Params)) +
+                       " parameters after its stream but " + std::to_string(param_names.size()) + " names were given");
+    }
+    KernelInfo info{std::move(name), reinterpret_cast<const void*>(function), {}, std::move(summary), {}, false, {},
+                    &detail::invoke<R, Params...>};
+    const ParamType types[] = {param_type_of<Params>()..., ParamType{}};
+    for (std::size_t i = 0; i < sizeof...(Params); ++i) info.params.push_back(split_param(param_names[i], types[i]));
     return add(std::move(info));
   }
 

@@ -148,8 +148,8 @@ int run(const std::string& file, const RunOptions& run_options) {
     flowdsl::check(cudaEventSynchronize(stop.get()), "cudaEventSynchronize");
     float device_ms = 0;
     flowdsl::check(cudaEventElapsedTime(&device_ms, start.get(), stop.get()), "cudaEventElapsedTime");
-    std::printf("launch %d: %s, %.1f us host, %.1f us on the stream\n", i + 1, flowdsl::to_string(report.kind), host_us,
-                1000.0 * device_ms);
+    std::printf("launch %d: %s, %.1f us host, %.1f us on the stream%s%s\n", i + 1, flowdsl::to_string(report.kind),
+                host_us, 1000.0 * device_ms, report.reason.empty() ? "" : "; ", report.reason.c_str());
   }
   if (run_options.explain) {
     std::printf("explain (next launch): %s\n", runtime.explain(graph, stream.get()).text().c_str());
@@ -291,11 +291,16 @@ std::string signature(const flowdsl::KernelInfo& kernel) {
   return params;
 }
 
-// The registered kernels as the Markdown table in docs/kernels.md (a test compares the two).
+// The registered kernels, then the library calls, as the Markdown tables in docs/kernels.md (a
+// test compares them).
 int kernel_table() {
-  std::printf("| kernel | parameters | summary |\n| --- | --- | --- |\n");
-  for (const flowdsl::KernelInfo* k : flowdsl::KernelRegistry::global().list()) {
-    std::printf("| `%s` | `%s` | %s |\n", k->name.c_str(), signature(*k).c_str(), k->summary.c_str());
+  for (const bool calls : {false, true}) {
+    std::printf("%s| %s | parameters | summary |\n| --- | --- | --- |\n", calls ? "\n" : "",
+                calls ? "library call" : "kernel");
+    for (const flowdsl::KernelInfo* k : flowdsl::KernelRegistry::global().list()) {
+      if (k->is_call() != calls) continue;
+      std::printf("| `%s` | `%s` | %s |\n", k->name.c_str(), signature(*k).c_str(), k->summary.c_str());
+    }
   }
   return exit_ok;
 }
@@ -317,9 +322,13 @@ int info(bool markdown) {
     std::printf("device %d: %s, compute capability %d.%d, %.1f GiB\n", d, p.name, p.major, p.minor,
                 static_cast<double>(p.totalGlobalMem) / (1u << 30));
   }
-  std::printf("registered kernels:\n");
-  for (const flowdsl::KernelInfo* k : flowdsl::KernelRegistry::global().list()) {
-    std::printf("  %s(%s)%s%s\n", k->name.c_str(), signature(*k).c_str(), k->summary.empty() ? "" : "  -- ", k->summary.c_str());
+  for (const bool calls : {false, true}) {
+    std::printf("%s\n", calls ? "library calls (nodes of kind \"library\"):" : "registered kernels:");
+    for (const flowdsl::KernelInfo* k : flowdsl::KernelRegistry::global().list()) {
+      if (k->is_call() != calls) continue;
+      std::printf("  %s(%s)%s%s\n", k->name.c_str(), signature(*k).c_str(), k->summary.empty() ? "" : "  -- ",
+                  k->summary.c_str());
+    }
   }
   return exit_ok;
 }

@@ -4,16 +4,17 @@
 namespace flowdsl {
 namespace {
 
-std::string describe(cudaError_t code, const std::string& call, const std::string& node) {
+std::string describe(cudaError_t code, const std::string& call, const std::string& node, const std::string& detail) {
   std::string text = "flowdsl: " + call + " failed";
   if (!node.empty()) text += " for node '" + node + "'";
-  return text + ": " + cudaGetErrorName(code) + " (" + cudaGetErrorString(code) + ")";
+  text += std::string(": ") + cudaGetErrorName(code) + " (" + cudaGetErrorString(code) + ")";
+  return detail.empty() ? text : text + ": " + detail;
 }
 
 }  // namespace
 
-CudaError::CudaError(cudaError_t code, std::string call, std::string node)
-    : Error(describe(code, call, node)), code_(code), call_(std::move(call)), node_(std::move(node)) {}
+CudaError::CudaError(cudaError_t code, std::string call, std::string node, const std::string& detail)
+    : Error(describe(code, call, node, detail)), code_(code), call_(std::move(call)), node_(std::move(node)) {}
 
 void check(cudaError_t code, const char* call, const char* node) {
   if (code != cudaSuccess) {

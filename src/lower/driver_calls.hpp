@@ -4,8 +4,8 @@
 // Why: cudaGraphAddKernelNode and cudaGraphExecKernelNodeSetParams translate the kernel's host
 // stub to its driver function on every call (a lookup under the runtime's lock, a lazy-loading
 // check, the parameter conversion). Emission knows each node's function once per kernel, so
-// it calls the driver with it: on the H200, 0.37–0.41 µs an add where the runtime's call takes
-// 0.59–0.97, 0.15 µs an update against 0.34 (bench/native_calls_bench.cu; docs/performance.md).
+// it calls the driver with it, about half the runtime call's cost an add and an update
+// (bench/native_calls_bench.cu; the figures are in docs/performance.md).
 #pragma once
 
 #include <cuda.h>

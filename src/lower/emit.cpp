@@ -136,7 +136,7 @@ Emitted emit(const Description& d, const Plan& plan, DeviceContext& device) {
 UpdateStatus update(const Description& d, const Plan& plan, NodeId id, cudaGraphExec_t exec, cudaGraphNode_t native,
                     cudaFunction_t function, const std::vector<std::uint64_t>& values) {
   const Symbols symbols(d, plan, values);
-  const NativeUpdate node{exec, native, symbols, function};
+  const NativeUpdate node{exec, native, symbols, function, &d, id};
   return std::visit([&](const auto& op) { return update_native(op, node); }, d.nodes[id].op);
 }
 

@@ -266,6 +266,24 @@ class SavedParameters {
   bool ok_ = true;
 };
 
+/// Arguments (kernels', library calls') as saved parameters: every slot's bytes, in order.
+inline void save_arguments(const ArgumentPack& args, std::vector<unsigned char>& out) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const auto* bytes = static_cast<const unsigned char*>(args.data(i));
+    out.insert(out.end(), bytes, bytes + args.slot_size(i));
+  }
+}
+/// Whether `args` equal the arguments `held` saved; a pointer or Condition holding a symbol
+/// compares by what the symbol names too.
+inline bool same_arguments(const ArgumentPack& args, SavedParameters& held, const SymbolMatch& symbols) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const bool same = args.kind(i) == SlotKind::value ? held.equal(args.data(i), args.slot_size(i))
+                                                      : symbols.same(held.take<std::uint64_t>(), args.word(i));
+    if (!same) return false;
+  }
+  return true;
+}
+
 /// One node being added to a native graph: where, after what, and how to emit its bodies.
 /// A callable's address and a way to call it, for the length of one call that is given it (never
 /// kept): what NativeNode hands kinds, lighter than a std::function made for every node emitted.
@@ -315,6 +333,8 @@ struct NativeUpdate {
   cudaGraphNode_t native;
   const Symbols& symbols;
   cudaFunction_t function = nullptr;  ///< as NativeNode::function
+  const Description* description = nullptr;  ///< the node's, for messages (node_path)
+  NodeId id = no_node;
 };
 
 /// One node being launched on its own on a stream, and how to run its bodies likewise.
@@ -329,9 +349,13 @@ struct EagerNode {
 /// Result of an in-place update: the CUDA status and the call that produced it, or flowdsl's
 /// own refusal (`reason`) where CUDA would accept an update that cannot work.
 struct UpdateStatus {
+  UpdateStatus() = default;
+  UpdateStatus(cudaError_t status, const char* from, std::string why = {})
+      : code(status), call(from), reason(std::move(why)) {}
+
   cudaError_t code = cudaSuccess;
   const char* call = "";
-  const char* reason = nullptr;
+  std::string reason;  ///< empty: CUDA's status says it all
 };
 
 /// Memory type of a pointer as CUDA sees it (pageable host memory: cudaMemoryTypeUnregistered).

@@ -35,7 +35,7 @@ class CudaExecutable final : public Executable {
     const lowering::UpdateStatus status = lowering::update(d, plan, id, exec_.get(), nodes_[position], function, values_);
     if (status.code == cudaSuccess) return std::nullopt;
     (void)cudaGetLastError();
-    if (status.reason != nullptr) return std::string(status.reason);
+    if (!status.reason.empty()) return status.reason;
     return std::string(status.call) + " returned " + cudaGetErrorName(status.code) + " (" +
            cudaGetErrorString(status.code) + ")";
   }

@@ -44,18 +44,12 @@ struct KernelOp {
   /// Passes each pointer and Condition argument through `f` (symbols of a copied graph).
   template <class F>
   void remap_symbols(const F& f) {
-    for (std::size_t i = 0; i < args.size(); ++i) {
-      if (args.kind(i) == SlotKind::value) continue;
-      const std::uint64_t value = f(args.word(i));
-      if (value != args.word(i)) args.set(i, &value, sizeof value);
-    }
+    args.remap_symbols(f);
   }
   /// Calls `visit(value)` for each pointer or Condition argument that holds a symbol.
   template <class Visit>
   void for_each_symbol(Visit&& visit) const {
-    for (std::size_t i = 0; i < args.size(); ++i) {
-      if (args.kind(i) != SlotKind::value && symbol::is_symbol(args.word(i))) visit(args.word(i));
-    }
+    args.for_each_symbol(visit);
   }
 };
 
@@ -63,6 +57,37 @@ struct KernelOp {
 /// its function is registered under in KernelRegistry::global() (looked up when asked, so that
 /// declaring a node costs no lookup), else empty.
 std::string kernel_name_of(const KernelOp& op);
+
+namespace detail {
+/// Binds typed values to the slots of a pack laid out for `Params...` (the arguments of typed
+/// kernel and library nodes), each converted to its parameter's type.
+template <class... Params>
+struct TypedSlots {
+  template <class... Args>
+  static void set_all(ArgumentPack& pack, Args&&... values) {
+    set_each(pack, std::index_sequence_for<Params...>{}, std::forward<Args>(values)...);
+  }
+  template <std::size_t I, class Arg>
+  static void set(ArgumentPack& pack, Arg&& value) {
+    using Param = std::tuple_element_t<I, std::tuple<Params...>>;
+    const Param converted = static_cast<Param>(std::forward<Arg>(value));
+    pack.set(I, &converted, sizeof(Param));
+  }
+
+ private:
+  template <std::size_t... I, class... Args>
+  static void set_each(ArgumentPack& pack, std::index_sequence<I...>, Args&&... values) {
+    (set<I>(pack, std::forward<Args>(values)), ...);
+  }
+};
+
+/// The slot of the parameter called `param` of `entry` (a registered kernel or library call),
+/// for node `node` to bind a value of `size` bytes to, of type `given` when known.
+/// \throws UsageError naming the node and the parameter when there is no such parameter, or the
+///         type or size differs.
+std::size_t registered_slot(const KernelInfo& entry, const std::string& node, std::string_view param,
+                            const ParamType* given, std::size_t size);
+}  // namespace detail
 
 /// \brief What the two kernel handles share: the launch shape (structure).
 template <class Derived>
@@ -131,8 +156,8 @@ class KernelNode : public KernelHandleBase<KernelNode<Params...>> {
                   "flowdsl: args(...) must be given exactly one value per kernel parameter");
     static_assert((std::is_convertible_v<Args&&, Params> && ...),
                   "flowdsl: an argument given to args(...) does not convert to the kernel's parameter type");
-    KernelOp& op = detail::parameters<KernelOp>(*this->state_, this->id_);
-    set_all(op.args, std::index_sequence_for<Params...>{}, std::forward<Args>(values)...);
+    detail::TypedSlots<Params...>::set_all(detail::parameters<KernelOp>(*this->state_, this->id_).args,
+                                           std::forward<Args>(values)...);
     return *this;
   }
 
@@ -143,21 +168,9 @@ class KernelNode : public KernelHandleBase<KernelNode<Params...>> {
     using Param = std::tuple_element_t<Index, std::tuple<Params...>>;
     static_assert(std::is_convertible_v<Arg&&, Param>,
                   "flowdsl: the value given to arg<Index>(...) does not convert to that kernel parameter's type");
-    const Param converted = static_cast<Param>(std::forward<Arg>(value));
-    detail::parameters<KernelOp>(*this->state_, this->id_).args.set(Index, &converted, sizeof(Param));
+    detail::TypedSlots<Params...>::template set<Index>(detail::parameters<KernelOp>(*this->state_, this->id_).args,
+                                                       std::forward<Arg>(value));
     return *this;
-  }
-
- private:
-  template <std::size_t... I, class... Args>
-  static void set_all(ArgumentPack& pack, std::index_sequence<I...>, Args&&... values) {
-    (set_one<I>(pack, std::forward<Args>(values)), ...);
-  }
-  template <std::size_t I, class Arg>
-  static void set_one(ArgumentPack& pack, Arg&& value) {
-    using Param = std::tuple_element_t<I, std::tuple<Params...>>;
-    const Param converted = static_cast<Param>(std::forward<Arg>(value));
-    pack.set(I, &converted, sizeof(Param));
   }
 };
 
@@ -182,8 +195,8 @@ class RegisteredKernelNode : public KernelHandleBase<RegisteredKernelNode> {
   template <class T>
   RegisteredKernelNode& set(std::string_view param, T value) {
     static_assert(std::is_trivially_copyable_v<T>, "flowdsl: kernel arguments must be trivially copyable");
-    const std::size_t index = check_param(param, param_type_of<T>());
-    return set_slot(index, &value, sizeof(T));
+    const ParamType given = param_type_of<T>();
+    return set_slot(detail::registered_slot(*kernel_, this->name(), param, &given, sizeof(T)), &value, sizeof(T));
   }
 
   /// \brief Binds the parameter called `param` to the `size` bytes at `value` (its
@@ -194,8 +207,6 @@ class RegisteredKernelNode : public KernelHandleBase<RegisteredKernelNode> {
   RegisteredKernelNode& set_bytes(std::string_view param, const void* value, std::size_t size);
 
  private:
-  std::size_t index_of(std::string_view param) const;
-  std::size_t check_param(std::string_view param, const ParamType& given) const;
   RegisteredKernelNode& set_slot(std::size_t index, const void* value, std::size_t size);
 
   const KernelInfo* kernel_;

@@ -9,39 +9,39 @@ std::string kernel_name_of(const KernelOp& op) {
   return info == nullptr ? std::string() : info->name;
 }
 
-std::size_t RegisteredKernelNode::index_of(std::string_view param) const {
-  const std::size_t index = kernel_->index_of(param);
-  if (index == kernel_->params.size()) {
+namespace detail {
+
+std::size_t registered_slot(const KernelInfo& entry, const std::string& node, std::string_view param,
+                            const ParamType* given, std::size_t size) {
+  const std::string who = "flowdsl: node '" + node + "' (" + (entry.is_call() ? "library call '" : "kernel '") +
+                          entry.name + "'): ";
+  const std::size_t index = entry.index_of(param);
+  if (index == entry.params.size()) {
     std::string known;
-    for (const KernelParam& p : kernel_->params) known += (known.empty() ? "" : ", ") + p.name;
-    throw UsageError("flowdsl: node '" + name() + "' (kernel '" + kernel_->name + "'): no parameter named '" +
-                     std::string(param) + "' (parameters: " + known + ")");
+    for (const KernelParam& p : entry.params) known += (known.empty() ? "" : ", ") + p.name;
+    throw UsageError(who + "no parameter named '" + std::string(param) + "' (parameters: " + known + ")");
+  }
+  const ParamType& want = entry.params[index].type;
+  // A pointer to non-const converts to a pointer to const, as in C++.
+  const bool ok = given == nullptr ||
+                  (given->condition == want.condition &&
+                   (want.condition || (given->scalar == want.scalar && given->pointer == want.pointer &&
+                                       (!given->is_const || want.is_const))));
+  if (!ok) {
+    throw UsageError(who + "parameter '" + std::string(param) + "' takes " + to_string(want) + ", not " +
+                     to_string(*given));
+  }
+  if (size != want.size()) {
+    throw UsageError(who + "parameter '" + std::string(param) + "' takes " + std::to_string(want.size()) +
+                     " bytes, not " + std::to_string(size));
   }
   return index;
 }
 
-std::size_t RegisteredKernelNode::check_param(std::string_view param, const ParamType& given) const {
-  const std::size_t index = index_of(param);
-  const ParamType& want = kernel_->params[index].type;
-  // A pointer to non-const converts to a pointer to const, as in C++.
-  const bool ok = given.condition == want.condition &&
-                  (want.condition || (given.scalar == want.scalar && given.pointer == want.pointer &&
-                                      (!given.is_const || want.is_const)));
-  if (!ok) {
-    throw UsageError("flowdsl: node '" + name() + "' (kernel '" + kernel_->name + "'): parameter '" +
-                     std::string(param) + "' takes " + to_string(want) + ", not " + to_string(given));
-  }
-  return index;
-}
+}  // namespace detail
 
 RegisteredKernelNode& RegisteredKernelNode::set_bytes(std::string_view param, const void* value, std::size_t size) {
-  const std::size_t index = index_of(param);
-  const std::size_t want = kernel_->params[index].type.size();
-  if (size != want) {
-    throw UsageError("flowdsl: node '" + name() + "' (kernel '" + kernel_->name + "'): parameter '" +
-                     std::string(param) + "' takes " + std::to_string(want) + " bytes, not " + std::to_string(size));
-  }
-  return set_slot(index, value, size);
+  return set_slot(detail::registered_slot(*kernel_, name(), param, nullptr, size), value, size);
 }
 
 RegisteredKernelNode& RegisteredKernelNode::set_slot(std::size_t index, const void* value, std::size_t size) {

@@ -8,6 +8,7 @@
 
 #include "flowdsl/registry.hpp"
 #include "driver_calls.hpp"
+#include "extent_checks.hpp"
 #include "lowering_facets.hpp"
 
 namespace flowdsl::lowering {
@@ -72,28 +73,6 @@ cudaFunction_t driver_handle(const KernelOp& op, const NativeNode& node) {
   if (node.device == nullptr || node.context == nullptr) return nullptr;
   const DeviceContext::KernelAttributes* known = node.device->find(op.function);
   return known != nullptr && known->context == node.context ? known->handle : nullptr;
-}
-
-// The registered kernel of a node: the one it was declared from, else the one registered
-// globally with its function; null when none matches its arguments.
-const KernelInfo* info_of(const KernelOp& op, KernelInfos& kernels) {
-  const KernelInfo* info = op.info != nullptr ? op.info : kernels.find(op.function);
-  return info != nullptr && info->params.size() == op.args.size() && info->extents.size() == op.args.size() ? info
-                                                                                                             : nullptr;
-}
-
-// Calls visit(param, pointer, value) for each non-null pointer argument with a declared extent
-// in `info`, the node's registered kernel (info_of).
-template <class Visit>
-void for_each_extent(const KernelOp& op, const KernelInfo& info, Visit&& visit) {
-  for (std::size_t i = 0; i < info.params.size(); ++i) {
-    const KernelParam& p = info.params[i];
-    if (!p.type.pointer || info.extents[i].empty() || !op.args.bound(i) || op.args.slot_size(i) != sizeof(void*)) continue;
-    const void* ptr = nullptr;
-    std::memcpy(&ptr, op.args.data(i), sizeof ptr);
-    if (ptr == nullptr) continue;
-    visit(p, info.extents[i], ptr, info.extents[i].evaluate(op.args, op.launch));
-  }
 }
 
 // Dynamic shared memory over 48 KiB needs the kernel's consent.
@@ -209,52 +188,20 @@ void check_symbols(const KernelOp& op, NodeCheck& diag) {
   }
 }
 
-// Pointer arguments against the named buffers they point into, by their extents in `info`.
-void check_extents(const KernelOp& op, const KernelInfo& info, NodeCheck& diag) {
-  for_each_extent(op, info, [&](const KernelParam& p, const Extent& extent, const void* ptr, const Extent::Value& v) {
-    const std::string member = "args/" + p.name;
-    const std::string verb = p.type.is_const ? "reads " : "writes ";
-    if (v.kind == Extent::Value::Kind::overflow) {
-      diag.report("argument '" + p.name + "': its extent '" + extent.text() + "' exceeds 2^63 elements", member);
-      return;
-    }
-    const auto address = reinterpret_cast<std::uintptr_t>(ptr);
-    const NamedBuffer* b = diag.buffers().find(address);
-    if (b == nullptr || v.kind != Extent::Value::Kind::known) return;  // not checkable here
-    const std::size_t element = size_of(p.type.scalar);
-    const std::uint64_t offset = address - reinterpret_cast<std::uintptr_t>(b->ptr);
-    const std::uint64_t available = (b->bytes - offset) / element;
-    if (v.elements <= available) return;
-    diag.report("argument '" + p.name + "' " + verb + std::to_string(v.elements) + " elements (" + extent.text() +
-                    ") of buffer '" + b->name + "' (" + std::to_string(available) +
-                    (offset == 0 ? ")" : " after offset " + std::to_string(offset) + ")"),
-                member);
-  });
-}
-
 void check_parameters(const KernelOp& op, NodeCheck& diag) {
   if (holds_conditions_or_symbols(op.args)) check_symbols(op, diag);
   // Before every update of this node: without named buffers there is nothing to check, so
   // the registry lookup is skipped.
   if (diag.buffers().empty()) return;
-  if (const KernelInfo* info = info_of(op, diag.kernels())) check_extents(op, *info, diag);
-}
-
-// The accesses of pointer arguments, by their extents in `info`.
-void extent_accesses(const KernelOp& op, const KernelInfo& info, std::vector<Access>& out) {
-  for_each_extent(op, info, [&](const KernelParam& p, const Extent&, const void* ptr, const Extent::Value& v) {
-    if (v.kind == Extent::Value::Kind::unbound) return;
-    const std::uint64_t element = size_of(p.type.scalar);
-    // Unknown (data-dependent) or overflowing extents: bytes 0, the conservative rule.
-    const std::size_t bytes =
-        v.kind == Extent::Value::Kind::known && v.elements <= SIZE_MAX / element ? v.elements * element : 0;
-    if (v.kind == Extent::Value::Kind::known && bytes == 0) return;  // touches nothing
-    out.push_back(Access{ptr, bytes, p.type.is_const ? AccessMode::read : AccessMode::write});
-  });
+  if (const KernelInfo* info = registered_entry(op.info, op.function, op.args, diag.kernels())) {
+    check_extents(op.args, op.launch, *info, diag);
+  }
 }
 
 void derived_accesses(const KernelOp& op, KernelInfos& kernels, std::vector<Access>& out) {
-  if (const KernelInfo* info = info_of(op, kernels)) extent_accesses(op, *info, out);
+  if (const KernelInfo* info = registered_entry(op.info, op.function, op.args, kernels)) {
+    extent_accesses(op.args, op.launch, *info, out);
+  }
 }
 
 // Two 32-bit fields a word (argument counts fit in 16 bits): every field, in fewer steps.
@@ -369,23 +316,10 @@ void launch_eager(const KernelOp& op, EagerNode& node) {
         "cudaLaunchKernel", node.path.c_str());
 }
 
-// Saved: every argument's bytes, slot after slot. A pointer or Condition holding a symbol
-// compares by what the symbol names too.
-void save_parameters(const KernelOp& op, std::vector<unsigned char>& out) {
-  for (std::size_t i = 0; i < op.args.size(); ++i) {
-    const auto* bytes = static_cast<const unsigned char*>(op.args.data(i));
-    out.insert(out.end(), bytes, bytes + op.args.slot_size(i));
-  }
-}
+void save_parameters(const KernelOp& op, std::vector<unsigned char>& out) { save_arguments(op.args, out); }
 
 bool same_parameters(const KernelOp& wanted, SavedParameters& held, const SymbolMatch& symbols) {
-  const ArgumentPack& args = wanted.args;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const bool same = args.kind(i) == SlotKind::value ? held.equal(args.data(i), args.slot_size(i))
-                                                      : symbols.same(held.take<std::uint64_t>(), args.word(i));
-    if (!same) return false;
-  }
-  return true;
+  return same_arguments(wanted.args, held, symbols);
 }
 
 }  // namespace flowdsl::lowering

@@ -1,0 +1,40 @@
+// Arguments of registered entries (kernels and library calls) in graph files and DOT dumps: by
+// parameter name, buffers for pointers, numbers for scalars (range-checked per type).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "io_facets.hpp"
+
+namespace flowdsl::io {
+
+/// The entry registered as `name` (`member`: "/kernel", "/call"), or null after reporting it
+/// unknown (or declared in the file's kernel_files but not loaded).
+const KernelInfo* find_entry(const std::string& name, const char* member, NodeBinder& binder);
+
+/// One argument of a file, as the bytes of its parameter (8 at most: a scalar or a pointer).
+struct BoundArgument {
+  std::size_t index;
+  unsigned char bytes[8];
+};
+
+/// Checks the "args" member of a node's fields as read_json does: an object of numbers and
+/// buffer references. Adds an empty one when absent.
+/// \throws JsonError relative to the node
+void read_arguments(json& fields);
+
+/// The file's arguments (`args`) of a node of `entry`, one per parameter; false after reporting
+/// every unknown, missing or ill-typed one to `binder`. Condition arguments are left for the
+/// caller to bind once the node is declared (their bytes are not set).
+bool bind_arguments(const json& args, const KernelInfo& entry, NodeBinder& binder, std::vector<BoundArgument>& out);
+
+/// The "args" object of a C++ node's arguments of `entry` (`described` false after a problem
+/// that leaves the arguments undescribable: a count that differs from the entry's).
+json describe_arguments(const ArgumentPack& args, const KernelInfo& entry, NodeDescriber& describer, bool& described);
+
+/// Label lines "name = value" for each argument (names from `entry` when it matches, else "#i").
+void dot_arguments(const ArgumentPack& args, const KernelInfo* entry, DotLabel& label);
+
+}  // namespace flowdsl::io

@@ -1,0 +1,69 @@
+// Library nodes in graph files and DOT dumps: a registered library call by name ("call") and
+// its arguments by parameter name, as for kernels.
+#include "dot_text.hpp"
+#include "io_facets.hpp"
+#include "json_arguments.hpp"
+
+namespace flowdsl::io {
+
+using namespace json_detail;
+
+std::vector<BodyMember> json_bodies(Tag<LibraryOp>) { return {}; }
+
+json json_schema(Tag<LibraryOp>) {
+  const json argument = {{"oneOf", json::array({{{"type", "number"}}, {{"$ref", "#/$defs/buffer_ref"}}})}};
+  json properties = {{"call", {{"type", "string"}}}, {"args", {{"type", "object"}, {"additionalProperties", argument}}}};
+  return {{"required", json::array({"call"})}, {"properties", std::move(properties)}};
+}
+
+json read_json(Tag<LibraryOp>, json&& node) {
+  json fields = std::move(node);
+  (void)get_string(fields, "call");
+  read_arguments(fields);
+  return fields;
+}
+
+std::optional<NodeHandle> bind_json(Tag<LibraryOp>, const std::string& name, const json& fields, NodeBinder& binder) {
+  const KernelInfo* entry = find_entry(fields.at("call").get_ref<const std::string&>(), "/call", binder);
+  if (entry == nullptr) return std::nullopt;
+  if (!entry->is_call()) {
+    binder.problem("/call", "'" + entry->name + "' is a kernel, not a library call (a node of kind \"kernel\" launches it)");
+    return std::nullopt;
+  }
+  std::vector<BoundArgument> values;
+  if (!bind_arguments(fields.at("args"), *entry, binder, values)) return std::nullopt;
+  auto node = binder.builder().library(name, *entry);
+  for (const BoundArgument& v : values) {
+    const KernelParam& p = entry->params[v.index];
+    node.set_bytes(p.name, v.bytes, p.type.size());
+  }
+  return NodeHandle(node);
+}
+
+json describe_json(const LibraryOp& op, NodeDescriber& describer) {
+  json fields = json::object();
+  const KernelInfo* entry = op.info != nullptr ? op.info : describer.registry().find_function(op.function);
+  if (entry == nullptr || !entry->is_call()) {
+    describer.problem("/call", "the library call (named '" + call_name_of(op) + "') is not registered");
+    return fields;
+  }
+  fields["call"] = entry->name;
+  bool described = false;
+  json args = describe_arguments(op.args, *entry, describer, described);
+  if (described) fields["args"] = std::move(args);
+  return fields;
+}
+
+void dot_label(const LibraryOp& op, DotLabel& label) {
+  const std::string call = call_name_of(op);
+  label.lines.push_back("library " + (call.empty() ? std::string("(unnamed)") : call));
+  if (!label.options.show_arguments) return;
+  const KernelInfo* entry =
+      op.info != nullptr ? op.info
+                         : (label.options.registry ? label.options.registry->find_function(op.function) : nullptr);
+  dot_arguments(op.args, entry, label);
+}
+
+const char* dot_colour(Tag<LibraryOp>) { return "khaki"; }
+
+}  // namespace flowdsl::io

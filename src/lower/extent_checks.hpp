@@ -1,0 +1,24 @@
+// Pointer arguments of registered entries (kernels and library calls) by their declared
+// extents: checked against the named buffers they point into, and turned into accesses.
+#pragma once
+
+#include <vector>
+
+#include "lowering_facets.hpp"
+
+namespace flowdsl::lowering {
+
+/// The registered entry of a node: `declared` (the one it was made from), else the one
+/// registered globally with `function`; null when none matches its arguments.
+const KernelInfo* registered_entry(const KernelInfo* declared, const void* function, const ArgumentPack& args,
+                                   KernelInfos& kernels);
+
+/// Reports pointer arguments whose extents (in `entry`, evaluated over `args` and `launch`) run
+/// past the named buffer they point into, or exceed 2^63 elements, at "args/<name>".
+void check_extents(const ArgumentPack& args, const LaunchShape& launch, const KernelInfo& entry, NodeCheck& check);
+
+/// The accesses the pointer arguments' extents imply (bytes 0 where the extent is data-dependent).
+void extent_accesses(const ArgumentPack& args, const LaunchShape& launch, const KernelInfo& entry,
+                     std::vector<Access>& out);
+
+}  // namespace flowdsl::lowering
