@@ -11,6 +11,7 @@ void register_builtins(KernelRegistry& registry) {
   detail::register_simulation(registry);
   detail::register_matmul(registry);
   detail::register_conditions(registry);
+  detail::register_cublaslt(registry);
 }
 
 }  // namespace flowdsl::kernels

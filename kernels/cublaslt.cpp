@@ -1,0 +1,268 @@
+// Matrix products by cuBLASLt as library calls: per device one handle, the algorithm picked
+// once per shape, and a workspace per output buffer; registered as "cublaslt.matmul.*".
+#include "flowdsl/cublaslt.hpp"
+
+#include <cublasLt.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+namespace flowdsl::kernels {
+namespace {
+
+constexpr std::size_t workspace_bytes = std::size_t{32} << 20;  // what cuBLAS asks for on Hopper
+
+template <class T>
+constexpr cudaDataType_t data_type() {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return CUDA_R_16BF;
+  } else if constexpr (std::is_same_v<T, __half>) {
+    return CUDA_R_16F;
+  } else {
+    static_assert(std::is_same_v<T, float>);
+    return CUDA_R_32F;
+  }
+}
+
+// The largest power of two up to 256 that divides `p`'s address (null: 256), for the heuristic
+// to pick only algorithms that can read and write such operands.
+std::uint32_t alignment_of(const void* p) {
+  const auto address = reinterpret_cast<std::uintptr_t>(p);
+  std::uint32_t a = 256;
+  while (a > 1 && address % a != 0) a /= 2;
+  return a;
+}
+
+// While the calling thread records a library node, a call that allocates is refused: the
+// first use of a shape or an output allocates, so it does so with capture relaxed for this
+// thread alone, and then restores the mode.
+class RelaxedCapture {
+ public:
+  RelaxedCapture() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+  ~RelaxedCapture() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+  RelaxedCapture(const RelaxedCapture&) = delete;
+  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+};
+
+template <class Handle, cublasStatus_t (*Destroy)(Handle)>
+struct LtDeleter {
+  void operator()(Handle h) const noexcept { (void)Destroy(h); }
+};
+using LtHandle = std::unique_ptr<std::remove_pointer_t<cublasLtHandle_t>,
+                                 LtDeleter<cublasLtHandle_t, &cublasLtDestroy>>;
+using MatmulDesc = std::unique_ptr<std::remove_pointer_t<cublasLtMatmulDesc_t>,
+                                   LtDeleter<cublasLtMatmulDesc_t, &cublasLtMatmulDescDestroy>>;
+using MatrixLayout = std::unique_ptr<std::remove_pointer_t<cublasLtMatrixLayout_t>,
+                                     LtDeleter<cublasLtMatrixLayout_t, &cublasLtMatrixLayoutDestroy>>;
+using Preference = std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>,
+                                   LtDeleter<cublasLtMatmulPreference_t, &cublasLtMatmulPreferenceDestroy>>;
+
+struct DeviceFree {
+  void operator()(void* p) const noexcept { (void)cudaFree(p); }
+};
+using DeviceMemory = std::unique_ptr<void, DeviceFree>;
+
+// One shape's descriptors and algorithm. Row-major C = A B is column-major C^T = B^T A^T:
+// cuBLASLt's M, N, K are n, m, k, its first operand is b (n x k, ld n), its second a (k x m,
+// ld k), and its bias (per row of C^T) is ours per column of C.
+struct Plan {
+  MatmulDesc op;
+  MatrixLayout first, second, out;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+struct ShapeKey {
+  cudaDataType_t in, out;
+  std::int32_t m, n, k, epilogue;
+  std::uint32_t alignment;
+  bool operator<(const ShapeKey& o) const {
+    return std::tie(in, out, m, n, k, epilogue, alignment) < std::tie(o.in, o.out, o.m, o.n, o.k, o.epilogue, o.alignment);
+  }
+};
+
+cublasLtEpilogue_t lt_epilogue(std::int32_t e) {
+  switch (static_cast<Epilogue>(e)) {
+    case Epilogue::bias: return CUBLASLT_EPILOGUE_BIAS;
+    case Epilogue::bias_gelu: return CUBLASLT_EPILOGUE_GELU_BIAS;
+    case Epilogue::bias_relu: return CUBLASLT_EPILOGUE_RELU_BIAS;
+    case Epilogue::none: break;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+#define FLOWDSL_LT_TRY(call)                                        \
+  do {                                                              \
+    if (const cublasStatus_t status_ = (call); status_ != CUBLAS_STATUS_SUCCESS) return status_; \
+  } while (0)
+
+class DeviceState {
+ public:
+  // Enqueues one product on `stream`; the state's lock is held: the descriptors are shared.
+  cublasStatus_t matmul(cudaStream_t stream, const ShapeKey& key, const void* a, const void* b, const void* bias, void* c) {
+    std::lock_guard lock(mutex_);
+    const Plan* plan = nullptr;
+    void* workspace = nullptr;
+    FLOWDSL_LT_TRY(prepare(key, c, plan, workspace));
+    if (key.epilogue != static_cast<std::int32_t>(Epilogue::none)) {
+      FLOWDSL_LT_TRY(cublasLtMatmulDescSetAttribute(plan->op.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    }
+    const float alpha = 1.0f, beta = 0.0f;
+    return cublasLtMatmul(handle_.get(), plan->op.get(), &alpha, b, plan->first.get(), a, plan->second.get(), &beta, c,
+                          plan->out.get(), c, plan->out.get(), &plan->algo, workspace, workspace_bytes, stream);
+  }
+
+ private:
+  // The shape's plan and the output's workspace, made on first use.
+  cublasStatus_t prepare(const ShapeKey& key, const void* c, const Plan*& plan, void*& workspace) {
+    const auto found = plans_.find(key);
+    const auto space = workspaces_.find(c);
+    if (found != plans_.end() && space != workspaces_.end()) {
+      plan = found->second.get();
+      workspace = space->second.get();
+      return CUBLAS_STATUS_SUCCESS;
+    }
+    const RelaxedCapture relaxed;
+    if (!handle_) {
+      cublasLtHandle_t h = nullptr;
+      FLOWDSL_LT_TRY(cublasLtCreate(&h));
+      handle_.reset(h);
+    }
+    if (space == workspaces_.end()) {
+      void* p = nullptr;
+      if (cudaMalloc(&p, workspace_bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return CUBLAS_STATUS_ALLOC_FAILED;
+      }
+      workspace = workspaces_.emplace(c, DeviceMemory(p)).first->second.get();
+    } else {
+      workspace = space->second.get();
+    }
+    if (found != plans_.end()) {
+      plan = found->second.get();
+      return CUBLAS_STATUS_SUCCESS;
+    }
+    auto made = std::make_unique<Plan>();
+    FLOWDSL_LT_TRY(make_plan(key, *made));
+    plan = plans_.emplace(key, std::move(made)).first->second.get();
+    return CUBLAS_STATUS_SUCCESS;
+  }
+
+  cublasStatus_t make_plan(const ShapeKey& key, Plan& plan) {
+    cublasLtMatmulDesc_t op = nullptr;
+    FLOWDSL_LT_TRY(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    plan.op.reset(op);
+    const cublasLtEpilogue_t epilogue = lt_epilogue(key.epilogue);
+    FLOWDSL_LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+    cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
+    FLOWDSL_LT_TRY(cublasLtMatrixLayoutCreate(&first, key.in, std::uint64_t(key.n), std::uint64_t(key.k), key.n));
+    plan.first.reset(first);
+    FLOWDSL_LT_TRY(cublasLtMatrixLayoutCreate(&second, key.in, std::uint64_t(key.k), std::uint64_t(key.m), key.k));
+    plan.second.reset(second);
+    FLOWDSL_LT_TRY(cublasLtMatrixLayoutCreate(&out, key.out, std::uint64_t(key.n), std::uint64_t(key.m), key.n));
+    plan.out.reset(out);
+    cublasLtMatmulPreference_t preference = nullptr;
+    FLOWDSL_LT_TRY(cublasLtMatmulPreferenceCreate(&preference));
+    const Preference owned(preference);
+    const std::uint64_t bytes = workspace_bytes;
+    FLOWDSL_LT_TRY(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes,
+                                                        sizeof bytes));
+    for (const auto attribute : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                 CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+      FLOWDSL_LT_TRY(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &key.alignment, sizeof key.alignment));
+    }
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    FLOWDSL_LT_TRY(cublasLtMatmulAlgoGetHeuristic(handle_.get(), op, first, second, out, out, preference, 1, &result,
+                                                 &found));
+    if (found == 0) return CUBLAS_STATUS_NOT_SUPPORTED;
+    plan.algo = result.algo;
+    return CUBLAS_STATUS_SUCCESS;
+  }
+
+  std::mutex mutex_;
+  LtHandle handle_;
+  std::map<ShapeKey, std::unique_ptr<Plan>> plans_;
+  std::unordered_map<const void*, DeviceMemory> workspaces_;
+};
+
+#undef FLOWDSL_LT_TRY
+
+// The state of the current device, made on first use; kept until the process ends.
+DeviceState* state_of_current_device() {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return nullptr;
+  static std::mutex mutex;
+  static std::vector<std::unique_ptr<DeviceState>> states;  // by device
+  std::lock_guard lock(mutex);
+  if (states.size() <= std::size_t(device)) states.resize(std::size_t(device) + 1);
+  if (!states[std::size_t(device)]) states[std::size_t(device)] = std::make_unique<DeviceState>();
+  return states[std::size_t(device)].get();
+}
+
+}  // namespace
+
+template <class T, class Out>
+int cublaslt_matmul_call(cudaStream_t stream, i32 m, i32 n, i32 k, const T* a, const T* b, const Out* bias, i32 epilogue,
+                         Out* c) {
+  if (m < 0 || n < 0 || k <= 0 || epilogue < 0 || epilogue > static_cast<i32>(Epilogue::bias_relu) ||
+      (epilogue != static_cast<i32>(Epilogue::none) && bias == nullptr)) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;  // nothing to compute
+  DeviceState* state = state_of_current_device();
+  if (state == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  const std::uint32_t alignment = std::min({alignment_of(a), alignment_of(b), alignment_of(c), alignment_of(bias)});
+  const ShapeKey key{data_type<T>(), data_type<Out>(), m, n, k, epilogue, alignment};
+  return state->matmul(stream, key, a, b, bias, c);
+}
+
+template <class T, class Out>
+LibraryNode<i32, i32, i32, const T*, const T*, const Out*, i32, Out*> cublaslt_matmul(Into g, std::string name, i32 m, i32 n,
+                                                                                     i32 k, const T* a, const T* b,
+                                                                                     const Out* bias, Epilogue epilogue,
+                                                                                     Out* c) {
+  return g.builder()
+      .library(std::move(name), &cublaslt_matmul_call<T, Out>)
+      .args(m, n, k, a, b, bias, static_cast<i32>(epilogue), c);
+}
+
+#define FLOWDSL_CUBLASLT_INSTANCE(T, Out)                                                                            \
+  template int cublaslt_matmul_call<T, Out>(cudaStream_t, i32, i32, i32, const T*, const T*, const Out*, i32, Out*); \
+  template LibraryNode<i32, i32, i32, const T*, const T*, const Out*, i32, Out*> cublaslt_matmul<T, Out>(             \
+      Into, std::string, i32, i32, i32, const T*, const T*, const Out*, Epilogue, Out*);
+FLOWDSL_CUBLASLT_INSTANCE(__nv_bfloat16, __nv_bfloat16)
+FLOWDSL_CUBLASLT_INSTANCE(__nv_bfloat16, float)
+FLOWDSL_CUBLASLT_INSTANCE(__half, __half)
+FLOWDSL_CUBLASLT_INSTANCE(__half, float)
+#undef FLOWDSL_CUBLASLT_INSTANCE
+
+namespace detail {
+
+void register_cublaslt(KernelRegistry& registry);  // called by register_builtins
+
+void register_cublaslt(KernelRegistry& registry) {
+  const std::vector<std::string> params = {"m", "n", "k", "a: m * k", "b: k * n", "bias: n", "epilogue", "c: m * n"};
+  const std::string summary =
+      "c[m, n] = epilogue(a[m, k] b[k, n] + bias[n]) by cuBLASLt, float accumulate; epilogue 0 none, 1 bias, "
+      "2 bias + gelu (tanh), 3 bias + relu";
+  registry.add_call("cublaslt.matmul.bf16", &cublaslt_matmul_call<__nv_bfloat16, __nv_bfloat16>, params,
+                    summary + "; c and bias bf16");
+  registry.add_call("cublaslt.matmul.bf16.f32", &cublaslt_matmul_call<__nv_bfloat16, float>, params,
+                    summary + "; c and bias f32");
+  registry.add_call("cublaslt.matmul.f16", &cublaslt_matmul_call<__half, __half>, params, summary + "; c and bias f16");
+  registry.add_call("cublaslt.matmul.f16.f32", &cublaslt_matmul_call<__half, float>, params,
+                    summary + "; c and bias f32");
+}
+
+}  // namespace detail
+}  // namespace flowdsl::kernels
