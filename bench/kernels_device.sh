@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for the memory-bound kernel work (issue 13, item 2): checks the changed
+# One device call for the memory-bound kernel work: checks the changed
 # kernels against their host references, times every kernel at 1 GiB operands, and reads
 # Nsight Compute's unit utilisation for the two arithmetic-heavy kernels.
 #

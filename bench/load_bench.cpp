@@ -44,7 +44,7 @@ void write_dag(const std::string& path, int n) {
   out << "\n]}\n";
 }
 
-// The hostile file of issue 9: a million empty nodes.
+// A hostile file: a million empty nodes.
 void write_empty_nodes(const std::string& path, int n) {
   std::ofstream out(path, std::ios::binary);
   out << R"({"version": 1, "name": "x", "buffers": [], "nodes": [)";

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""flowdsl against PyTorch's CUDA graphs on the same chain of small kernels (issue 12, item 5).
+"""flowdsl against PyTorch's CUDA graphs on the same chain of small kernels.
 
 One process pair: this Python process runs PyTorch's side, and runs flowdsl's side
 (bench/torch_compare_bench, built with the library) as a subprocess, in turn, for each

@@ -183,8 +183,8 @@ int main() {
     const cudaStream_t s = stream.get();
     // The SWITCH graph has a runtime of its own, so that its statistics show one instantiation
     // and hits. The bucket graphs of the other variants share one: buckets whose launch shapes
-    // agree have one topology, so they share an executable and update it as they alternate (the
-    // pool per topology of issue 12 removes that).
+    // agree have one topology, so they share an executable and update it as they alternate (a
+    // Runtime's pool of executables per topology, RuntimeOptions::executables_per_topology, can hold several).
     flowdsl::Runtime runtime_switch, runtime;
 
     // Raw CUDA: the same nodes, kernels and launch shapes, by hand.
