@@ -123,11 +123,14 @@ inline std::vector<bf16> to_bf16(const std::vector<float>& v) {
 }
 
 /// \brief The MLP's parameters on the device. Layer l computes x * weights[l] + biases[l], with
-/// weights[l] row-major [widths[l]][widths[l + 1]] in bfloat16 and biases[l] widths[l + 1] floats.
+/// weights[l] row-major [widths[l]][widths[l + 1]] in bfloat16 and biases[l] widths[l + 1] floats;
+/// biases16[l] is biases[l] rounded to bfloat16, the bias a bfloat16 output's epilogue takes
+/// (cuBLASLt's bias has the output's type).
 struct MlpWeights {
   std::vector<int> widths;  // input width, hidden widths..., classes
   std::vector<DeviceBuffer<bf16>> weights;
   std::vector<DeviceBuffer<float>> biases;
+  std::vector<DeviceBuffer<bf16>> biases16;
 
   int layers() const noexcept { return static_cast<int>(widths.size()) - 1; }
   int classes() const noexcept { return widths.back(); }
@@ -145,7 +148,7 @@ inline MlpWeights upload_weights(const std::vector<int>& widths, const std::vect
   if (weights.size() != layers || biases.size() != layers)
     throw std::invalid_argument("upload_weights: " + std::to_string(widths.size()) + " widths need " +
                                 std::to_string(layers) + " weight matrices and biases");
-  MlpWeights m{widths, {}, {}};
+  MlpWeights m{widths, {}, {}, {}};
   for (std::size_t l = 0; l < layers; ++l) {
     if (widths[l] < 1 || widths[l + 1] < 1) throw std::invalid_argument("upload_weights: widths must be positive");
     const std::size_t k = std::size_t(widths[l]), n = std::size_t(widths[l + 1]);
@@ -154,6 +157,7 @@ inline MlpWeights upload_weights(const std::vector<int>& widths, const std::vect
                                   " weights and " + std::to_string(n) + " biases");
     m.weights.push_back(device_copy(to_bf16(weights[l])));
     m.biases.push_back(device_copy(biases[l]));
+    m.biases16.push_back(device_copy(to_bf16(biases[l])));
   }
   return m;
 }
@@ -338,10 +342,10 @@ class RawCublasLtMlp {
     // Operations stay CUBLAS_OP_N, the default: the transposes are in the layouts' reading.
     const cublasLtEpilogue_t epilogue = hidden ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
     detail::set_attribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
-    // The bias type defaults to D's; a float bias on a bfloat16 D must be asked for.
-    detail::set_attribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, CUDA_R_32F);
-    // Set before the heuristic, which reads the pointer's alignment.
-    detail::set_attribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(w.biases[l].get()));
+    // The bias has D's type: bfloat16 for the hidden layers, float for the last. Set before the
+    // heuristic, which reads the pointer's alignment.
+    const void* bias = hidden ? static_cast<const void*>(w.biases16[l].get()) : static_cast<const void*>(w.biases[l].get());
+    detail::set_attribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
     const cudaDataType_t d_type = hidden ? CUDA_R_16BF : CUDA_R_32F;
     layer.w_layout = detail::column_major(CUDA_R_16BF, std::uint64_t(n), std::uint64_t(k), n);
     layer.in_layout = detail::column_major(CUDA_R_16BF, std::uint64_t(k), std::uint64_t(rows_), k);

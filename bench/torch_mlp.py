@@ -58,6 +58,10 @@ def parse_args():
     p.add_argument("--seed", type=int, default=1, help="seed of the random weights and of the inputs")
     p.add_argument("--tolerance", type=float, default=1e-3,
                    help="largest abs difference of a probability between graph and eager forward")
+    p.add_argument("--style", choices=["linear", "float_accumulate"], default="linear",
+                   help="linear: bf16 nn.Linear layers (PyTorch's usual form); float_accumulate: float products and bias")
+    p.add_argument("--profile", action="store_true",
+                   help="also print the GPU time of each kernel of 20 replays per bucket (torch.profiler)")
     p.add_argument("--json", metavar="FILE", help="write every figure, the options and the device to FILE")
     args = p.parse_args()
     if args.warmup < 0 or args.replays < 1:
@@ -88,6 +92,8 @@ def read_weights(torch, directory):
         l = len(weights)
         w = np.load(os.path.join(directory, f"w{l}.npy"))
         b = np.load(os.path.join(directory, f"b{l}.npy"))
+        if w.ndim == 1 and b.ndim == 1 and b.size and w.size % b.size == 0:  # flat [k * n], as mlp_bench writes
+            w = w.reshape(w.size // b.size, b.size)
         if w.dtype != np.float32 or b.dtype != np.float32 or w.ndim != 2 or b.shape != (w.shape[1],):
             sys.exit(f"torch_mlp: layer {l}: want float32 w{l} [k][n] and b{l} [n], "
                      f"got {w.dtype} {w.shape} and {b.dtype} {b.shape}")
@@ -109,16 +115,38 @@ def random_weights(torch, widths, seed):
     return weights, biases
 
 
-def forward(torch, layers, x_host, x_device, out_host):
-    """The batch through the MLP, from pinned x_host to pinned out_host; layers: (bf16 W, float b)."""
+def forward(torch, layers, x_host, x_device, out_host, style):
+    """The batch through the MLP, from pinned x_host to pinned out_host; layers: (bf16 W [k][n],
+    float b, bf16 W^T [n][k] as nn.Linear keeps it, bf16 b). "linear": the way a PyTorch model
+    is written (bf16 nn.Linear layers, whose bias cuBLASLt fuses; logits cast to float for the
+    softmax); "float_accumulate": float products, float bias, then gelu and the cast."""
+    F = torch.nn.functional
     x_device.copy_(x_host, non_blocking=True)
     h = x_device.to(torch.bfloat16)
-    for w, b in layers[:-1]:
-        z = torch.mm(h, w, out_dtype=torch.float32) + b
-        h = torch.nn.functional.gelu(z, approximate="tanh").to(torch.bfloat16)
-    w, b = layers[-1]
-    logits = torch.mm(h, w, out_dtype=torch.float32) + b
+    if style == "linear":
+        for _, _, wt, b16 in layers[:-1]:
+            h = F.gelu(F.linear(h, wt, b16), approximate="tanh")
+        _, _, wt, b16 = layers[-1]
+        logits = F.linear(h, wt, b16).float()
+    else:
+        for w, b, _, _ in layers[:-1]:
+            z = torch.mm(h, w, out_dtype=torch.float32) + b
+            h = F.gelu(z, approximate="tanh").to(torch.bfloat16)
+        w, b, _, _ = layers[-1]
+        logits = torch.mm(h, w, out_dtype=torch.float32) + b
     out_host.copy_(torch.softmax(logits, dim=1), non_blocking=True)
+
+
+def print_profile(torch, graph, stream, rows):
+    """The kernels and copies of 20 replays, by GPU time, as torch.profiler (CUPTI) saw them."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        with torch.cuda.stream(stream):
+            for _ in range(20):
+                graph.replay()
+        stream.synchronize()
+    print(f"torch_mlp: rows={rows}, 20 replays, per kernel:")
+    print(prof.key_averages().table(sort_by="device_time_total", row_limit=15), flush=True)
 
 
 def quantile(values, q):
@@ -139,11 +167,11 @@ def run_bucket(torch, layers, rows, args):
         # Before the capture, as PyTorch's documentation asks: cuBLAS handles and workspaces, the
         # allocator's blocks. The last pass is the eager result the graph is checked against.
         for _ in range(3):
-            forward(torch, layers, x_host, x_device, eager_out)
+            forward(torch, layers, x_host, x_device, eager_out, args.style)
     stream.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, stream=stream):
-        forward(torch, layers, x_host, x_device, out_host)
+        forward(torch, layers, x_host, x_device, out_host, args.style)
 
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     gpu_us, host_us = [], []
@@ -158,6 +186,8 @@ def run_bucket(torch, layers, rows, args):
             if r >= args.warmup:
                 gpu_us.append(start.elapsed_time(stop) * 1e3)
                 host_us.append((h1 - h0) * 1e6)
+    if args.profile:
+        print_profile(torch, graph, stream, rows)
 
     diff = float((out_host - eager_out).abs().max())
     return {
@@ -180,16 +210,19 @@ def main():
     else:
         weights, biases = random_weights(torch, args.layers, args.seed)
     widths = [weights[0].shape[0]] + [w.shape[1] for w in weights]
-    layers = [(w.to("cuda", torch.bfloat16), b.to("cuda", torch.float32)) for w, b in zip(weights, biases)]
+    layers = []
+    for w, b in zip(weights, biases):
+        w16 = w.to("cuda", torch.bfloat16)
+        layers.append((w16, b.to("cuda", torch.float32), w16.t().contiguous(), b.to("cuda", torch.bfloat16)))
     print(f"torch_mlp: MLP {'-'.join(map(str, widths))}, weights "
-          f"{args.weights or 'random (seed %d)' % args.seed}, gelu tanh, "
+          f"{args.weights or 'random (seed %d)' % args.seed}, gelu tanh, style {args.style}, "
           f"median of {args.replays} replays after {args.warmup}", flush=True)
 
     results = []
     for rows in args.buckets:
         r = run_bucket(torch, layers, rows, args)
         results.append(r)
-        print(f"torch_graph rows={rows} us_per_batch={r['us_per_batch']:.2f}", flush=True)
+        print(f"torch_graph style={args.style} rows={rows} us_per_batch={r['us_per_batch']:.2f}", flush=True)
         print(f"torch_mlp: rows={rows} graph vs eager max_abs_diff={r['max_abs_diff_eager']:.3g} "
               f"{'ok' if r['ok'] else 'MISMATCH'}", file=sys.stderr, flush=True)
     ok = all(r["ok"] for r in results)
@@ -206,7 +239,7 @@ def main():
             "layers": widths,
             "weights": args.weights or f"random, seed {args.seed}",
             "gelu": "tanh",
-            "matmul": "torch.mm(bf16, bf16, out_dtype=float32) + float bias, then gelu and cast (separate ops)",
+            "style": args.style,
             "warmup": args.warmup,
             "replays": args.replays,
             "tolerance": args.tolerance,

@@ -3,7 +3,10 @@
 // waiting requests, up to a maximum batch in rows or a maximum wait, pads the batch to its
 // bucket's fixed shape and launches that bucket's graph: upload -> cast to bfloat16 -> (matmul
 // bf16 with float accumulation + bias + gelu -> cast)* -> matmul + bias -> softmax f32 ->
-// download. Compared at several arrival rates, from light load to past saturation:
+// download. The bf16 matrix products are cuBLASLt calls in library nodes, with bias + gelu fused
+// into the hidden layers' products (--gemm cublaslt, the default), or flowdsl's own matmul kernel
+// (--gemm builtin); the GPU time of a batch is reported for both. Compared at several arrival
+// rates, from light load to past saturation:
 //   batch1         each request alone, one launch each (bf16, flowdsl graphs)
 //   dynamic_graph  dynamic batching, flowdsl graphs (bf16)
 //   dynamic_stream dynamic batching, the same nodes launched one by one (flowdsl::launch_eagerly)
@@ -31,6 +34,7 @@
 
 #include "common.cuh"
 #include "eager.cuh"
+#include "flowdsl/cublaslt.hpp"
 #include "flowdsl/kernels.hpp"
 #include "reference.hpp"
 
@@ -62,6 +66,7 @@ struct Options {
   int check_every = 64;                           // batches; besides each bucket's first
   int pool_rows = 256;                            // distinct input rows the requests draw from
   std::vector<std::string> modes{"batch1", "dynamic_graph", "dynamic_stream", "dynamic_f32"};
+  std::string gemm = "cublaslt";                  // the bf16 modes' matrix products: cublaslt or builtin
   unsigned seed = 1;
   bool quick = false;
   std::string json_path;
@@ -93,6 +98,8 @@ std::optional<int> parse_options(int argc, char** argv, Options& o) {
   app.add_option("--modes", o.modes, "batch1, dynamic_graph, dynamic_stream, dynamic_f32")
       ->delimiter(',')
       ->check(CLI::IsMember({"batch1", "dynamic_graph", "dynamic_stream", "dynamic_f32"}));
+  app.add_option("--gemm", o.gemm, "matrix products of the bf16 modes: cublaslt (library nodes) or builtin (flowdsl's kernel)")
+      ->check(CLI::IsMember({"cublaslt", "builtin"}));
   app.add_option("--seed", o.seed, "seed of weights, inputs and arrivals");
   try {
     app.parse(argc, argv);
@@ -127,8 +134,14 @@ std::optional<int> parse_options(int argc, char** argv, Options& o) {
 
 // ---------------------------------------------------------------- model and reference ---------
 
-enum class Precision { bf16, f32 };
-const char* name_of(Precision p) { return p == Precision::bf16 ? "bf16" : "f32"; }
+/// bf16: bf16 operands, float accumulation, flowdsl's matmul kernel (erf gelu, float bias);
+/// bf16_cublaslt: the same through cuBLASLt library nodes (its tanh gelu, bf16 hidden biases);
+/// f32: float throughout.
+enum class Precision { bf16, bf16_cublaslt, f32 };
+const char* name_of(Precision p) {
+  return p == Precision::bf16 ? "bf16" : p == Precision::bf16_cublaslt ? "bf16_cublaslt" : "f32";
+}
+bool is_bf16(Precision p) { return p != Precision::f32; }
 
 float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 
@@ -156,25 +169,30 @@ HostModel make_model(const std::vector<int>& widths, unsigned seed) {
   return m;
 }
 
+double tanh_gelu(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+
 /// One row through the MLP in double, rounding where the device stores: the input and the
 /// hidden activations to bfloat16 (bf16) or the hidden activations to float (f32). Returns the
 /// softmax probabilities.
 std::vector<double> reference_row(const HostModel& m, Precision p, const float* row) {
   const auto store = [p](double v) {
     const float f = static_cast<float>(v);
-    return p == Precision::bf16 ? round_bf16(f) : f;
+    return is_bf16(p) ? round_bf16(f) : f;
   };
+  const bool lt = p == Precision::bf16_cublaslt;
   std::vector<double> x(row, row + m.widths[0]);
-  if (p == Precision::bf16)
+  if (is_bf16(p))
     for (double& v : x) v = round_bf16(static_cast<float>(v));
   for (int l = 0; l < m.layers(); ++l) {
     const int k = m.widths[l], n = m.widths[l + 1];
     const bool last = l + 1 == m.layers();
     std::vector<double> acc(m.biases[l].begin(), m.biases[l].end());
+    if (lt && !last)
+      for (double& v : acc) v = round_bf16(static_cast<float>(v));  // cuBLASLt's bias has the output's type
     const float* w = m.weights[l].data();
     for (int i = 0; i < k; ++i)
       for (int j = 0; j < n; ++j) acc[j] += x[i] * double(w[std::size_t(i) * n + j]);
-    for (double& v : acc) v = last ? v : store(fk::reference::activate(int(fk::Activation::gelu), v));
+    for (double& v : acc) v = last ? v : store(lt ? tanh_gelu(v) : fk::reference::activate(int(fk::Activation::gelu), v));
     x = std::move(acc);
   }
   const double top = *std::max_element(x.begin(), x.end());
@@ -186,7 +204,7 @@ std::vector<double> reference_row(const HostModel& m, Precision p, const float* 
 
 /// Relative tolerance of a probability: bfloat16 operands keep 8 bits; the f32 path differs
 /// from the double reference only by float accumulation over k terms.
-double tolerance(Precision p) { return p == Precision::bf16 ? 1e-2 : 5e-4; }
+double tolerance(Precision p) { return is_bf16(p) ? 1e-2 : 5e-4; }
 constexpr double absolute_floor = 1e-6;  // probabilities this small are compared absolutely
 
 // ---------------------------------------------------------------- device side -----------------
@@ -202,6 +220,7 @@ std::vector<bf16> to_bf16(const std::vector<float>& v) {
 struct DeviceModel {
   std::vector<DeviceArray<bf16>> weights16;
   std::vector<DeviceArray<float>> weights32, biases;
+  std::vector<DeviceArray<bf16>> biases16;  // hidden layers' biases in bf16, for cuBLASLt's epilogue
   DeviceArray<float> x;                  // [max bucket, widths[0]]: the upload lands here
   DeviceArray<bf16> x16;                 // the input cast to bf16
   std::vector<DeviceArray<float>> h;     // layer l's output: [max bucket, widths[l+1]]
@@ -216,6 +235,7 @@ DeviceModel upload_model(const HostModel& m, int max_bucket) {
     d.weights16.push_back(sample::device_copy(to_bf16(m.weights[l])));
     d.weights32.push_back(sample::device_copy(m.weights[l]));
     d.biases.push_back(sample::device_copy(m.biases[l]));
+    d.biases16.push_back(sample::device_copy(to_bf16(m.biases[l])));
     d.h.emplace_back(rows * m.widths[l + 1], 16);
     if (l + 1 < m.layers()) d.h16.emplace_back(rows * m.widths[l + 1], 16);
   }
@@ -254,7 +274,7 @@ BucketGraph make_bucket_graph(const HostModel& m, const DeviceModel& d, Precisio
   flowdsl::NodeHandle last = upload;
   const bf16* a16 = nullptr;
   const float* a32 = d.x.get();
-  if (p == Precision::bf16) {
+  if (is_bf16(p)) {
     last = fk::cast(g, "cast_in", in_elements, static_cast<const float*>(d.x.get()), d.x16.get()).after(last);
     a16 = d.x16.get();
   }
@@ -264,7 +284,19 @@ BucketGraph make_bucket_graph(const HostModel& m, const DeviceModel& d, Precisio
     const fk::Activation act = hidden ? fk::Activation::gelu : fk::Activation::none;
     const std::string layer = "linear" + std::to_string(l + 1);
     const float* bias = d.biases[l].get();
-    if (p == Precision::bf16) {
+    if (p == Precision::bf16_cublaslt) {
+      // Hidden layers write bf16 through the fused bias + gelu epilogue: no cast node.
+      if (hidden) {
+        last = fk::cublaslt_matmul(g, layer, rows, n, k, a16, static_cast<const bf16*>(d.weights16[l].get()),
+                                   static_cast<const bf16*>(d.biases16[l].get()), fk::Epilogue::bias_gelu, d.h16[l].get())
+                   .after(last);
+        a16 = d.h16[l].get();
+      } else {
+        last = fk::cublaslt_matmul(g, layer, rows, n, k, a16, static_cast<const bf16*>(d.weights16[l].get()), bias,
+                                   fk::Epilogue::bias, d.h[l].get())
+                   .after(last);
+      }
+    } else if (p == Precision::bf16) {
       last = fk::matmul(g, layer, rows, n, k, a16, static_cast<const bf16*>(d.weights16[l].get()), bias, act, d.h[l].get())
                  .after(last);
       if (!hidden) continue;
@@ -329,10 +361,11 @@ struct Mode {
   bool eager;     // launch_eagerly instead of Runtime::launch
 };
 
-Mode mode_named(const std::string& name) {
-  if (name == "batch1") return {name, Precision::bf16, false, false};
-  if (name == "dynamic_graph") return {name, Precision::bf16, true, false};
-  if (name == "dynamic_stream") return {name, Precision::bf16, true, true};
+/// `bf16`: the precision of the bf16 modes (bf16 or bf16_cublaslt, as --gemm says).
+Mode mode_named(const std::string& name, Precision bf16) {
+  if (name == "batch1") return {name, bf16, false, false};
+  if (name == "dynamic_graph") return {name, bf16, true, false};
+  if (name == "dynamic_stream") return {name, bf16, true, true};
   return {"dynamic_f32", Precision::f32, true, false};
 }
 
@@ -534,7 +567,7 @@ std::map<const BucketGraph*, double> calibrate(Server& s, int repeats) {
       if (i >= 3) times.push_back(1e-3 * ms);
     }
     seconds[&b] = sample::median(times);
-    if (b.precision == Precision::bf16) flowdsl::launch_eagerly(b.graph, s.stream);
+    if (is_bf16(b.precision)) flowdsl::launch_eagerly(b.graph, s.stream);
   }
   SAMPLE_CHECK(cudaStreamSynchronize(s.stream));
   return seconds;
@@ -694,7 +727,7 @@ nlohmann::ordered_json options_json(const Options& o) {
           {"request_rows", {o.min_rows, o.max_rows}},                    {"max_wait_us", o.max_wait_us},
           {"in_flight", o.in_flight},   {"duration_s", o.duration_s},   {"requests", {o.min_requests, o.max_requests}},
           {"drain_s", o.drain_s},       {"check_every", o.check_every}, {"pool_rows", o.pool_rows},
-          {"seed", o.seed},             {"quick", o.quick}};
+          {"seed", o.seed},             {"quick", o.quick},             {"gemm", o.gemm}};
 }
 
 nlohmann::ordered_json run_json(const RunResult& r) {
@@ -734,7 +767,8 @@ int main(int argc, char** argv) {
   if (!sample::have_device()) return sample::skipped;
 
   std::vector<Mode> modes;
-  for (const std::string& name : o.modes) modes.push_back(mode_named(name));
+  const Precision bf16_precision = o.gemm == "cublaslt" ? Precision::bf16_cublaslt : Precision::bf16;
+  for (const std::string& name : o.modes) modes.push_back(mode_named(name, bf16_precision));
   const HostModel model = make_model(o.layers, o.seed);
   const std::vector<float> pool = sample::random_floats(std::size_t(o.pool_rows) * o.layers[0], o.seed + 7);
   const int max_bucket = o.buckets.back(), width = o.layers[0];
@@ -752,8 +786,8 @@ int main(int argc, char** argv) {
       slot.end = flowdsl::make_event();
     }
     std::vector<BucketGraph> graphs;  // by precision, then ascending rows (bucket_for relies on it)
-    graphs.reserve(2 * o.buckets.size());
-    for (Precision p : {Precision::bf16, Precision::f32})
+    graphs.reserve(3 * o.buckets.size());
+    for (Precision p : {Precision::bf16, Precision::bf16_cublaslt, Precision::f32})
       for (int rows : o.buckets)
         graphs.push_back(make_bucket_graph(model, device, p, rows, slots[0].staging.get(), slots[0].out.get()));
     flowdsl::Runtime runtime;
@@ -761,7 +795,7 @@ int main(int argc, char** argv) {
     Server server{o, model, pool, graphs, slots, runtime, stream.get()};
 
     const std::map<const BucketGraph*, double> service = calibrate(server, o.quick ? 5 : 20);
-    const double full_batch_s = service.at(&bucket_for(server, Precision::bf16, o.max_batch));
+    const double full_batch_s = service.at(&bucket_for(server, bf16_precision, o.max_batch));
     const double capacity = o.max_batch / full_batch_s / mean_rows;  // requests/s, bf16, full batches back to back
 
     std::printf("serving: MLP");
@@ -771,13 +805,14 @@ int main(int argc, char** argv) {
     std::printf(" rows, batches of at most %d rows or %.0f us of waiting, %d in flight\n", o.max_batch, o.max_wait_us,
                 o.in_flight);
     std::printf("GPU time of one batch (us, median of %d, graph launch):\n", o.quick ? 5 : 20);
-    for (Precision p : {Precision::bf16, Precision::f32}) {
-      std::printf("  %-5s", name_of(p));
+    for (Precision p : {Precision::bf16, Precision::bf16_cublaslt, Precision::f32}) {
+      std::printf("  %-13s", name_of(p));
       for (const BucketGraph& b : graphs)
         if (b.precision == p) std::printf("  %d rows: %.1f", b.rows, 1e6 * service.at(&b));
       std::printf("\n");
     }
-    std::printf("capacity estimate (bf16, batches of %d rows back to back): %.0f requests/s\n", o.max_batch, capacity);
+    std::printf("capacity estimate (%s, batches of %d rows back to back): %.0f requests/s\n", name_of(bf16_precision),
+                o.max_batch, capacity);
 
     std::vector<double> rates = o.rates;
     if (rates.empty())
@@ -819,7 +854,7 @@ int main(int argc, char** argv) {
       nlohmann::ordered_json j = device_json();
       j["options"] = options_json(o);
       nlohmann::ordered_json per_batch;
-      for (Precision p : {Precision::bf16, Precision::f32})
+      for (Precision p : {Precision::bf16, Precision::bf16_cublaslt, Precision::f32})
         for (const BucketGraph& b : graphs)
           if (b.precision == p) per_batch[name_of(p)][std::to_string(b.rows)] = 1e6 * service.at(&b);
       j["batch_gpu_us"] = per_batch;
