@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "flowdsl/graph.hpp"
 #include "flowdsl/launch_report.hpp"
@@ -36,6 +37,9 @@ struct DotOptions {
   /// largest share red) and labelled with its median time and share, nodes not measured white,
   /// the critical path drawn bold and blue. Null: no heat map. Must cover every node.
   const NodeTimings* timings = nullptr;
+  /// What library nodes recorded, by NodeId (flowdsl::recordings after a launch): each such
+  /// node's label gains a line "recorded: 1 kernel". Null: not shown. Must cover every node.
+  const std::vector<Recording>* recordings = nullptr;
 };
 
 /// \brief The graph as a DOT digraph: one DOT node per graph node, labelled with its name,

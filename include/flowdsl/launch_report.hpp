@@ -33,4 +33,17 @@ struct LaunchReport {
   std::string reason;
 };
 
+/// \brief What a library node's call recorded into an executable (flowdsl::recordings): the
+/// native nodes CUDA holds for it, as DOT shows them ("recorded: 1 kernel").
+struct Recording {
+  bool known = false;        ///< a library node of a cached executable; false for other nodes
+  std::uint32_t kernels = 0;  ///< kernel nodes
+  std::uint32_t others = 0;   ///< copies, memsets, event and other nodes
+  /// The same native nodes (what an update in place needs; `known` aside).
+  bool same_nodes(const Recording& o) const noexcept { return kernels == o.kernels && others == o.others; }
+};
+
+/// \brief "1 kernel", "2 kernels and 1 other node".
+std::string to_string(const Recording& recording);
+
 }  // namespace flowdsl

@@ -269,4 +269,10 @@ class Runtime {
   std::unique_ptr<Impl> impl_;
 };
 
+/// \brief What each library node of `graph` recorded into the executable `runtime` holds for
+/// it (the one Runtime::inspect_executable visits), by NodeId; every entry unknown when none is
+/// cached. DOT draws it (DotOptions::recordings); nothing is recorded again.
+/// \throws ValidationError when the graph is invalid; CudaError
+std::vector<Recording> recordings(const Runtime& runtime, const Graph& graph);
+
 }  // namespace flowdsl

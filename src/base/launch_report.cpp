@@ -1,4 +1,4 @@
-// Names of launch kinds.
+// Names of launch kinds; recordings as text.
 #include "flowdsl/launch_report.hpp"
 
 namespace flowdsl {
@@ -12,6 +12,12 @@ const char* to_string(LaunchKind kind) noexcept {
     case LaunchKind::debug: return "debug";
   }
   return "?";
+}
+
+std::string to_string(const Recording& r) {
+  std::string text = std::to_string(r.kernels) + (r.kernels == 1 ? " kernel" : " kernels");
+  if (r.others != 0) text += " and " + std::to_string(r.others) + (r.others == 1 ? " other node" : " other nodes");
+  return text;
 }
 
 }  // namespace flowdsl

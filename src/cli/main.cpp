@@ -274,9 +274,11 @@ int profile(const std::string& file, const ProfileOptions& options) {
   if (!options.trace.empty()) write_text(options.trace, flowdsl::trace_json(collected), "trace");
   if (!options.dot.empty()) {
     const flowdsl::NodeTimings timings = profiler.timings(loaded.graph());
+    const std::vector<flowdsl::Recording> recorded = flowdsl::recordings(runtime, loaded.graph());
     flowdsl::DotOptions dot_options;
     dot_options.registry = &loaded.registry();
     dot_options.timings = &timings;
+    dot_options.recordings = &recorded;  // library nodes: what their calls recorded
     write_text(options.dot, flowdsl::to_dot(loaded.graph(), dot_options), "heat map");
   }
   return exit_ok;

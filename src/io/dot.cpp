@@ -60,6 +60,10 @@ class DotWriter {
       throw UsageError("flowdsl: to_dot: the timings cover " + std::to_string(options.timings->nodes.size()) +
                        " nodes, the graph has " + std::to_string(d.nodes.size()));
     }
+    if (options.recordings != nullptr && options.recordings->size() != d.nodes.size()) {
+      throw UsageError("flowdsl: to_dot: the recordings cover " + std::to_string(options.recordings->size()) +
+                       " nodes, the graph has " + std::to_string(d.nodes.size()));
+    }
     if (options.timings != nullptr) largest_share_ = largest_share(d, *options.timings);
     for (NodeId id = 0; id < d.nodes.size(); ++id) {
       const Node& n = d.nodes[id];
@@ -113,6 +117,9 @@ class DotWriter {
       colour = io::dot_colour(Tag{});
       shape = io::dot_shape(Tag{});
     }, n.op);
+    if (options_.recordings != nullptr && (*options_.recordings)[id].known) {
+      lines.push_back("recorded: " + to_string((*options_.recordings)[id]));
+    }
     std::string text = "\"";
     for (std::size_t i = 0; i < lines.size(); ++i) {
       if (i) text += "\\n";

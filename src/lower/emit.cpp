@@ -47,6 +47,9 @@ class Emitter {
       auto fill_body = [&](std::uint32_t index, cudaGraph_t body) { this->steps(plan_.bodies[step.bodies[index]], body); };
       NativeNode native{graph, deps, node.parent == no_node ? node.name : nested, make_body, fill_body,
                         symbols_, out_.values[plan_.position[step.node]], &device_, context_};
+      for (NodeId at = node.parent; at != no_node && !native.in_conditional_body; at = d_.nodes[at].parent) {
+        native.in_conditional_body = is_conditional(d_.nodes[at].op);
+      }
       natives.push_back(std::visit([&](const auto& op) { return add_native(op, native); }, node.op));
       out_.nodes[plan_.position[step.node]] = natives.back();
       out_.functions[plan_.position[step.node]] = native.function;

@@ -325,6 +325,9 @@ struct NativeNode {
   /// Set by a kernel's add_native: the driver handle it added the node with (null: the runtime's
   /// call), which the executable keeps for the node's updates.
   cudaFunction_t function = nullptr;
+  /// The node sits, at some depth, in a conditional node's body: CUDA's rules for those bodies
+  /// apply to what it adds (a library node checks its recording against them).
+  bool in_conditional_body = false;
 };
 
 /// One node of an executable being given its current parameters.

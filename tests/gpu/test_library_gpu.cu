@@ -1,7 +1,9 @@
 // Library nodes on a real GPU: a call recorded into the graph (results against host references
 // on random data), recorded again in place when an argument changes, a recording of other nodes
 // explained, every forbidden call named with the runtime usable afterwards, eager and debug
-// launches, and the built-in cuBLASLt products against a float64 reference.
+// launches, conditional bodies, what DOT says was recorded, and the built-in cuBLASLt products
+// against a float64 reference.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <stdexcept>
@@ -69,6 +71,12 @@ cudaError_t unjoined_call(cudaStream_t stream, int n, float* y) {
   cudaStreamWaitEvent(side_stream, fork_event, 0);
   add_constant_kernel<<<1, 32, 0, side_stream>>>(n, 1.0f, y);  // never joined back
   return cudaGetLastError();
+}
+void host_step(void*) {}
+// Records a host node beside its kernel: allowed at the top level, not in a conditional body.
+cudaError_t host_function_call(cudaStream_t stream, int n, float* y) {
+  add_constant_kernel<<<1, 32, 0, stream>>>(n, 1.0f, y);
+  return cudaLaunchHostFunc(stream, host_step, nullptr);
 }
 void throwing_call(cudaStream_t, int, float*) { throw std::runtime_error("out of tokens"); }
 int failing_call(cudaStream_t, int, float*) { return 7; }
@@ -164,6 +172,64 @@ TEST_CASE("A library node inside a child body is recorded there", "[library][gpu
   lib.arg<1>(-2.0f);
   CHECK(runtime.launch(g, f.stream.get()).kind == flowdsl::LaunchKind::updated);
   CHECK(mismatches(f.result(f.y), scaled(f.host_x, -2.0f, false)) == 0);
+}
+
+TEST_CASE("A library node in a conditional body runs when the condition holds", "[library][gpu][conditional]") {
+  Fixture f;
+  for (const unsigned taken : {1u, 0u}) {
+    INFO("condition " << taken);
+    f.y.poison();
+    flowdsl::Graph g;
+    g.memset("clear", f.y.get(), 0, f.y.bytes());
+    auto gate = g.if_then("gate", flowdsl::ConditionDefault{taken}).after("clear");
+    gate.body().library("lib", scale_call).args(Fixture::n, 2.0f, f.x.get(), f.y.get(), 1);
+    flowdsl::Runtime runtime;
+    runtime.launch(g, f.stream.get());
+    CHECK(mismatches(f.result(f.y), taken ? scaled(f.host_x, 2.0f, true) : std::vector<float>(Fixture::n, 0.0f)) == 0);
+  }
+}
+
+TEST_CASE("A call that records a node CUDA refuses in a conditional body is named", "[library][gpu][conditional][errors]") {
+  Fixture f;
+  flowdsl::Runtime runtime;
+  {
+    flowdsl::Graph g;  // at the top level a host node is fine
+    g.library("host", host_function_call).args(Fixture::n, f.y.get());
+    runtime.launch(g, f.stream.get());
+    CUDA_REQUIRE(cudaStreamSynchronize(f.stream.get()));
+  }
+  flowdsl::Graph g;
+  auto gate = g.if_then("gate", flowdsl::ConditionDefault{1});
+  gate.body().library("host", host_function_call).args(Fixture::n, f.y.get());
+  CHECK_THROWS_WITH(runtime.launch(g, f.stream.get()), contains("gate/host") && contains("conditional"));
+  CHECK(cudaGetLastError() == cudaSuccess);
+  // The runtime builds and runs a good graph afterwards.
+  f.y.poison();
+  flowdsl::Graph good;
+  good.library("good", scale_call).args(Fixture::n, 1.5f, f.x.get(), f.y.get(), 0);
+  runtime.launch(good, f.stream.get());
+  CHECK(mismatches(f.result(f.y), scaled(f.host_x, 1.5f, false)) == 0);
+}
+
+TEST_CASE("DOT shows what a library node recorded", "[library][gpu][dot]") {
+  Fixture f;
+  flowdsl::Graph g;
+  auto first = g.kernel("first", scale_kernel).launch((Fixture::n + 255) / 256, 256).args(Fixture::n, 2.0f, f.x.get(), f.z.get());
+  g.library("lib", scale_call).args(Fixture::n, 3.0f, f.z.get(), f.y.get(), 1).after(first);
+  flowdsl::Runtime runtime;
+  std::vector<flowdsl::Recording> recorded = flowdsl::recordings(runtime, g);
+  CHECK(std::none_of(recorded.begin(), recorded.end(), [](const flowdsl::Recording& r) { return r.known; }));
+  runtime.launch(g, f.stream.get());
+  CUDA_REQUIRE(cudaStreamSynchronize(f.stream.get()));
+  recorded = flowdsl::recordings(runtime, g);
+  REQUIRE(recorded.size() == 2);
+  CHECK_FALSE(recorded[0].known);  // a kernel node: nothing recorded
+  CHECK(recorded[1].known);
+  CHECK(recorded[1].kernels == 2);
+  CHECK(recorded[1].others == 0);
+  flowdsl::DotOptions options;
+  options.recordings = &recorded;
+  CHECK_THAT(flowdsl::to_dot(g, options), contains("recorded: 2 kernels"));
 }
 
 TEST_CASE("A call that breaks the rules of recording is named, and the runtime stays usable", "[library][gpu][errors]") {

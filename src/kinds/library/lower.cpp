@@ -10,6 +10,7 @@
 
 #include "extent_checks.hpp"
 #include "lowering_facets.hpp"
+#include "recording.hpp"
 
 namespace flowdsl::lowering {
 namespace {
@@ -30,33 +31,6 @@ cudaStream_t recording_stream(const std::string& path) {
   }
   streams.push_back({device, make_stream(cudaStreamDefault)});
   return streams.back().stream.get();
-}
-
-// What a recording holds: what must stay the same for an update in place.
-struct BodyShape {
-  std::size_t kernels = 0;
-  std::size_t others = 0;  // copies, memsets, event nodes, ...
-  bool operator==(const BodyShape& o) const { return kernels == o.kernels && others == o.others; }
-  std::string text() const {
-    std::string t = std::to_string(kernels) + (kernels == 1 ? " kernel" : " kernels");
-    if (others != 0) t += " and " + std::to_string(others) + (others == 1 ? " other node" : " other nodes");
-    return t;
-  }
-};
-
-BodyShape shape_of(cudaGraph_t graph, const std::string& path) {
-  std::size_t count = 0;
-  check(cudaGraphGetNodes(graph, nullptr, &count), "cudaGraphGetNodes", path.c_str());
-  thread_local std::vector<cudaGraphNode_t> nodes;
-  nodes.resize(count);
-  if (count != 0) check(cudaGraphGetNodes(graph, nodes.data(), &count), "cudaGraphGetNodes", path.c_str());
-  BodyShape shape;
-  for (std::size_t i = 0; i < count; ++i) {
-    cudaGraphNodeType type{};
-    check(cudaGraphNodeGetType(nodes[i], &type), "cudaGraphNodeGetType", path.c_str());
-    ++(type == cudaGraphNodeTypeKernel ? shape.kernels : shape.others);
-  }
-  return shape;
 }
 
 // What a failed recording means, from the error the call's own CUDA calls left (`during`) or
@@ -193,6 +167,15 @@ std::uint64_t prepare_native(const LibraryOp&, cudaGraph_t, const std::string&) 
 
 cudaGraphNode_t add_native(const LibraryOp& op, NativeNode& node) {
   NativeGraph body = record(op, node.symbols, node.path);
+  if (node.in_conditional_body) {
+    const std::string refused = refused_in_conditional_body(body.get(), node.path);
+    if (!refused.empty()) {
+      throw CudaError(cudaErrorNotSupported, "recording the library call", node.path,
+                      "its call recorded " + refused + ", which CUDA does not allow inside a conditional node's "
+                      "body (kernel, copy, memset, empty, child and conditional nodes only): call it outside the "
+                      "conditional node, or make it enqueue only kernels, copies and fills");
+    }
+  }
   cudaGraphNodeParams params{};
   params.type = cudaGraphNodeTypeGraph;
   params.graph.graph = body.get();
@@ -216,11 +199,11 @@ UpdateStatus update_native(const LibraryOp& op, const NativeUpdate& node) {
   if (const cudaError_t code = cudaGraphChildGraphNodeGetGraph(node.native, &held); code != cudaSuccess) {
     return {code, "cudaGraphChildGraphNodeGetGraph"};
   }
-  const BodyShape before = shape_of(held, path);
-  const BodyShape after = shape_of(body.get(), path);
-  if (!(before == after)) {
+  const Recording before = shape_of(held, path);
+  const Recording after = shape_of(body.get(), path);
+  if (!before.same_nodes(after)) {
     return {cudaErrorGraphExecUpdateFailure, "cudaGraphExecChildGraphNodeSetParams",
-            "recorded body changed: " + before.text() + " \u2192 " + after.text()};
+            "recorded body changed: " + to_string(before) + " \u2192 " + to_string(after)};
   }
   return {cudaGraphExecChildGraphNodeSetParams(node.exec, node.native, body.get()),
           "cudaGraphExecChildGraphNodeSetParams"};

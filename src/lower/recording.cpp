@@ -1,0 +1,85 @@
+#include "recording.hpp"
+
+#include "flowdsl/cuda_handles.hpp"
+
+namespace flowdsl::lowering {
+
+Recording shape_of(cudaGraph_t graph, const std::string& path) {
+  std::size_t count = 0;
+  check(cudaGraphGetNodes(graph, nullptr, &count), "cudaGraphGetNodes", path.c_str());
+  thread_local std::vector<cudaGraphNode_t> nodes;
+  nodes.resize(count);
+  if (count != 0) check(cudaGraphGetNodes(graph, nodes.data(), &count), "cudaGraphGetNodes", path.c_str());
+  Recording shape;
+  shape.known = true;
+  for (std::size_t i = 0; i < count; ++i) {
+    cudaGraphNodeType type{};
+    check(cudaGraphNodeGetType(nodes[i], &type), "cudaGraphNodeGetType", path.c_str());
+    ++(type == cudaGraphNodeTypeKernel ? shape.kernels : shape.others);
+  }
+  return shape;
+}
+
+namespace {
+const char* node_type_name(cudaGraphNodeType type) {
+  switch (type) {
+    case cudaGraphNodeTypeHost: return "a host node";
+    case cudaGraphNodeTypeWaitEvent: return "an event wait node";
+    case cudaGraphNodeTypeEventRecord: return "an event record node";
+    case cudaGraphNodeTypeExtSemaphoreSignal: return "an external semaphore signal node";
+    case cudaGraphNodeTypeExtSemaphoreWait: return "an external semaphore wait node";
+    case cudaGraphNodeTypeMemAlloc: return "a memory allocation node";
+    case cudaGraphNodeTypeMemFree: return "a memory free node";
+    default: return "a node of a type CUDA refuses there";
+  }
+}
+}  // namespace
+
+std::string refused_in_conditional_body(cudaGraph_t graph, const std::string& path) {
+  std::size_t count = 0;
+  check(cudaGraphGetNodes(graph, nullptr, &count), "cudaGraphGetNodes", path.c_str());
+  std::vector<cudaGraphNode_t> nodes(count);
+  if (count != 0) check(cudaGraphGetNodes(graph, nodes.data(), &count), "cudaGraphGetNodes", path.c_str());
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type{};
+    check(cudaGraphNodeGetType(node, &type), "cudaGraphNodeGetType", path.c_str());
+    switch (type) {
+      case cudaGraphNodeTypeKernel:
+      case cudaGraphNodeTypeMemcpy:
+      case cudaGraphNodeTypeMemset:
+      case cudaGraphNodeTypeEmpty:
+      case cudaGraphNodeTypeConditional:
+        break;
+      case cudaGraphNodeTypeGraph: {
+        cudaGraph_t child = nullptr;
+        check(cudaGraphChildGraphNodeGetGraph(node, &child), "cudaGraphChildGraphNodeGetGraph", path.c_str());
+        std::string inner = refused_in_conditional_body(child, path);
+        if (!inner.empty()) return inner;
+        break;
+      }
+      default:
+        return node_type_name(type);
+    }
+  }
+  return {};
+}
+
+std::vector<cudaGraph_t> recordings(const Description& description, const Plan& plan,
+                                    const std::vector<cudaGraphNode_t>& natives) {
+  std::vector<cudaGraph_t> out(natives.size(), nullptr);
+  if (natives.size() != plan.position.size()) return out;
+  std::vector<bool> holds_body(natives.size(), false);
+  for (const Node& n : description.nodes) {
+    if (n.parent != no_node) holds_body[plan.position[n.parent]] = true;
+  }
+  for (std::size_t position = 0; position < natives.size(); ++position) {
+    if (holds_body[position]) continue;
+    cudaGraphNodeType type{};
+    check(cudaGraphNodeGetType(natives[position], &type), "cudaGraphNodeGetType");
+    if (type != cudaGraphNodeTypeGraph) continue;
+    check(cudaGraphChildGraphNodeGetGraph(natives[position], &out[position]), "cudaGraphChildGraphNodeGetGraph");
+  }
+  return out;
+}
+
+}  // namespace flowdsl::lowering
