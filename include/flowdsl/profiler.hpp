@@ -66,6 +66,9 @@ struct ProfiledNode {
   std::uint32_t body = 0;              ///< which body of `parent`
   std::vector<std::uint32_t> after;    ///< positions of the nodes it depends on
   NodeId id = no_node;                 ///< its id in the Graph that was profiled first
+  /// A library node's: how many native nodes its call recorded (kernels, copies, ...) when the
+  /// executable was built; its spans name their kernels (NodeSpan::kernel). 0 for other nodes.
+  std::uint32_t recorded = 0;
 };
 
 /// \brief A graph as profiled: one per Graph object and topology launched.
@@ -94,6 +97,10 @@ struct NodeSpan {
   /// CUPTI's id of the node that ran it (graphNodeId: the graph's id in the upper 32 bits, the
   /// node's id local to that graph in the lower): what to report when `node` is no_position.
   std::uint64_t graph_node_id = 0;
+  /// A kernel a library node recorded (ProfiledNode::recorded): its name, demangled without its
+  /// parameters ("scale_kernel", "nvjet_hsh_64x32_..."); the trace names the span
+  /// "<node path>/<kernel>". Empty for the spans of other nodes.
+  std::string kernel;
 };
 
 /// \brief A CUDA runtime or driver call made by the host inside one launch call.
@@ -164,8 +171,9 @@ GraphStatistics statistics(const Profile& profile, std::size_t graph);
 NodeTimings node_timings(const Profile& profile, std::size_t graph, const Plan& plan);
 
 /// \brief The profile as a table: per graph, per node its runs per launch, median and p90 µs
-/// and share; per launch the kind, host µs, GPU span, node sum, idle gaps and events µs (the
-/// first 20 launches, then the median and p90 of all).
+/// and share, a library node's recorded kernels in rows of their own under it
+/// ("gemm/<kernel>": runs, median and p90 µs per launch); per launch the kind, host µs, GPU
+/// span, node sum, idle gaps and events µs (the first 20 launches, then the median and p90 of all).
 std::string profile_table(const Profile& profile);
 
 /// \brief The profile as Chrome trace-event JSON: a host track with one span per launch call

@@ -173,7 +173,8 @@ void copy_record(const Api& cupti, const CUpti_Activity* record, Records& out) {
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
       out.gpu.push_back(
-          {Activity::kernel, k->graphNodeId, k->correlationId, k->start, k->end, k->streamId, 0, k->graphId});
+          {Activity::kernel, k->graphNodeId, k->correlationId, k->start, k->end, k->streamId, 0, k->graphId,
+           k->name != nullptr ? std::string(k->name) : std::string()});
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {

@@ -32,11 +32,38 @@ std::string launch_kind(const LaunchReport& report) {
   return text;
 }
 
-void node_rows(const ProfiledGraph& graph, const GraphStatistics& stats, std::string& out) {
+// The kernels a library node recorded, by name: per launch of graph `g` that ran them, their
+// GPU time (us) and how often they ran.
+struct RecordedKernel {
+  std::vector<double> us;
+  std::size_t runs = 0;
+};
+std::map<std::string, RecordedKernel> recorded_kernels(const Profile& profile, std::size_t g, std::uint32_t position) {
+  std::map<std::string, RecordedKernel> out;
+  for (const LaunchProfile& launch : profile.launches) {
+    if (launch.graph != g) continue;
+    std::map<std::string, double> in_launch;
+    for (const NodeSpan& s : launch.spans) {
+      if (s.node != position || s.kernel.empty()) continue;
+      in_launch[s.kernel] += static_cast<double>(s.end_ns - s.start_ns) / 1000.0;
+      ++out[s.kernel].runs;
+    }
+    for (const auto& [name, us] : in_launch) out[name].us.push_back(us);
+  }
+  return out;
+}
+
+void node_rows(const Profile& profile, std::size_t g, const GraphStatistics& stats, std::string& out) {
+  const ProfiledGraph& graph = profile.graphs[g];
+  std::vector<std::map<std::string, RecordedKernel>> recorded(graph.nodes.size());
   std::size_t width = 4, kind_width = 8;
-  for (const ProfiledNode& node : graph.nodes) {
+  for (std::uint32_t p = 0; p < graph.nodes.size(); ++p) {
+    const ProfiledNode& node = graph.nodes[p];
     width = std::max(width, node.path.size());
     kind_width = std::max(kind_width, node.kind.size() + 1);
+    if (node.recorded == 0) continue;
+    recorded[p] = recorded_kernels(profile, g, p);
+    for (const auto& [name, kernel] : recorded[p]) width = std::max(width, node.path.size() + 1 + name.size());
   }
   const std::size_t launches = std::max<std::size_t>(stats.launches.size(), 1);
   out += "  " + pad("node", width) + "  " + pad("kind", kind_width) + pad("runs", 7, true) +
@@ -52,6 +79,13 @@ void node_rows(const ProfiledGraph& graph, const GraphStatistics& stats, std::st
       row += pad("-", 7, true) + pad("-", 12, true) + pad("-", 11, true) + pad("-", 8, true);
     }
     out += row + (s.critical ? "  *" : "") + "\n";
+    // A library node's kernels, each under the node's path: its share is the node's.
+    for (const auto& [name, kernel] : recorded[p]) {
+      out += "  " + pad(graph.nodes[p].path + "/" + name, width) + "  " + pad("kernel", kind_width) +
+             pad(format("%.1f", static_cast<double>(kernel.runs) / static_cast<double>(launches)), 7, true) +
+             pad(format("%.2f", profiling::median(kernel.us)), 12, true) +
+             pad(format("%.2f", profiling::p90(kernel.us)), 11, true) + "\n";
+    }
   }
 }
 
@@ -147,7 +181,7 @@ std::string profile_table(const Profile& profile) {
     out += graph.name + ": " + std::to_string(graph.nodes.size()) + " nodes, " + std::to_string(stats.launches.size()) +
            " launch" + (stats.launches.size() == 1 ? "" : "es") +
            " (GPU time per launch; share of all node time; * on the critical path)\n";
-    node_rows(graph, stats, out);
+    node_rows(profile, g, stats, out);
     out += "\n";
     launch_rows(profile, stats, out);
     out += "\n";
@@ -218,7 +252,7 @@ std::string trace_json(const Profile& profile) {
       std::string name = "(unmapped node)";
       if (span.node != no_position) {
         const ProfiledNode& node = graph.nodes[span.node];
-        name = node.path;
+        name = span.kernel.empty() ? node.path : node.path + "/" + span.kernel;
         args["kind"] = node.kind;
         for (const auto& [field, value] : node.structure) args[field] = value;
         if (!arguments[launch.graph][span.node].empty())

@@ -2,8 +2,12 @@
 // the launch whose graph-launch call started it, and to the node CUPTI names by its id.
 #include "profile_records.hpp"
 
+#include <cxxabi.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <iterator>
+#include <memory>
 
 #include "log_internal.hpp"
 
@@ -35,6 +39,38 @@ void Records::append(Records&& other) {
   created.insert(created.end(), other.created.begin(), other.created.end());
   executables.insert(executables.end(), other.executables.begin(), other.executables.end());
   dropped += other.dropped;
+}
+
+std::string kernel_name(const std::string& mangled) {
+  int status = 0;
+  const std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status),
+                                                        std::free);
+  if (status != 0 || demangled == nullptr) return mangled;  // a C name ("nvjet_..."), or none
+  // A kernel in an unnamed namespace: "(anonymous namespace)::scale(...)" reads "scale".
+  std::string text(demangled.get());
+  constexpr std::string_view anonymous = "(anonymous namespace)::";
+  for (std::size_t at = text.find(anonymous); at != std::string::npos; at = text.find(anonymous, at)) {
+    text.erase(at, anonymous.size());
+  }
+  std::string_view name(text);
+  // Cut the parameters: the first '(' outside template brackets.
+  int depth = 0;
+  std::size_t end = name.size();
+  for (std::size_t i = 0; i < name.size() && end == name.size(); ++i) {
+    if (name[i] == '<') ++depth;
+    if (name[i] == '>') --depth;
+    if (name[i] == '(' && depth == 0) end = i;
+  }
+  name = name.substr(0, end);
+  // A template's demangled name starts with its return type: "void scale<float>".
+  depth = 0;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    if (name[i] == '<') ++depth;
+    if (name[i] == '>') --depth;
+    if (name[i] == ' ' && depth == 0) start = i + 1;
+  }
+  return std::string(name.substr(start));
 }
 
 std::string call_name(std::string_view cupti_name) {
@@ -202,9 +238,15 @@ void Attribution::attribute(const GpuRecord& gpu, std::size_t index, Profile& pr
   const auto& [launch_index, executable] = launches_[index];
   LaunchProfile& launch = profile.launches[launch_index];
   std::uint32_t position = ids_.position(gpu.graph_node_id, executable);
-  if (position != no_position && position >= profile.graphs[launch.graph].nodes.size()) position = no_position;
+  const std::vector<ProfiledNode>& nodes = profile.graphs[launch.graph].nodes;
+  if (position != no_position && position >= nodes.size()) position = no_position;
   launch.spans.push_back(
-      NodeSpan{position, gpu.activity, gpu.start_ns, gpu.end_ns, gpu.stream, gpu.bytes, gpu.graph_node_id});
+      NodeSpan{position, gpu.activity, gpu.start_ns, gpu.end_ns, gpu.stream, gpu.bytes, gpu.graph_node_id, {}});
+  // Work recorded from a library call: its node's name alone would not tell its kernels apart.
+  if (position != no_position && nodes[position].recorded != 0 && gpu.activity == Activity::kernel) {
+    launch.spans.back().kernel = kernel_name(gpu.kernel);
+    if (gpu.kernel.empty()) FLOWDSL_DEBUG("profiler: a kernel of '{}' came without a name", nodes[position].path);
+  }
 }
 
 void Attribution::add(Records records, Profile& profile) {

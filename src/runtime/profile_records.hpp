@@ -26,6 +26,7 @@ struct GpuRecord {
   std::uint32_t stream = 0;
   std::uint64_t bytes = 0;
   std::uint32_t graph_id = 0;  ///< CUPTI's id of the graph that launched it (read for diagnosis only)
+  std::string kernel = {};     ///< a kernel's name as CUPTI gives it (mangled); empty for copies and fills
 };
 
 /// A CUDA runtime or driver call CUPTI saw made.
@@ -65,6 +66,10 @@ struct Records {
 
   void append(Records&& other);
 };
+
+/// "_Z12scale_kerneliPf" -> "scale_kernel": a kernel's name demangled, without its parameters
+/// and its return type; a name that does not demangle is returned as it is.
+std::string kernel_name(const std::string& mangled);
 
 /// "cudaGraphLaunch_v10000" -> "cudaGraphLaunch": the name without CUPTI's version suffix.
 std::string call_name(std::string_view cupti_name);

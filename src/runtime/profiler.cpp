@@ -11,6 +11,7 @@
 
 #include "cupti_session.hpp"
 #include "log_internal.hpp"
+#include "lower/recording.hpp"
 #include "profile_graph.hpp"
 #include "profile_records.hpp"
 
@@ -111,7 +112,8 @@ std::string child_body_id(const profiling::CuptiSession& session, cudaGraphNode_
 // order of their nodes and of their index. (One level of bodies was seen on the H200; deeper
 // levels follow the same rule by assumption.)
 namespace {
-std::vector<std::uint64_t> flattened_ids(const Description& d, const Plan& plan, const std::vector<std::uint64_t>& ids) {
+std::vector<std::uint64_t> flattened_ids(const Description& d, const Plan& plan, const std::vector<std::uint64_t>& ids,
+                                         const std::vector<std::vector<std::uint64_t>>& recorded) {
   if (ids.size() != plan.position.size()) return {};
   const auto by_local = [&](NodeId a, NodeId b) {
     return profiling::local_part(ids[plan.position[a]]) < profiling::local_part(ids[plan.position[b]]);
@@ -137,7 +139,34 @@ std::vector<std::uint64_t> flattened_ids(const Description& d, const Plan& plan,
         next.insert(next.end(), members.begin(), members.end());
       }
     }
+    // A library node's recording is its body: its nodes stand for the library node itself.
+    for (NodeId id : level) {
+      const std::uint32_t position = plan.position[id];
+      if (recorded.empty() || recorded[position].empty()) continue;
+      for (std::size_t i = 0; i < recorded[position].size(); ++i) out.push_back(ids[position]);
+    }
     level = std::move(next);
+  }
+  return out;
+}
+
+// The native nodes a library call recorded, by plan position (lowering::recordings), sorted
+// by CUPTI's local id; empty elsewhere.
+std::vector<std::vector<std::uint64_t>> recorded_ids(const profiling::CuptiSession& session, const Description& d,
+                                                     const Plan& plan, const std::vector<cudaGraphNode_t>& natives) {
+  const std::vector<cudaGraph_t> recorded = lowering::recordings(d, plan, natives);
+  std::vector<std::vector<std::uint64_t>> out(natives.size());
+  std::vector<cudaGraphNode_t> members;
+  for (std::size_t position = 0; position < recorded.size(); ++position) {
+    if (recorded[position] == nullptr) continue;
+    std::size_t count = 0;
+    check(cudaGraphGetNodes(recorded[position], nullptr, &count), "cudaGraphGetNodes (profiler)");
+    members.resize(count);
+    if (count != 0) check(cudaGraphGetNodes(recorded[position], members.data(), &count), "cudaGraphGetNodes (profiler)");
+    for (std::size_t i = 0; i < count; ++i) out[position].push_back(session.node_id(members[i]));
+    std::sort(out[position].begin(), out[position].end(), [](std::uint64_t a, std::uint64_t b) {
+      return profiling::local_part(a) < profiling::local_part(b);
+    });
   }
   return out;
 }
@@ -175,7 +204,13 @@ std::uint64_t Profiler::Impl::name_executable(const Graph& graph, std::uint32_t 
       ids[position] = session.node_id((*nodes)[position]);
       attribution.ids().add(ids[position], tag, position);
     }
-    std::vector<std::uint64_t> flat = flattened_ids(graph.description(), graph.plan(), ids);
+    const std::vector<std::vector<std::uint64_t>> recorded =
+        recorded_ids(session, graph.description(), graph.plan(), *nodes);
+    for (std::uint32_t position = 0; position < recorded.size(); ++position) {
+      profile.graphs[index].nodes[position].recorded = static_cast<std::uint32_t>(recorded[position].size());
+      for (const std::uint64_t id : recorded[position]) attribution.ids().add(id, tag, position);
+    }
+    std::vector<std::uint64_t> flat = flattened_ids(graph.description(), graph.plan(), ids, recorded);
     if (!flat.empty()) {
       const std::uint32_t top_graph = profiling::graph_part(flat.front());  // before flat moves
       attribution.ids().add_flattened(top_graph, std::move(flat));

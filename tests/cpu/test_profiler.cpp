@@ -200,6 +200,47 @@ TEST_CASE("A body's node copied into the executable's graph leads to its node by
   CHECK(ids.position(id(17, 3), tag) == flowdsl::no_position);  // not a copy of graph 13
 }
 
+TEST_CASE("Kernel names are demangled without their parameters and return type", "[profiler][library]") {
+  using flowdsl::profiling::kernel_name;
+  CHECK(kernel_name("_Z11spin_kernelyPf") == "spin_kernel");
+  CHECK(kernel_name("_ZN7flowdsl7kernels6detail5scaleIfEEviT_PKS3_PS3_") == "flowdsl::kernels::detail::scale<float>");
+  CHECK(kernel_name("_ZN59_GLOBAL__N__ed0fda35_20_test_profiler_gpu_cu_f3b14384_1223011spin_kernelEyPf") == "spin_kernel");
+  CHECK(kernel_name("nvjet_hsh_64x32_64x16_2x1_v_bz_coopA_TNN") == "nvjet_hsh_64x32_64x16_2x1_v_bz_coopA_TNN");
+  CHECK(kernel_name("").empty());
+}
+
+TEST_CASE("A library node's recorded kernels keep their names in its spans and table rows", "[profiler][library]") {
+  const flowdsl::Graph g = diamond();
+  flowdsl::Profile profile = profile_of(g);
+  const std::uint32_t b = position(g, "b");
+  profile.graphs[0].nodes[b].recorded = 2;  // as if b were a library node that recorded two kernels
+  profile.launches = {launch_at(100, 200, flowdsl::LaunchKind::instantiated)};
+  flowdsl::profiling::Attribution attribution;
+  for (std::uint32_t p = 0; p < 4; ++p) attribution.ids().add(900 + p, 900, p);
+  attribution.expect(0, 900);
+  flowdsl::profiling::Records records;
+  using flowdsl::Activity;
+  using flowdsl::profiling::ApiRecord;
+  using flowdsl::profiling::GpuRecord;
+  records.api = {ApiRecord{"cudaGraphLaunch_v10000", 2, 160'000, 190'000}};
+  records.gpu = {
+      GpuRecord{Activity::kernel, 900 + b, 2, 200'000, 210'000, 7, 0, 0, "_Z11spin_kernelyPf"},
+      GpuRecord{Activity::kernel, 900 + b, 2, 210'000, 230'000, 7, 0, 0, "nvjet_hsh_64x32"},
+      GpuRecord{Activity::kernel, 900 + position(g, "a"), 2, 180'000, 190'000, 7, 0, 0, "_Z9scale_f32iifPKfPf"},
+  };
+  attribution.add(std::move(records), profile);
+  const flowdsl::LaunchProfile& launch = profile.launches[0];
+  REQUIRE(launch.spans.size() == 3);
+  CHECK(launch.spans[0].kernel.empty());  // a: a kernel node names no kernel of its own
+  CHECK(launch.spans[1].kernel == "spin_kernel");
+  CHECK(launch.spans[2].kernel == "nvjet_hsh_64x32");
+  const std::string table = flowdsl::profile_table(profile);
+  INFO(table);
+  CHECK(table.find("b/spin_kernel") != std::string::npos);
+  CHECK(table.find("b/nvjet_hsh_64x32") != std::string::npos);
+  CHECK(flowdsl::trace_json(profile).find("\"b/nvjet_hsh_64x32\"") != std::string::npos);
+}
+
 TEST_CASE("Records join the launch whose graph-launch call started them, mapped to its nodes", "[profiler]") {
   const flowdsl::Graph g = diamond();
   flowdsl::Profile profile = profile_of(g);

@@ -40,6 +40,17 @@ __global__ void increment_kernel(int* counter) {
   if (threadIdx.x == 0) *counter += 1;
 }
 
+__global__ void mark_kernel(float* out) {
+  if (threadIdx.x == 0) out[0] += 1.0f;
+}
+
+// A library call that enqueues two kernels: the profiler finds both under its node.
+cudaError_t spin_then_mark(cudaStream_t stream, unsigned long long ns, float* out) {
+  spin_kernel<<<1, 32, 0, stream>>>(ns, out);
+  mark_kernel<<<1, 32, 0, stream>>>(out);
+  return cudaGetLastError();
+}
+
 // 1 while *counter < limit: a WHILE around it runs `limit` times.
 __global__ void keep_below_kernel(const int* counter, int limit, flowdsl::Condition cond) {
   if (threadIdx.x == 0) cond.set(*counter < limit ? 1u : 0u);
@@ -305,4 +316,47 @@ TEST_CASE("Nodes inside a child graph and a WHILE body are mapped, the body's on
   flowdsl::DotOptions options;
   options.timings = &timings;
   CHECK(flowdsl::to_dot(g, options).find("median") != std::string::npos);
+}
+
+TEST_CASE("A library node's recorded kernels are mapped to it, each by its name", "[profiler][gpu][library]") {
+  const flowdsl_test::DebugLog debug_log;
+  DeviceBuffer<float> out(4);
+  flowdsl::Graph g;
+  auto first = g.kernel("first", spin_kernel).grid(1).block(32).args(5 * microseconds, out.get());
+  auto lib = g.library("lib", spin_then_mark).args(10 * microseconds, out.get() + 1).after(first);
+  // A child body after it: its kernel is numbered after the recording's nodes, and must still map.
+  auto enc = g.child("encoder").after(lib);
+  enc.body().kernel("inner", spin_kernel).grid(1).block(32).args(5 * microseconds, out.get() + 2);
+  g.kernel("last", spin_kernel).grid(1).block(32).args(5 * microseconds, out.get() + 3).after(enc);
+
+  flowdsl::Runtime runtime;
+  auto profiler = make_profiler(runtime);
+  const flowdsl::StreamHandle stream = flowdsl::make_stream();
+  for (int i = 0; i < 3; ++i) profiler->launch(g, stream);
+  const flowdsl::Profile& profile = profiler->collect();
+  const std::string table = flowdsl::profile_table(profile);
+  INFO(table);
+  CHECK(profile.unattributed_records == 0);
+  const std::multiset<std::string> want{"first", "lib", "lib", "encoder/inner", "last"};
+  for (const flowdsl::LaunchProfile& launch : profile.launches) {
+    CHECK(paths_of(profile, launch) == want);
+    std::multiset<std::string> kernels;
+    for (const flowdsl::NodeSpan& s : launch.spans) {
+      if (!s.kernel.empty()) kernels.insert(s.kernel);
+    }
+    CHECK(kernels == std::multiset<std::string>{"mark_kernel", "spin_kernel"});
+  }
+  for (const flowdsl::ProfiledNode& node : profile.graphs[0].nodes) {
+    INFO(node.path);
+    CHECK(node.recorded == (node.path == "lib" ? 2u : 0u));
+  }
+  CHECK_THAT(table, flowdsl_test::contains("lib/spin_kernel"));
+  CHECK_THAT(table, flowdsl_test::contains("lib/mark_kernel"));
+  const nlohmann::json trace = nlohmann::json::parse(flowdsl::trace_json(profile));
+  std::set<std::string> names;
+  for (const nlohmann::json& e : trace["traceEvents"]) {
+    if (e.value("ph", "") == "X") names.insert(e.value("name", ""));
+  }
+  CHECK(names.count("lib/spin_kernel") == 1);
+  CHECK(names.count("lib/mark_kernel") == 1);
 }
