@@ -7,6 +7,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "flowdsl/device.cuh"
 #include "flowdsl/kernels.hpp"
 
 namespace flowdsl::kernels::detail {
@@ -40,12 +41,7 @@ __device__ __forceinline__ bool aligned(const void* p) {
 /// kernels this one depends on programmatically have completed and their writes are visible.
 /// Both are no-ops for a kernel launched without programmatic edges. Every built-in kernel calls
 /// it first, so any edge between two built-in kernels may be programmatic.
-__device__ __forceinline__ void programmatic_prologue() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
+__device__ __forceinline__ void programmatic_prologue() { flowdsl::device::programmatic_prologue(); }
 
 __device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }

@@ -111,6 +111,21 @@ class Builder {
     if (id == no_node) throw UsageError("flowdsl: no node named '" + std::string(name) + "'" + where());
     return NodeHandle(&state(), id);
   }
+  /// \brief Typed handle to the node declared here with `name`, to change its arguments: a
+  /// kernel (`KernelNode<Params...>`) or library node (`LibraryNode<Params...>`), e.g. one use's
+  /// copy of a body, `enc.body().node<flowdsl::KernelNode<float*, float, int>>("scale").arg<1>(0.5f)`.
+  /// The node's kind, argument count and argument sizes are checked (not the types themselves,
+  /// which the node does not keep).
+  /// \throws UsageError when there is no such node or it does not fit the handle.
+  template <class Handle>
+  Handle node(std::string_view name) {
+    const NodeId id = node(name).id();
+    const std::string why = detail::TypedLookup<Handle>::mismatch(detail::operation_of(state(), id));
+    if (!why.empty()) {
+      throw UsageError("flowdsl: node '" + std::string(name) + "'" + where() + " does not fit the handle asked for: " + why);
+    }
+    return Handle(&state(), id);
+  }
 
   detail::GraphState& state() { return static_cast<Derived&>(*this).state(); }
 

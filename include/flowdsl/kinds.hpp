@@ -139,6 +139,8 @@ namespace detail {
 
 Operation& structure_of(GraphState& state, NodeId id);
 Operation& parameters_of(GraphState& state, NodeId id);
+/// The operation of node `id`, to read (nothing is marked changed).
+const Operation& operation_of(const GraphState& state, NodeId id);
 
 template <class Op>
 Op& structure(GraphState& state, NodeId id) {

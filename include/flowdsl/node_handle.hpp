@@ -46,6 +46,32 @@ Op& parameters(GraphState& state, NodeId id);
 template <class T>
 struct always_false : std::false_type {};
 
+/// What Builder::node<Handle>(name) checks before it hands out a typed handle to a declared
+/// node: `mismatch(op)` (the node's Operation) says why the node cannot have such a handle,
+/// empty when it can. The kinds whose handles carry the types of their arguments specialise it
+/// (KernelNode, LibraryNode).
+template <class Handle>
+struct TypedLookup {
+  static_assert(always_false<Handle>::value,
+                "flowdsl: node<Handle>(name) gives KernelNode<...> and LibraryNode<...> handles; use node(name) for others");
+};
+
+/// "" when `args` holds exactly one slot of each of `Params`' sizes; else why not.
+template <class... Params>
+std::string argument_mismatch(const ArgumentPack& args) {
+  constexpr std::size_t sizes[] = {sizeof(Params)..., 0};
+  if (args.size() != sizeof...(Params)) {
+    return "it takes " + std::to_string(args.size()) + " arguments, the handle " + std::to_string(sizeof...(Params));
+  }
+  for (std::size_t i = 0; i < sizeof...(Params); ++i) {
+    if (args.slot_size(i) != sizes[i]) {
+      return "its argument " + std::to_string(i) + " has " + std::to_string(args.slot_size(i)) + " bytes, the handle's " +
+             std::to_string(sizes[i]);
+    }
+  }
+  return {};
+}
+
 }  // namespace detail
 
 /// \brief Something an edge can point at: a node handle of the same graph or a node name.

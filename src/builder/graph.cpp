@@ -238,6 +238,7 @@ void bind_symbol(GraphState& state, std::uint64_t symbol, NodeId id) { state.bin
 
 Operation& structure_of(GraphState& state, NodeId id) { return state.structure(id); }
 Operation& parameters_of(GraphState& state, NodeId id) { return state.parameters(id); }
+const Operation& operation_of(const GraphState& state, NodeId id) { return state.description().nodes[id].op; }
 
 NewNode add_node(GraphState& state, std::string&& name, NodeId parent, std::uint32_t body) {
   return state.add_node(std::move(name), parent, body);

@@ -1,6 +1,7 @@
 // Graphs nest: child-graph nodes own a body that validation, plan, hash, updates, JSON and DOT
 // all recurse into, with nodes named by their path.
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 #include "catch.hpp"
@@ -76,6 +77,36 @@ TEST_CASE("Nodes are declared in a body through its handle", "[nesting][builder]
   CHECK_THROWS_WITH(g.node("step"), contains("no node named 'step'"));
   CHECK_THROWS_WITH(k.body(), contains("node 'outer/inner/step' (kernel) has 0 bodies"));
   CHECK(messages(g).empty());
+}
+
+TEST_CASE("Each use of a body is a copy whose nodes have typed handles of their own", "[nesting][builder]") {
+  flowdsl::Graph g;
+  const flowdsl::Graph body = encoder();
+  auto first = g.child("first", body);
+  auto second = g.child("second", body).after(first);
+  // The second use's "b" gets its own factor; the first keeps the body's.
+  second.body().node<flowdsl::KernelNode<float*, float, int>>("b").arg<1>(5.0f);
+  const flowdsl::Description& d = g.description();
+  const auto factor = [&](const char* path) {
+    for (flowdsl::NodeId id = 0; id < d.nodes.size(); ++id) {
+      if (flowdsl::node_path(d, id) != path) continue;
+      float f = 0;
+      std::memcpy(&f, std::get<flowdsl::KernelOp>(d.nodes[id].op).args.data(1), sizeof f);
+      return f;
+    }
+    FAIL("no node " << path);
+    return 0.0f;
+  };
+  CHECK(factor("first/b") == 2.0f);
+  CHECK(factor("second/b") == 5.0f);
+  using TwoArguments = flowdsl::KernelNode<float*, float>;
+  using Doubles = flowdsl::KernelNode<double*, double, int>;
+  using Scale = flowdsl::KernelNode<float*, float, int>;
+  CHECK_THROWS_WITH(second.body().node<TwoArguments>("b"),
+                    contains("node 'b' in body 0 of node 'second' does not fit the handle asked for: it takes 3 arguments, the handle 2"));
+  CHECK_THROWS_WITH(second.body().node<Doubles>("b"), contains("its argument 1 has 4 bytes"));
+  g.empty("join").after(second);
+  CHECK_THROWS_WITH(g.node<Scale>("join"), contains("it is not a kernel node"));
 }
 
 TEST_CASE("Names are unique within a body, and problems name the path", "[nesting][validation]") {

@@ -174,6 +174,17 @@ class KernelNode : public KernelHandleBase<KernelNode<Params...>> {
   }
 };
 
+namespace detail {
+template <class... Params>
+struct TypedLookup<KernelNode<Params...>> {
+  template <class Operation>
+  static std::string mismatch(const Operation& op) {
+    const auto* kernel = std::get_if<KernelOp>(&op);
+    return kernel == nullptr ? std::string("it is not a kernel node") : argument_mismatch<Params...>(kernel->args);
+  }
+};
+}  // namespace detail
+
 /// \brief Handle to a kernel node of a registered kernel (KernelInfo): the launch shape as for
 /// KernelNode, arguments set by parameter name and checked against the registered types at run
 /// time. This is how graphs read from JSON are built.

@@ -92,6 +92,17 @@ class LibraryNode : public NodeHandleBase<LibraryNode<Params...>> {
   LibraryOp& op() { return detail::parameters<LibraryOp>(*this->state_, this->id_); }
 };
 
+namespace detail {
+template <class... Params>
+struct TypedLookup<LibraryNode<Params...>> {
+  template <class Operation>
+  static std::string mismatch(const Operation& op) {
+    const auto* library = std::get_if<LibraryOp>(&op);
+    return library == nullptr ? std::string("it is not a library node") : argument_mismatch<Params...>(library->args);
+  }
+};
+}  // namespace detail
+
 /// \brief Handle to a library node of a registered library call (KernelRegistry::add_call):
 /// arguments set by parameter name, checked against the registered types at run time. This is
 /// how graphs read from JSON are built.
