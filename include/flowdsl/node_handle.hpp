@@ -9,6 +9,7 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <variant>
 
 #include "flowdsl/node_parts.hpp"
 
@@ -70,6 +71,14 @@ std::string argument_mismatch(const ArgumentPack& args) {
     }
   }
   return {};
+}
+
+/// "" when `op` (an Operation) holds an `Op` whose arguments fit `Params...`; else why not.
+template <class Op, class... Params, class Operation>
+std::string typed_mismatch(const Operation& op) {
+  const Op* typed = std::get_if<Op>(&op);
+  if (typed == nullptr) return "it is not a " + std::string(Op::kind) + " node";
+  return argument_mismatch<Params...>(typed->args);
 }
 
 }  // namespace detail

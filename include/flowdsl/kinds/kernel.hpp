@@ -179,8 +179,7 @@ template <class... Params>
 struct TypedLookup<KernelNode<Params...>> {
   template <class Operation>
   static std::string mismatch(const Operation& op) {
-    const auto* kernel = std::get_if<KernelOp>(&op);
-    return kernel == nullptr ? std::string("it is not a kernel node") : argument_mismatch<Params...>(kernel->args);
+    return typed_mismatch<KernelOp, Params...>(op);
   }
 };
 }  // namespace detail

@@ -97,8 +97,7 @@ template <class... Params>
 struct TypedLookup<LibraryNode<Params...>> {
   template <class Operation>
   static std::string mismatch(const Operation& op) {
-    const auto* library = std::get_if<LibraryOp>(&op);
-    return library == nullptr ? std::string("it is not a library node") : argument_mismatch<Params...>(library->args);
+    return typed_mismatch<LibraryOp, Params...>(op);
   }
 };
 }  // namespace detail
