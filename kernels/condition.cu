@@ -29,7 +29,10 @@ struct OneWarpI32 : OneWarp {
     condition_case_kernel<T...>, "value: 1", "lower", "upper", "cond")                                                \
   X(ConditionBucket, OneWarpI32, "condition.bucket",                                                                   \
     "cond = smallest b with 2^b >= count[0] (0 for count <= 1), at most cases - 1; one warp",                         \
-    condition_bucket_kernel<T...>, "count: 1", "cases", "cond")
+    condition_bucket_kernel<T...>, "count: 1", "cases", "cond")                                                     \
+  X(Count, OneWarpI32, "count",                                                                                    \
+    "counter[0] += 1: how often the body holding it ran (a WHILE's iterations, a SWITCH case taken); one warp",        \
+    count_kernel<T...>, "counter: 1")
 FLOWDSL_CONDITION_KERNELS(FLOWDSL_KERNEL)
 }  // namespace
 
@@ -50,6 +53,10 @@ KernelNode<const i32*, i32, i32, Condition> condition_case(Into g, std::string n
 }
 KernelNode<const i32*, i32, Condition> condition_bucket(Into g, std::string name, const i32* count, i32 cases, Condition cond) {
   return detail::declare<detail::ConditionBucket, i32>(g, std::move(name), count, cases, cond);
+}
+
+KernelNode<i32*> count(Into g, std::string name, i32* counter) {
+  return detail::declare<detail::Count, i32>(g, std::move(name), counter);
 }
 
 }  // namespace flowdsl::kernels

@@ -52,4 +52,12 @@ __global__ void __launch_bounds__(condition_block) condition_bucket_kernel(const
   cond.set(static_cast<unsigned>(bucket < last ? bucket : last));
 }
 
+/// counter[0] += 1, by thread 0: how often the body holding it ran (a WHILE's iterations, a
+/// SWITCH's case taken), for the host to read after the launch.
+template <class T>
+__global__ void __launch_bounds__(condition_block) count_kernel(T* counter) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
+  if (threadIdx.x == 0) counter[0] += 1;
+}
+
 }  // namespace flowdsl::kernels::detail

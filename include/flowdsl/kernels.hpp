@@ -214,6 +214,11 @@ KernelNode<const i32*, i32, i32, Condition> condition_case(Into g, std::string n
 /// count[0] <= 1), at most cases - 1 (0 when cases < 1). With a SWITCH of 8 cases whose case b
 /// handles a batch padded to 2^b: counts 1, 2, 3..4, 5..8, ..., 65..128 and above pick 0 .. 7.
 KernelNode<const i32*, i32, Condition> condition_bucket(Into g, std::string name, const i32* count, i32 cases, Condition cond);
+/// \brief counter[0] += 1: declared in a body, it counts how often that body ran, for the host to
+/// read after the launch: a WHILE's iterations (in its body), the case a SWITCH took (one
+/// counter element per case). Zero the counter first (a memset node ahead of the conditional
+/// node, or once before launches that add up).
+KernelNode<i32*> count(Into g, std::string name, i32* counter);
 
 // ---------------------------------------------------------------- registry -------------------
 

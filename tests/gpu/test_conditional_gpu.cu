@@ -2,7 +2,8 @@
 // SWITCH, a WHILE inside an IF, a condition set from a child graph, parameters updated in place
 // inside bodies, a second Graph of the same topology sharing the executable, the condition
 // kernels by registered name; and CUDA's rules refused before anything reaches CUDA. Results
-// against host references on random data, outputs poisoned before every launch.
+// against host references on random data, outputs poisoned before every launch; count.i32
+// reading back what the device decided.
 #include <cstring>
 #include <iterator>
 #include <string>
@@ -217,6 +218,34 @@ TEST_CASE("A SWITCH runs the case a kernel picks, and none for a value out of ra
       CHECK(untouched(d.y));
     }
     CHECK(report.kind == (r.runtime.statistics().launches == 1 ? LaunchKind::instantiated : LaunchKind::hit));
+  }
+}
+
+TEST_CASE("count.i32 reads back a WHILE's iterations and the SWITCH case taken", "[conditional][gpu][count]") {
+  DeviceBuffer<std::int32_t> selector(1), iterations(1), taken(3);
+  flowdsl::Graph g;
+  // The WHILE goes on while its count is below 5: count.i32 in the body counts, a kernel decides.
+  auto zero = g.memset("zero", iterations.get(), 0, 1, 4);
+  auto loop = g.while_loop("loop", flowdsl::ConditionDefault{1}).after(zero);
+  auto tick = fk::count(loop.body(), "tick", iterations.get());
+  loop.body().kernel("decide", keep_below_kernel).launch(1, 32).args(iterations.get(), 5, loop.condition()).after(tick);
+  auto clear = g.memset("clear", taken.get(), 0, 3, 4).after(loop);
+  auto pick = g.switch_cases("pick", 3);
+  auto decide = fk::condition_case(g, "choose", selector.get(), 0, 2, pick.condition()).after(clear);
+  pick.after(decide);
+  for (int c = 0; c < 3; ++c) fk::count(pick.body(c), "taken", taken.get() + c);
+
+  Runner r;
+  for (const std::int32_t value : {2, 0, 5}) {
+    INFO("selector " << value);
+    selector.upload({value});
+    iterations.poison();
+    taken.poison();
+    r.run(g);
+    CHECK(iterations.download()[0] == 5);
+    std::vector<std::int32_t> want(3, 0);
+    if (value >= 0 && value < 3) want[value] = 1;
+    CHECK(taken.download() == want);
   }
 }
 
