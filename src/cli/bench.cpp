@@ -293,7 +293,7 @@ void bench(const std::string& file, const HostFunctions& hosts, const BenchOptio
                          {"node_updates", s.node_updates},
                          {"reinstantiations", s.reinstantiations}}}};
   std::ofstream out(options.json_out, std::ios::binary);
-  if (!(out << report.dump(2) << "\n")) throw InputError("cannot write '" + options.json_out + "'");
+  if (!(out << report.dump(2) << "\n")) throw InputError("cannot write " + quoted_name(options.json_out));
   std::printf("wrote %s\n", options.json_out.c_str());
 }
 

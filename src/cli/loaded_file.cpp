@@ -50,13 +50,13 @@ LoadedFile::LoadedFile(const std::string& file, const HostFunctions& hosts) : sp
     try {
       check_initial_contents(b, base);
     } catch (const std::runtime_error& e) {
-      throw InputError("buffer '" + b.name + "': " + e.what());
+      throw InputError("buffer " + quoted_name(b.name) + ": " + e.what());
     }
   }
 
   for (const BufferSpec& b : spec_.buffers) {
     void* ptr = nullptr;
-    check(cudaMalloc(&ptr, b.bytes()), ("cudaMalloc for buffer '" + b.name + "'").c_str());
+    check(cudaMalloc(&ptr, b.bytes()), ("cudaMalloc for buffer " + quoted_name(b.name)).c_str());
     memory_.emplace_back(ptr);
     auto* device_bytes = static_cast<unsigned char*>(ptr);
     try {
@@ -67,7 +67,7 @@ LoadedFile::LoadedFile(const std::string& file, const HostFunctions& hosts) : sp
     } catch (const CudaError&) {
       throw;
     } catch (const std::runtime_error& e) {
-      throw InputError("buffer '" + b.name + "': " + e.what());
+      throw InputError("buffer " + quoted_name(b.name) + ": " + e.what());
     }
     addresses_.emplace(b.name, ptr);
     buffer_bytes_ += b.bytes();

@@ -309,7 +309,7 @@ void Profiler::write_trace(const std::string& path) {
   std::lock_guard lock(impl_->mutex);
   const std::string text = trace_json(impl_->collect());
   std::ofstream file(path, std::ios::binary);
-  if (!(file << text) || !file.flush()) throw Error("flowdsl: cannot write the trace to '" + path + "'");
+  if (!(file << text) || !file.flush()) throw Error("flowdsl: cannot write the trace to " + quoted_name(path));
 }
 
 NodeTimings Profiler::timings(const Graph& graph) {

@@ -258,7 +258,7 @@ LaunchReport Runtime::Impl::synchronise(detail::Member& member, const Graph& gra
       member.marked = false;  // the new executable has never been launched
       member.applied.assign(d, plan);
       ++stats.reinstantiations;
-      report = {LaunchKind::reinstantiated, 0, "node '" + node_path(d, id) + "': " + *refusal};
+      report = {LaunchKind::reinstantiated, 0, "node " + quoted_name(node_path(d, id)) + ": " + *refusal};
       break;
     }
     member.applied.assign(d, plan, id);

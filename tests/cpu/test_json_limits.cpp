@@ -2,6 +2,7 @@
 // found while streaming nodes keep the order and pointers of a whole-file reader, and a file of
 // many bad nodes gives a bounded list of problems. (No time is asserted: a slow reader shows as
 // this test's ctest TIMEOUT.)
+#include <algorithm>
 #include <string>
 
 #include "catch.hpp"
@@ -112,7 +113,42 @@ TEST_CASE("A file of many bad nodes gives the first problems and a count", "[jso
     REQUIRE(e.problems().size() == flowdsl::JsonError::max_problems + 1);
     CHECK(e.problems().front().pointer == "/nodes/0/function");
     CHECK(e.problems().back().message == "... and 900 more problems");
-    CHECK_THAT(e.what(), contains("bad.json: 101 problems:"));
+    CHECK_THAT(e.what(), contains("bad.json: 1000 problems:"));  // all of them, though 100 are listed
     CHECK_THAT(e.what(), contains("\n  /: ... and 900 more problems"));
+  }
+}
+
+TEST_CASE("A node name holding '/', a newline or NUL is refused at its member, quoted escaped",
+          "[json][limits][names]") {
+  // Bound, 'a/bad' would stand at the path of a's child 'bad'.
+  flowdsl::JsonError e =
+      error_of(graph_of(R"({"name": "a", "kind": "child", "nodes": [{"name": "bad", "kind": "empty"}]},)"
+                        R"({"name": "a/bad", "kind": "empty"})"));
+  CHECK(e.pointer() == "/nodes/1/name");
+  CHECK(e.problems()[0].message ==
+        "the node name 'a/bad' is not valid: it holds '/' (at byte 1), which separates the names of a node's path");
+  e = error_of(graph_of(R"({"name": "x\nt.json: /nodes/0: forged", "kind": "empty"})"));
+  CHECK(e.pointer() == "/nodes/0/name");
+  CHECK_THAT(e.what(),
+             contains("the node name 'x\\nt.json: /nodes/0: forged' is not valid: it holds a control character"));
+  CHECK(std::string(e.what()).find('\n') == std::string::npos);
+  e = error_of(graph_of(R"({"name": "cut\u0000short", "kind": "empty"})"));
+  CHECK(e.pointer() == "/nodes/0/name");
+  CHECK_THAT(e.what(), contains("the node name 'cut\\x00short' is not valid"));
+}
+
+TEST_CASE("100000 duplicate names in one body make one short line", "[json][limits][names]") {
+  std::string nodes;
+  for (int i = 0; i < 100000; ++i) nodes += std::string(i ? ", " : "") + R"({"name": "d", "kind": "empty"})";
+  const flowdsl::GraphSpec spec = flowdsl::parse_graph(graph_of(nodes));
+  try {
+    flowdsl::check_graph(spec, flowdsl::KernelRegistry(), flowdsl::HostFunctions{}, "dup.json");
+    FAIL("no JsonError");
+  } catch (const flowdsl::JsonError& e) {
+    REQUIRE(e.problems().size() == 1);
+    CHECK(e.problems()[0].pointer == "/nodes/0");
+    CHECK_THAT(e.what(),
+               contains("declared 100000 times (nodes #0, #1, #2, #3, #4, #5, #6, #7, #8, #9 and 99990 more)"));
+    CHECK(std::string(e.what()).size() < 300);
   }
 }
