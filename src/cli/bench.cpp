@@ -189,7 +189,6 @@ void print_summary(const char* what, const Summary& s) {
 }  // namespace
 
 void bench(const std::string& file, const HostFunctions& hosts, const BenchOptions& options) {
-  require_device();
   const LoadedFile loaded(file, hosts);
   const GraphSpec& spec = loaded.spec();
   const int device = loaded.device();

@@ -123,7 +123,6 @@ struct RunOptions {
 int run(const std::string& file, const RunOptions& run_options) {
   const int iterations = run_options.iterations;
   const std::string& out_dir = run_options.out_dir;
-  flowdsl::cli::require_device();
   const flowdsl::cli::LoadedFile loaded(file, host_functions());
   const flowdsl::GraphSpec& spec = loaded.spec();
   const flowdsl::Graph& graph = loaded.graph();
@@ -255,7 +254,6 @@ void print_against_events(const flowdsl::Profile& profile, const std::vector<dou
 // Launches the graph N times under the profiler; prints the table, writes the trace and the
 // heat map when asked.
 int profile(const std::string& file, const ProfileOptions& options) {
-  flowdsl::cli::require_device();
   const flowdsl::cli::LoadedFile loaded(file, host_functions());
   flowdsl::RuntimeOptions runtime_options;
   runtime_options.registry = &loaded.registry();

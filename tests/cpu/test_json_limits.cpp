@@ -7,6 +7,7 @@
 
 #include "catch.hpp"
 #include "flowdsl/json.hpp"
+#include "flowdsl/kernel_files.hpp"
 
 using flowdsl_test::contains;
 
@@ -151,4 +152,24 @@ TEST_CASE("100000 duplicate names in one body make one short line", "[json][limi
                contains("declared 100000 times (nodes #0, #1, #2, #3, #4, #5, #6, #7, #8, #9 and 99990 more)"));
     CHECK(std::string(e.what()).size() < 300);
   }
+}
+
+TEST_CASE("Kernel files must be regular files of bounded size, reported at their entry",
+          "[json][limits][kernel_files]") {
+  flowdsl::GraphSpec spec;
+  for (const char* file : {"/dev/zero", "/proc/self/mem", "/dev/null", ".", "no_such.cubin"}) {
+    spec.kernel_files.push_back(flowdsl::KernelFileSpec{"k", file, "k", {}});
+  }
+  const std::vector<flowdsl::JsonProblem> problems = flowdsl::check_kernel_files(spec, "");
+  REQUIRE(problems.size() == 5);
+  CHECK(problems[0].pointer == "/kernel_files/0/file");
+  CHECK(problems[0].message == "the kernel file '/dev/zero' is not a regular file (a device, a pipe or a socket)");
+  CHECK(problems[1].message ==
+        "the kernel file '/proc/self/mem' is empty (or a file that claims no size, as in /proc)");
+  CHECK(problems[2].pointer == "/kernel_files/2/file");
+  CHECK(problems[3].message == "the kernel file '.' is a directory, not a regular file");
+  CHECK_THAT(problems[4].message, contains("cannot open the kernel file 'no_such.cubin'"));
+  CHECK(flowdsl::check_kernel_files(spec, "", true).size() == 4);  // a missing file may pass, no other
+  flowdsl::KernelRegistry registry;
+  CHECK_THROWS_AS(flowdsl::load_kernel_files(spec, "", registry), flowdsl::JsonError);
 }
