@@ -115,7 +115,7 @@ class Checker {
     const cudaError_t code = cudaStreamSynchronize(stream_);
     if (code != cudaSuccess) fail(id, code, std::string(cudaGetErrorName(code)) + " (" + cudaGetErrorString(code) + ") once it ran");
     if (const auto* op = std::get_if<KernelOp>(&d_.nodes[id].op)) scan_outputs(id, *op);
-    FLOWDSL_DEBUG("debug launch: node '{}' done", node_path(d_, id));
+    FLOWDSL_DEBUG("debug launch: node {} done", quoted_name(node_path(d_, id)));
   }
 
   [[noreturn]] void fail(NodeId id, cudaError_t code, const std::string& what) const {

@@ -181,9 +181,9 @@ void Profiler::Impl::log_native_nodes(std::uint32_t index, std::uint64_t tag, co
     const std::uint64_t id = session.node_id(nodes[position]);
     std::string body;
     if (described[position].kind == "child") body = child_body_id(session, nodes[position]);
-    FLOWDSL_DEBUG("profiler: executable {}: node '{}' ({}) at position {} has id {} (graph {}, local {}){}", tag,
-                  described[position].path, described[position].kind, position, id, profiling::graph_part(id),
-                  profiling::local_part(id), body);
+    FLOWDSL_DEBUG("profiler: executable {}: node {} ({}) at position {} has id {} (graph {}, local {}){}", tag,
+                  quoted_name(described[position].path), described[position].kind, position, id,
+                  profiling::graph_part(id), profiling::local_part(id), body);
   }
 }
 
