@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "flowdsl/chunked_list.hpp"
@@ -64,5 +65,14 @@ struct Description {
 
 /// \brief The path of node `id` from the top level: "outer/loop/step".
 std::string node_path(const Description& description, NodeId id);
+
+/// \brief The longest node name, in bytes.
+inline constexpr std::size_t max_node_name_bytes = 256;
+
+/// \brief Why `name` cannot name a node, or "" when it can. A node's name holds 1 to
+/// max_node_name_bytes printable ASCII characters (space to '~') other than '/', which
+/// separates the names of a node's path. Validation reports a node whose name breaks the rule,
+/// and a JSON graph file's reader the member holding it.
+std::string node_name_problem(std::string_view name);
 
 }  // namespace flowdsl

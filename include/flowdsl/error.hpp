@@ -6,9 +6,16 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace flowdsl {
+
+/// \brief `text` in single quotes, as every message quotes a name: a quote or a backslash in it
+/// is escaped with a backslash, and a control character is written as an escape (`\n`, `\t`,
+/// `\r`, else `\xNN`), so that a name from an untrusted file can neither end the message early
+/// nor start a line of its own. `quoted_name("a'b\n")` is `'a\'b\n'`.
+std::string quoted_name(std::string_view text);
 
 /// \brief Base of every exception flowdsl throws.
 class Error : public std::runtime_error {
@@ -57,7 +64,8 @@ struct JsonProblem {
 /// \brief A JSON graph file is malformed or describes an invalid graph. what() gives one line
 /// per problem, "<pointer>: <message>", prefixed by the file's name when known; problems()
 /// gives them as data. Core validation errors are mapped to the pointer of their node. At most
-/// max_problems are kept: beyond, the last problem (pointer "") says how many more there were.
+/// max_problems are kept: beyond, the last problem (pointer "") says how many more there were,
+/// and what() counts them all.
 class JsonError : public Error {
  public:
   static constexpr std::size_t max_problems = 100;
@@ -72,7 +80,7 @@ class JsonError : public Error {
   const std::string& source() const noexcept { return source_; }
 
  private:
-  JsonError(std::vector<JsonProblem>&& problems, std::string&& source, int capped);
+  JsonError(std::vector<JsonProblem>&& problems, std::string&& source, std::size_t total);
 
   std::vector<JsonProblem> problems_;
   std::string source_;

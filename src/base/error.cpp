@@ -1,42 +1,95 @@
 // The CUDA-free error types.
-#include <string>
-
 #include "flowdsl/error.hpp"
+
+#include <cstdio>
+#include <string>
 
 namespace flowdsl {
 namespace {
 
+// Appends `text` with every control character escaped; with `quotes`, quotes and backslashes too.
+void escape_into(std::string& out, std::string_view text, bool quotes) {
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (quotes && (c == '\'' || c == '\\')) {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (byte < 0x20 || byte == 0x7f) {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", byte);
+      out += hex;
+    } else {
+      out += c;
+    }
+  }
+}
+
+// One message, one line: whatever control character a message still holds (a name quoted
+// without quoted_name) is escaped where the lines are joined.
+void append_line(std::string& text, std::string_view line) {
+  text += "\n  ";
+  escape_into(text, line, false);
+}
+
 std::string join(const std::vector<Diagnostic>& diagnostics) {
   std::string text = "flowdsl: invalid graph (" + std::to_string(diagnostics.size()) +
                      (diagnostics.size() == 1 ? " problem):" : " problems):");
-  for (const Diagnostic& d : diagnostics) text += "\n  " + d.message;
+  for (const Diagnostic& d : diagnostics) append_line(text, d.message);
   return text;
 }
 
-std::string join(const std::vector<JsonProblem>& problems, const std::string& source) {
+std::string join(const std::vector<JsonProblem>& problems, const std::string& source, std::size_t total) {
   std::string text = "flowdsl: " + (source.empty() ? std::string("JSON graph") : source) + ": ";
-  if (problems.size() == 1) return text + (problems[0].pointer.empty() ? "/" : problems[0].pointer) + ": " + problems[0].message;
-  text += std::to_string(problems.size()) + " problems:";
-  for (const JsonProblem& p : problems) text += "\n  " + (p.pointer.empty() ? "/" : p.pointer) + ": " + p.message;
+  if (problems.size() == 1) {
+    text += problems[0].pointer.empty() ? "/" : problems[0].pointer;
+    text += ": ";
+    escape_into(text, problems[0].message, false);
+    return text;
+  }
+  text += std::to_string(total) + " problems:";
+  for (const JsonProblem& p : problems) append_line(text, (p.pointer.empty() ? "/" : p.pointer) + ": " + p.message);
   return text;
 }
 
 // A file of a million bad nodes must not make a million lines: the first problems, then a count.
-std::vector<JsonProblem> capped(std::vector<JsonProblem> problems) {
-  if (problems.size() <= JsonError::max_problems + 1) return problems;  // + 1: a count already made
-  const std::size_t more = problems.size() - JsonError::max_problems;
-  problems.resize(JsonError::max_problems);
-  problems.push_back({"", "... and " + std::to_string(more) + " more problems"});
+std::vector<JsonProblem> capped(const std::vector<JsonProblem>& all) {
+  if (all.size() <= JsonError::max_problems + 1) return all;  // + 1: a count already made
+  std::vector<JsonProblem> problems(all.begin(), all.begin() + JsonError::max_problems);
+  problems.push_back({"", "... and " + std::to_string(all.size() - JsonError::max_problems) + " more problems"});
   return problems;
+}
+
+// How many problems `problems` stands for: a list capped before (the problems of another
+// JsonError) ends with the count of those left out.
+std::size_t total_of(const std::vector<JsonProblem>& problems) {
+  if (problems.size() != JsonError::max_problems + 1 || !problems.back().pointer.empty()) return problems.size();
+  unsigned long long more = 0;
+  if (std::sscanf(problems.back().message.c_str(), "... and %llu more problems", &more) != 1) return problems.size();
+  return JsonError::max_problems + static_cast<std::size_t>(more);
 }
 
 }  // namespace
 
-JsonError::JsonError(std::vector<JsonProblem> problems, std::string source)
-    : JsonError(capped(std::move(problems)), std::move(source), 0) {}
+std::string quoted_name(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 2);
+  out += '\'';
+  escape_into(out, text, true);
+  out += '\'';
+  return out;
+}
 
-JsonError::JsonError(std::vector<JsonProblem>&& problems, std::string&& source, int /*capped*/)
-    : Error(join(problems, source)), problems_(std::move(problems)), source_(std::move(source)) {}
+JsonError::JsonError(std::vector<JsonProblem> problems, std::string source)
+    : JsonError(capped(problems), std::move(source), total_of(problems)) {}
+
+JsonError::JsonError(std::vector<JsonProblem>&& problems, std::string&& source, std::size_t total)
+    : Error(join(problems, source, total)), problems_(std::move(problems)), source_(std::move(source)) {}
 
 ValidationError::ValidationError(std::vector<Diagnostic> diagnostics)
     : Error(join(diagnostics)), diagnostics_(std::move(diagnostics)) {}

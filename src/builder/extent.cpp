@@ -20,7 +20,8 @@ class ExtentParser {
     skip_space();
     if (at_end()) fail("it is empty");
     sum();
-    if (!at_end()) fail("unexpected '" + std::string(1, text_[pos_]) + "' at column " + std::to_string(pos_ + 1));
+    if (!at_end())
+      fail("unexpected " + quoted_name(std::string(1, text_[pos_])) + " at column " + std::to_string(pos_ + 1));
   }
 
  private:
@@ -86,7 +87,7 @@ class ExtentParser {
         const ParamType& type = params_[index].type;
         if (accept('[')) {
           if (!type.pointer || !is_integer(type.scalar)) {
-            fail("'" + std::string(name) + "[...]' indexes a parameter that is not a pointer to integers");
+            fail(quoted_name(std::string(name) + "[...]") + " indexes a parameter that is not a pointer to integers");
           }
           sum();
           expect(']');
@@ -96,7 +97,8 @@ class ExtentParser {
           out_.data_dependent_ = true;
         } else {
           if (type.pointer || !is_integer(type.scalar)) {
-            fail("'" + std::string(name) + "' is not an integer scalar parameter (it is " + to_string(type) + ")");
+            fail(quoted_name(std::string(name)) + " is not an integer scalar parameter (it is " + to_string(type) +
+                 ")");
           }
           Extent::Step step{Code::param};
           step.param = index;
@@ -113,8 +115,9 @@ class ExtentParser {
     const std::size_t start = pos_;
     while (!at_end() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_')) ++pos_;
     if (start == pos_ || std::isdigit(static_cast<unsigned char>(text_[start]))) {
-      fail(at_end() ? "it ends where a value is expected"
-                    : "unexpected '" + std::string(1, text_[pos_]) + "' at column " + std::to_string(pos_ + 1));
+      fail(at_end()
+               ? "it ends where a value is expected"
+               : "unexpected " + quoted_name(std::string(1, text_[pos_])) + " at column " + std::to_string(pos_ + 1));
     }
     const std::string_view name = text_.substr(start, pos_ - start);
     skip_space();
@@ -124,7 +127,7 @@ class ExtentParser {
     for (std::uint32_t i = 0; i < params_.size(); ++i) {
       if (params_[i].name == name) return i;
     }
-    fail("'" + std::string(name) + "' is not a parameter of the kernel");
+    fail(quoted_name(std::string(name)) + " is not a parameter of the kernel");
   }
   static bool is_integer(ScalarType t) {
     return t != ScalarType::f16 && t != ScalarType::bf16 && t != ScalarType::f32 && t != ScalarType::f64;
@@ -146,12 +149,12 @@ class ExtentParser {
   }
   void expect(char c) {
     if (!accept(c)) {
-      fail("expected '" + std::string(1, c) + "' at column " + std::to_string(pos_ + 1));
+      fail("expected " + quoted_name(std::string(1, c)) + " at column " + std::to_string(pos_ + 1));
     }
   }
   [[noreturn]] void fail(const std::string& why) const {
-    throw UsageError("flowdsl: the extent '" + std::string(text_) + "' of parameter '" + std::string(param_) +
-                     "' is not valid: " + why);
+    throw UsageError("flowdsl: the extent " + quoted_name(std::string(text_)) + " of parameter " +
+                     quoted_name(std::string(param_)) + " is not valid: " + why);
   }
 
   std::string_view text_;

@@ -114,7 +114,7 @@ std::uint64_t GraphState::symbol(NodeId id) {
   if (added) {
     if (description_->symbols.size() >= symbol::max_symbols) {
       symbol_index_.erase(it);
-      throw UsageError("flowdsl: node '" + node_path(*description_, id) + "': a graph holds at most " +
+      throw UsageError("flowdsl: node " + quoted_name(node_path(*description_, id)) + ": a graph holds at most " +
                        std::to_string(symbol::max_symbols) + " conditions and graph allocations");
     }
     edit().symbols.push_back(id);
@@ -224,9 +224,9 @@ void add_access(GraphState& state, NodeId id, Access access) {
 Body body_of(GraphState& state, NodeId id, std::uint32_t index) {
   const Node& node = state.description().nodes[id];
   if (index >= body_count(node.op)) {
-    throw UsageError("flowdsl: node '" + node_path(state.description(), id) + "' (" + std::string(kind_name(node.op)) +
-                     ") has " + std::to_string(body_count(node.op)) + " bodies; there is no body " +
-                     std::to_string(index));
+    throw UsageError("flowdsl: node " + quoted_name(node_path(state.description(), id)) + " (" +
+                     std::string(kind_name(node.op)) + ") has " + std::to_string(body_count(node.op)) +
+                     " bodies; there is no body " + std::to_string(index));
   }
   return Body(&state, id, index);
 }
@@ -294,6 +294,24 @@ std::string node_path(const Description& d, NodeId id) {
   return path;
 }
 
+std::string node_name_problem(std::string_view name) {
+  if (name.empty()) return "it is empty";
+  if (name.size() > max_node_name_bytes) {
+    return "it is " + std::to_string(name.size()) + " bytes long, over the limit of " +
+           std::to_string(max_node_name_bytes);
+  }
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const auto c = static_cast<unsigned char>(name[i]);
+    if (c == '/') return "it holds '/' (at byte " + std::to_string(i) + "), which separates the names of a node's path";
+    if (c < 0x20 || c > 0x7e) {
+      return "it holds " +
+             std::string(c < 0x20 || c == 0x7f ? "a control character" : "a byte outside printable ASCII") +
+             " (at byte " + std::to_string(i) + "): a name holds printable ASCII characters only";
+    }
+  }
+  return {};
+}
+
 NodeRef Target::ref(const detail::GraphState& graph, NodeId beside) const {
   if (state_ == nullptr) return detail::resolve(graph, beside, name_);
   if (state_ != &graph) {
@@ -304,7 +322,7 @@ NodeRef Target::ref(const detail::GraphState& graph, NodeId beside) const {
 
 std::string Body::where() const {
   if (parent_ == no_node) return {};
-  return " in body " + std::to_string(index_) + " of node '" + node_path(state_->description(), parent_) + "'";
+  return " in body " + std::to_string(index_) + " of node " + quoted_name(node_path(state_->description(), parent_));
 }
 
 Graph::Graph() : state_(std::make_unique<detail::GraphState>()) {}
@@ -322,15 +340,16 @@ const Description& Graph::description() const noexcept { return state_->descript
 Graph& Graph::buffer(std::string name, const void* ptr, std::size_t bytes) {
   if (name.empty()) throw UsageError("flowdsl: a named buffer needs a non-empty name");
   if (ptr == nullptr || bytes == 0) {
-    throw UsageError("flowdsl: buffer '" + name + "' needs a non-null address and a non-zero size");
+    throw UsageError("flowdsl: buffer " + quoted_name(name) + " needs a non-null address and a non-zero size");
   }
   const auto start = reinterpret_cast<std::uintptr_t>(ptr);
-  if (bytes - 1 > UINTPTR_MAX - start) throw UsageError("flowdsl: buffer '" + name + "' runs past the end of memory");
+  if (bytes - 1 > UINTPTR_MAX - start)
+    throw UsageError("flowdsl: buffer " + quoted_name(name) + " runs past the end of memory");
   for (const NamedBuffer& b : state_->description().buffers) {
     const auto other = reinterpret_cast<std::uintptr_t>(b.ptr);
-    if (b.name == name) throw UsageError("flowdsl: buffer '" + name + "' is named twice");
+    if (b.name == name) throw UsageError("flowdsl: buffer " + quoted_name(name) + " is named twice");
     if (start < other + b.bytes && other < start + bytes) {
-      throw UsageError("flowdsl: buffer '" + name + "' overlaps buffer '" + b.name + "'");
+      throw UsageError("flowdsl: buffer " + quoted_name(name) + " overlaps buffer " + quoted_name(b.name));
     }
   }
   state_->add_buffer(NamedBuffer{std::move(name), ptr, bytes});

@@ -40,17 +40,18 @@ KernelParam KernelRegistry::split_param(const std::string& declared, const Param
 
 const KernelInfo& KernelRegistry::add(KernelInfo info) {
   if (info.name.empty()) throw UsageError("flowdsl: a registered kernel needs a name");
-  if (info.function == nullptr) throw UsageError("flowdsl: kernel '" + info.name + "' has a null function");
+  if (info.function == nullptr) throw UsageError("flowdsl: kernel " + quoted_name(info.name) + " has a null function");
   if (info.derived && !valid_derived(info.derived)) {
-    throw UsageError("flowdsl: kernel '" + info.name + "': derived parameters of " + std::to_string(info.derived.bytes) +
-                     " bytes aligned to " + std::to_string(info.derived.align) + " (1 to " +
-                     std::to_string(DerivedParameters::max_bytes) + " bytes, a power-of-two alignment up to " +
-                     std::to_string(DerivedParameters::max_align) + ")");
+    throw UsageError("flowdsl: kernel " + quoted_name(info.name) + ": derived parameters of " +
+                     std::to_string(info.derived.bytes) + " bytes aligned to " + std::to_string(info.derived.align) +
+                     " (1 to " + std::to_string(DerivedParameters::max_bytes) +
+                     " bytes, a power-of-two alignment up to " + std::to_string(DerivedParameters::max_align) + ")");
   }
   std::set<std::string_view> seen;
   for (const KernelParam& p : info.params) {
     if (p.name.empty() || !seen.insert(p.name).second) {
-      throw UsageError("flowdsl: kernel '" + info.name + "' has an empty or repeated parameter name '" + p.name + "'");
+      throw UsageError("flowdsl: kernel " + quoted_name(info.name) + " has an empty or repeated parameter name " +
+                       quoted_name(p.name));
     }
   }
   info.extents.assign(info.params.size(), Extent{});
@@ -58,17 +59,18 @@ const KernelInfo& KernelRegistry::add(KernelInfo info) {
     const KernelParam& p = info.params[i];
     if (p.extent.empty()) continue;
     if (!p.type.pointer) {
-      throw UsageError("flowdsl: kernel '" + info.name + "': parameter '" + p.name + "' is a scalar (" +
-                       to_string(p.type) + "), so it has no extent");
+      throw UsageError("flowdsl: kernel " + quoted_name(info.name) + ": parameter " + quoted_name(p.name) +
+                       " is a scalar (" + to_string(p.type) + "), so it has no extent");
     }
     try {
       info.extents[i] = Extent::parse(p.extent, info.params, p.name);
     } catch (const UsageError& e) {
-      throw UsageError("flowdsl: kernel '" + info.name + "': " + std::string(e.what()).substr(9));
+      throw UsageError("flowdsl: kernel " + quoted_name(info.name) + ": " + std::string(e.what()).substr(9));
     }
   }
   std::lock_guard lock(mutex_);
-  if (kernels_.count(info.name) != 0) throw UsageError("flowdsl: a kernel named '" + info.name + "' is already registered");
+  if (kernels_.count(info.name) != 0)
+    throw UsageError("flowdsl: a kernel named " + quoted_name(info.name) + " is already registered");
   auto owned = std::make_unique<KernelInfo>(std::move(info));
   const KernelInfo& ref = *owned;
   kernels_.emplace(ref.name, std::move(owned));

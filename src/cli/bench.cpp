@@ -189,7 +189,6 @@ void print_summary(const char* what, const Summary& s) {
 }  // namespace
 
 void bench(const std::string& file, const HostFunctions& hosts, const BenchOptions& options) {
-  require_device();
   const LoadedFile loaded(file, hosts);
   const GraphSpec& spec = loaded.spec();
   const int device = loaded.device();
@@ -293,7 +292,7 @@ void bench(const std::string& file, const HostFunctions& hosts, const BenchOptio
                          {"node_updates", s.node_updates},
                          {"reinstantiations", s.reinstantiations}}}};
   std::ofstream out(options.json_out, std::ios::binary);
-  if (!(out << report.dump(2) << "\n")) throw InputError("cannot write '" + options.json_out + "'");
+  if (!(out << report.dump(2) << "\n")) throw InputError("cannot write " + quoted_name(options.json_out));
   std::printf("wrote %s\n", options.json_out.c_str());
 }
 

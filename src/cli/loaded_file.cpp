@@ -2,8 +2,10 @@
 #include "loaded_file.hpp"
 
 #include <utility>
+#include <vector>
 
 #include "buffers.hpp"
+#include "flowdsl/kernel_files.hpp"
 
 namespace flowdsl::cli {
 
@@ -15,6 +17,19 @@ std::string folder_of(const std::string& path) {
 GraphSpec checked_spec(const std::string& file, const HostFunctions& hosts) {
   GraphSpec spec = read_graph_file(file);
   check_graph(spec, KernelRegistry::global(), hosts, file);
+  // The files the graph names: what run would refuse, validate refuses too, before any is read;
+  // only a kernel file that does not exist passes here (the kernels may be built elsewhere).
+  const std::string base = folder_of(file);
+  std::vector<JsonProblem> problems = check_kernel_files(spec, base, true);
+  for (std::size_t i = 0; i < spec.buffers.size(); ++i) {
+    try {
+      check_initial_contents(spec.buffers[i], base);
+    } catch (const std::runtime_error& e) {
+      problems.push_back(
+          {"/buffers/" + std::to_string(i) + "/init", "buffer " + quoted_name(spec.buffers[i].name) + ": " + e.what()});
+    }
+  }
+  if (!problems.empty()) throw JsonError(std::move(problems), file);
   return spec;
 }
 
@@ -34,29 +49,27 @@ void require_device() {
 }
 
 LoadedFile::LoadedFile(const std::string& file, const HostFunctions& hosts) : spec_(checked_spec(file, hosts)) {
+  // The file's problems first, the missing kernel files among them: invalid input is reported
+  // as such on any machine.
   const std::string base = folder_of(file);
+  if (std::vector<JsonProblem> problems = check_kernel_files(spec_, base); !problems.empty()) {
+    throw JsonError(std::move(problems), file);
+  }
+  require_device();
 
   // Kernels from files go into a registry that lives no longer than their libraries.
   for (const KernelInfo* info : KernelRegistry::global().list()) registry_.add(*info);
   libraries_ = load_kernel_files(spec_, base, registry_);
 
   // Refuse before allocating or reading anything: the buffers must fit in the device's free
-  // memory, and .npy headers must match their buffers.
+  // memory (checked_spec has checked the .npy headers against their buffers).
   std::size_t free_bytes = 0, total_bytes = 0;
   check(cudaGetDevice(&device_), "cudaGetDevice");
   check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
   if (auto refusal = memory_refusal(spec_, free_bytes, device_)) throw EnvironmentError(*refusal);
   for (const BufferSpec& b : spec_.buffers) {
-    try {
-      check_initial_contents(b, base);
-    } catch (const std::runtime_error& e) {
-      throw InputError("buffer '" + b.name + "': " + e.what());
-    }
-  }
-
-  for (const BufferSpec& b : spec_.buffers) {
     void* ptr = nullptr;
-    check(cudaMalloc(&ptr, b.bytes()), ("cudaMalloc for buffer '" + b.name + "'").c_str());
+    check(cudaMalloc(&ptr, b.bytes()), ("cudaMalloc for buffer " + quoted_name(b.name)).c_str());
     memory_.emplace_back(ptr);
     auto* device_bytes = static_cast<unsigned char*>(ptr);
     try {
@@ -67,7 +80,7 @@ LoadedFile::LoadedFile(const std::string& file, const HostFunctions& hosts) : sp
     } catch (const CudaError&) {
       throw;
     } catch (const std::runtime_error& e) {
-      throw InputError("buffer '" + b.name + "': " + e.what());
+      throw InputError("buffer " + quoted_name(b.name) + ": " + e.what());
     }
     addresses_.emplace(b.name, ptr);
     buffer_bytes_ += b.bytes();

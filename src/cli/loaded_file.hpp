@@ -27,8 +27,11 @@ struct InputError : std::runtime_error {
 /// \brief The folder holding `path` ("." for a bare name).
 std::string folder_of(const std::string& path);
 
-/// \brief Reads and checks a graph file completely (no GPU needed).
-/// \throws JsonError
+/// \brief Reads and checks a graph file completely (no GPU needed), the files it names
+/// included: each kernel file that exists must be a regular file of bounded size
+/// (check_kernel_files; a missing one is reported by LoadedFile, not here), each
+/// .npy initialisation must open and its header match its buffer (check_initial_contents).
+/// \throws JsonError, a problem of a named file at `/kernel_files/<i>/file` or `/buffers/<i>/init`
 GraphSpec checked_spec(const std::string& file, const HostFunctions& hosts);
 
 /// \brief Checks that a CUDA device is usable.
@@ -39,8 +42,10 @@ void require_device();
 /// it frees the buffers, events and kernel libraries (launches of its graph must be finished).
 class LoadedFile {
  public:
-  /// \brief Checks `file`, refuses buffers larger than the device's free memory and .npy
-  /// inputs that do not match their buffers before allocating or reading anything, then
+  /// \brief Checks `file` and the files it names (checked_spec, and that every kernel file
+  /// exists), then that a device is usable
+  /// (require_device), refuses buffers larger than the device's free memory before
+  /// allocating or reading anything, then
   /// loads the file's kernels (into a registry holding the global one's too), allocates and
   /// initialises its buffers, makes one event (cudaEventDisableTiming) per event name its
   /// nodes use, and binds the graph.

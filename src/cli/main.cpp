@@ -76,8 +76,8 @@ void unchecked_kernels(const flowdsl::GraphSpec& spec, const std::vector<flowdsl
 
 int validate(const std::string& file) {
   const flowdsl::GraphSpec spec = checked_spec(file);
-  std::printf("%s: valid graph '%s' (%zu nodes, %zu buffers)\n", file.c_str(), spec.name.c_str(), spec.nodes.size(),
-              spec.buffers.size());
+  std::printf("%s: valid graph %s (%zu nodes, %zu buffers)\n", file.c_str(), flowdsl::quoted_name(spec.name).c_str(),
+              spec.nodes.size(), spec.buffers.size());
   if (spec.infer_edges) {
     flowdsl::GraphSpec declared = spec;  // as written, to count what inference changes
     declared.infer_edges = false;
@@ -91,9 +91,10 @@ int validate(const std::string& file) {
   unchecked_kernels(spec, spec.nodes, unchecked);
   for (const auto& named : spec.bodies) unchecked_kernels(spec, named.second, unchecked);
   for (const std::string& name : unchecked) {
-    std::printf("  note: kernel '%s' declares no extent for some pointer parameters: those are not checked against "
-                "their buffers, nor seen by the hazard check\n",
-                name.c_str());
+    std::printf(
+        "  note: kernel %s declares no extent for some pointer parameters: those are not checked against "
+        "their buffers, nor seen by the hazard check\n",
+        flowdsl::quoted_name(name).c_str());
   }
   return exit_ok;
 }
@@ -108,7 +109,7 @@ int dot(const std::string& file, const std::string& out, flowdsl::DotOptions opt
     return exit_ok;
   }
   std::ofstream stream(out, std::ios::binary);
-  if (!(stream << text)) throw InputError("cannot write '" + out + "'");
+  if (!(stream << text)) throw InputError("cannot write " + flowdsl::quoted_name(out));
   return exit_ok;
 }
 
@@ -122,7 +123,6 @@ struct RunOptions {
 int run(const std::string& file, const RunOptions& run_options) {
   const int iterations = run_options.iterations;
   const std::string& out_dir = run_options.out_dir;
-  flowdsl::cli::require_device();
   const flowdsl::cli::LoadedFile loaded(file, host_functions());
   const flowdsl::GraphSpec& spec = loaded.spec();
   const flowdsl::Graph& graph = loaded.graph();
@@ -172,7 +172,8 @@ int run(const std::string& file, const RunOptions& run_options) {
   if (out_dir.empty()) return exit_ok;
   std::error_code error;
   std::filesystem::create_directories(out_dir, error);
-  if (error) throw InputError("cannot create the output folder '" + out_dir + "': " + error.message());
+  if (error)
+    throw InputError("cannot create the output folder " + flowdsl::quoted_name(out_dir) + ": " + error.message());
   for (const flowdsl::BufferSpec& b : spec.buffers) {
     if (!b.output) continue;
     const std::string path = out_dir + "/" + b.name + ".npy";
@@ -204,7 +205,8 @@ struct ProfileOptions {
 
 void write_text(const std::string& path, const std::string& text, const char* what) {
   std::ofstream stream(path, std::ios::binary);
-  if (!(stream << text) || !stream.flush()) throw InputError("cannot write the " + std::string(what) + " to '" + path + "'");
+  if (!(stream << text) || !stream.flush())
+    throw InputError("cannot write the " + std::string(what) + " to " + flowdsl::quoted_name(path));
   std::printf("wrote %s %s\n", what, path.c_str());
 }
 
@@ -252,7 +254,6 @@ void print_against_events(const flowdsl::Profile& profile, const std::vector<dou
 // Launches the graph N times under the profiler; prints the table, writes the trace and the
 // heat map when asked.
 int profile(const std::string& file, const ProfileOptions& options) {
-  flowdsl::cli::require_device();
   const flowdsl::cli::LoadedFile loaded(file, host_functions());
   flowdsl::RuntimeOptions runtime_options;
   runtime_options.registry = &loaded.registry();

@@ -1,10 +1,10 @@
 // .npy reader and writer (format 1.0 written; 1.0 to 3.0 read), bounded by the expected size.
 #include "npy.hpp"
 
-#include <type_traits>
-
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
+#include <type_traits>
 
 namespace flowdsl::cli {
 namespace {
@@ -70,8 +70,23 @@ void write_npy(const std::string& path, ScalarType type, std::uint64_t count, co
   NpyWriter(path, type, count).write(data, count * size_of(type));
 }
 
+namespace {
+
+// `path`, when it names a regular file: a device (/dev/zero) or a pipe (/dev/stdin) has no end to
+// check the data against, and opening a pipe waits for a writer.
+const std::string& regular_file(const std::string& path) {
+  std::error_code error;
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  if (error || !std::filesystem::exists(status)) fail(path, "cannot open the file");
+  if (std::filesystem::is_directory(status)) fail(path, "a directory, not a regular file");
+  if (!std::filesystem::is_regular_file(status)) fail(path, "not a regular file (a device, a pipe or a socket)");
+  return path;
+}
+
+}  // namespace
+
 NpyReader::NpyReader(const std::string& path, ScalarType type, std::uint64_t count)
-    : path_(path), in_(path, std::ios::binary) {
+    : path_(regular_file(path)), in_(path, std::ios::binary) {
   std::ifstream& in = in_;
   if (!in) fail(path, "cannot open the file");
   char prefix[8] = {};

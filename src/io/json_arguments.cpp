@@ -70,8 +70,8 @@ bool bind_argument(const json& value, const KernelParam& param, const std::strin
   const ParamType& type = param.type;
   if (type.condition) {
     if (value.is_string()) return true;
-    binder.problem(where, "wrong type: parameter '" + param.name +
-                              "' takes a condition, the name of a conditional node, found " +
+    binder.problem(where, "wrong type: parameter " + quoted_name(param.name) +
+                              " takes a condition, the name of a conditional node, found " +
                               (value.is_object() ? std::string("a buffer reference") : type_of(value)));
     return false;
   }
@@ -79,8 +79,8 @@ bool bind_argument(const json& value, const KernelParam& param, const std::strin
     BufferRef ref;
     from_json(value, ref);
     if (!type.pointer) {
-      binder.problem(where, "wrong type: parameter '" + param.name + "' takes " + to_string(type) +
-                                " by value, found buffer '" + ref.buffer + "'");
+      binder.problem(where, "wrong type: parameter " + quoted_name(param.name) + " takes " + to_string(type) +
+                                " by value, found buffer " + quoted_name(ref.buffer));
       return false;
     }
     // A buffer must hold the parameter's element type; an alloc's memory is untyped bytes.
@@ -88,8 +88,8 @@ bool bind_argument(const json& value, const KernelParam& param, const std::strin
       const BufferSpec* b = binder.buffer(ref, where);
       if (b == nullptr) return false;
       if (b->type != type.scalar) {
-        binder.problem(where, "wrong type: parameter '" + param.name + "' takes " + to_string(type) + ", buffer '" +
-                                  b->name + "' holds " + std::string(to_string(b->type)));
+        binder.problem(where, "wrong type: parameter " + quoted_name(param.name) + " takes " + to_string(type) +
+                                  ", buffer " + quoted_name(b->name) + " holds " + std::string(to_string(b->type)));
         return false;
       }
     }
@@ -99,13 +99,14 @@ bool bind_argument(const json& value, const KernelParam& param, const std::strin
     return true;
   }
   if (type.pointer) {
-    binder.problem(where, "wrong type: parameter '" + param.name + "' takes " + to_string(type) +
+    binder.problem(where, "wrong type: parameter " + quoted_name(param.name) + " takes " + to_string(type) +
                               ", a buffer name, found a number");
     return false;
   }
   const std::string why =
       visit_scalar(type.scalar, [&](auto tag) { return store_scalar<typename decltype(tag)::type>(value, out); });
-  if (!why.empty()) binder.problem(where, "parameter '" + param.name + "' (" + to_string(type) + "): " + why);
+  if (!why.empty())
+    binder.problem(where, "parameter " + quoted_name(param.name) + " (" + to_string(type) + "): " + why);
   return why.empty();
 }
 
@@ -130,10 +131,13 @@ std::string condition_text(const Description& d, std::uint64_t word) {
   if (!symbol::is_symbol(word) || index >= d.symbols.size() || symbol::offset_of(word) != 0) {
     return "condition (of no node of this graph)";
   }
-  return "condition of '" + node_path(d, d.symbols[index]) + "'";
+  return "condition of " + quoted_name(node_path(d, d.symbols[index]));
 }
 
-std::string entry_word(const KernelInfo& entry) { return entry.is_call() ? "library call '" : "kernel '"; }
+// "kernel 'scale.f32'" or "library call 'cublaslt.matmul.bf16'".
+std::string entry_text(const KernelInfo& entry) {
+  return (entry.is_call() ? "library call " : "kernel ") + quoted_name(entry.name);
+}
 
 }  // namespace
 
@@ -143,10 +147,12 @@ const KernelInfo* find_entry(const std::string& name, const char* member, NodeBi
   const auto& files = binder.spec().kernel_files;
   const bool declared =
       std::any_of(files.begin(), files.end(), [&](const KernelFileSpec& f) { return f.name == name; });
-  binder.problem(member, declared ? "kernel '" + name + "' is declared in kernel_files but was not loaded "
-                                                        "(load the file with flowdsl::load_kernel_files)"
-                                  : "unknown " + std::string(std::strcmp(member, "/call") == 0 ? "library call" : "kernel") +
-                                        " '" + name + "' (not registered)");
+  binder.problem(member, declared
+                             ? "kernel " + quoted_name(name) +
+                                   " is declared in kernel_files but was not loaded "
+                                   "(load the file with flowdsl::load_kernel_files)"
+                             : "unknown " + std::string(std::strcmp(member, "/call") == 0 ? "library call" : "kernel") +
+                                   " " + quoted_name(name) + " (not registered)");
   return nullptr;
 }
 
@@ -177,8 +183,8 @@ bool bind_arguments(const json& args, const KernelInfo& entry, NodeBinder& binde
     const std::string where = "/args" + token(item.key());
     const std::size_t index = entry.index_of(item.key());
     if (index == entry.params.size()) {
-      binder.problem(where, "unknown parameter '" + item.key() + "' of " + entry_word(entry) + entry.name +
-                                "' (parameters: " + list_names(entry.params) + ")");
+      binder.problem(where, "unknown parameter " + quoted_name(item.key()) + " of " + entry_text(entry) +
+                                " (parameters: " + list_names(entry.params) + ")");
       ok = false;
       continue;
     }
@@ -193,8 +199,8 @@ bool bind_arguments(const json& args, const KernelInfo& entry, NodeBinder& binde
   for (const KernelParam& p : entry.params) {
     if (values.size() == entry.params.size()) break;
     if (!args.contains(p.name)) {
-      binder.problem("/args" + token(p.name), "missing argument for parameter '" + p.name + "' (" + to_string(p.type) +
-                                                  ") of " + entry_word(entry) + entry.name + "'");
+      binder.problem("/args" + token(p.name), "missing argument for parameter " + quoted_name(p.name) + " (" +
+                                                  to_string(p.type) + ") of " + entry_text(entry));
       ok = false;
     }
   }
@@ -205,9 +211,8 @@ json describe_arguments(const ArgumentPack& pack, const KernelInfo& entry, NodeD
   json args = json::object();
   described = entry.params.size() == pack.size();
   if (!described) {
-    describer.problem("/args", "registered " + entry_word(entry) + entry.name + "' takes " +
-                                   std::to_string(entry.params.size()) + " parameters, the node has " +
-                                   std::to_string(pack.size()) + " arguments");
+    describer.problem("/args", "registered " + entry_text(entry) + " takes " + std::to_string(entry.params.size()) +
+                                   " parameters, the node has " + std::to_string(pack.size()) + " arguments");
     return args;
   }
   for (std::size_t i = 0; i < pack.size(); ++i) {
@@ -215,8 +220,8 @@ json describe_arguments(const ArgumentPack& pack, const KernelInfo& entry, NodeD
     const std::string where = "/args" + token(p.name);
     if (!pack.bound(i)) continue;  // the reader reports it missing, as validation would
     if (pack.slot_size(i) != p.type.size()) {
-      describer.problem(where, "argument of " + std::to_string(pack.slot_size(i)) + " bytes for parameter '" + p.name +
-                                   "' (" + to_string(p.type) + ")");
+      describer.problem(where, "argument of " + std::to_string(pack.slot_size(i)) + " bytes for parameter " +
+                                   quoted_name(p.name) + " (" + to_string(p.type) + ")");
       continue;
     }
     if (p.type.pointer) {

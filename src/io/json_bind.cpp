@@ -61,7 +61,7 @@ class Binder final : public io::NodeBinder {
   const BufferSpec* buffer(const BufferRef& ref, const std::string& suffix) override {
     const auto it = buffers_.find(ref.buffer);
     if (it == buffers_.end()) {
-      problem(suffix, "unknown buffer '" + ref.buffer + "'");
+      problem(suffix, "unknown buffer " + quoted_name(ref.buffer));
       return nullptr;
     }
     return it->second;
@@ -73,12 +73,12 @@ class Binder final : public io::NodeBinder {
     if (b == nullptr) return nullptr;
     if (ref.offset > b->bytes() || bytes > b->bytes() - ref.offset) {
       problem(suffix, "out of range: " + std::to_string(bytes) + " bytes at offset " + std::to_string(ref.offset) +
-                          " overrun buffer '" + b->name + "' of " + std::to_string(b->bytes()) + " bytes");
+                          " overrun buffer " + quoted_name(b->name) + " of " + std::to_string(b->bytes()) + " bytes");
       return nullptr;
     }
     if (align > 1 && ref.offset % align != 0) {
-      problem(suffix, "offset " + std::to_string(ref.offset) + " into buffer '" + b->name + "' is not a multiple of " +
-                          std::to_string(align) + " bytes");
+      problem(suffix, "offset " + std::to_string(ref.offset) + " into buffer " + quoted_name(b->name) +
+                          " is not a multiple of " + std::to_string(align) + " bytes");
       return nullptr;
     }
     const auto found = addresses_.find(ref.buffer);
@@ -91,8 +91,9 @@ class Binder final : public io::NodeBinder {
   }
   std::optional<std::uint64_t> alloc_memory(const std::string& name, const std::string& suffix) override {
     if (const auto alloc = allocs_.find(name); alloc != allocs_.end()) return alloc->second.memory;
-    problem(suffix, buffers_.count(name) != 0 ? "'" + name + "' is a buffer, not an alloc: a free releases an alloc node's memory"
-                                              : "unknown alloc '" + name + "'");
+    problem(suffix, buffers_.count(name) != 0
+                        ? quoted_name(name) + " is a buffer, not an alloc: a free releases an alloc node's memory"
+                        : "unknown alloc " + quoted_name(name));
     return std::nullopt;
   }
   void declared_alloc(const std::string& name, NodeId id) override {
@@ -108,7 +109,7 @@ class Binder final : public io::NodeBinder {
     }
     std::string known;
     for (const auto& entry : externals_.events) known += (known.empty() ? "" : ", ") + entry.first;
-    problem(suffix, "unknown event '" + name + "' (known: " + (known.empty() ? "none" : known) + ")");
+    problem(suffix, "unknown event " + quoted_name(name) + " (known: " + (known.empty() ? "none" : known) + ")");
     return nullptr;
   }
   const GraphSpec& spec() const override { return spec_; }
@@ -138,19 +139,21 @@ class Binder final : public io::NodeBinder {
       }
       if (node.kind != AllocOp::kind) continue;
       if (named) {
-        problems_.push_back({at + "/kind", "alloc '" + node.name +
-                                               "' sits in a named body: each use declares the body again, and an "
+        problems_.push_back({at + "/kind", "alloc " + quoted_name(node.name) +
+                                               " sits in a named body: each use declares the body again, and an "
                                                "alloc's name must stand for one allocation; declare it inline"});
         continue;
       }
       if (buffers_.count(node.name) != 0) {
-        problems_.push_back({at + "/name", "alloc '" + node.name +
-                                               "' has the name of a buffer: buffers and allocs are referenced by name alike"});
+        problems_.push_back(
+            {at + "/name", "alloc " + quoted_name(node.name) +
+                               " has the name of a buffer: buffers and allocs are referenced by name alike"});
       } else if (const auto [it, added] = allocs_.try_emplace(node.name); added) {
         it->second = Alloc{node.fields.at("bytes").get<std::uint64_t>(), detail::reserve_symbol(graph_.state()), at};
       } else {
-        problems_.push_back({at + "/name", "alloc '" + node.name + "' is declared twice (also at " + it->second.pointer +
-                                               "): allocs are referenced by name, so their names are unique in a file"});
+        problems_.push_back(
+            {at + "/name", "alloc " + quoted_name(node.name) + " is declared twice (also at " + it->second.pointer +
+                               "): allocs are referenced by name, so their names are unique in a file"});
       }
     }
   }
@@ -159,12 +162,13 @@ class Binder final : public io::NodeBinder {
                       const std::string& suffix) {
     if (ref.offset > alloc.bytes || bytes > alloc.bytes - ref.offset) {
       problem(suffix, "out of range: " + std::to_string(bytes) + " bytes at offset " + std::to_string(ref.offset) +
-                          " overrun alloc '" + ref.buffer + "' of " + std::to_string(alloc.bytes) + " bytes");
+                          " overrun alloc " + quoted_name(ref.buffer) + " of " + std::to_string(alloc.bytes) +
+                          " bytes");
       return nullptr;
     }
     if (align > 1 && ref.offset % align != 0) {
-      problem(suffix, "offset " + std::to_string(ref.offset) + " into alloc '" + ref.buffer + "' is not a multiple of " +
-                          std::to_string(align) + " bytes");
+      problem(suffix, "offset " + std::to_string(ref.offset) + " into alloc " + quoted_name(ref.buffer) +
+                          " is not a multiple of " + std::to_string(align) + " bytes");
       return nullptr;
     }
     return reinterpret_cast<void*>(static_cast<std::uintptr_t>(alloc.memory + ref.offset));
@@ -174,9 +178,11 @@ class Binder final : public io::NodeBinder {
     for (std::size_t i = 0; i < spec_.buffers.size(); ++i) {
       const BufferSpec& b = spec_.buffers[i];
       if (!buffers_.emplace(b.name, &b).second) {
-        problems_.push_back({"/buffers/" + std::to_string(i) + "/name", "buffer '" + b.name + "' is declared twice"});
+        problems_.push_back(
+            {"/buffers/" + std::to_string(i) + "/name", "buffer " + quoted_name(b.name) + " is declared twice"});
       } else if (const auto at = addresses_.find(b.name); at == addresses_.end()) {
-        problems_.push_back({"/buffers/" + std::to_string(i), "no device address was given for buffer '" + b.name + "'"});
+        problems_.push_back(
+            {"/buffers/" + std::to_string(i), "no device address was given for buffer " + quoted_name(b.name)});
       } else {
         // Named in the graph: validation checks every pointer into it against its end.
         try {
@@ -249,7 +255,8 @@ class Binder final : public io::NodeBinder {
         handle = io::bind_json(tag, node.name, node.fields, *this);
         members = io::json_bodies(tag);
       });
-      if (!known) problem("/kind", "unknown node kind '" + node.kind + "' (expected " + io::kind_names() + ")");
+      if (!known)
+        problem("/kind", "unknown node kind " + quoted_name(node.kind) + " (expected " + io::kind_names() + ")");
       if (!handle) continue;
       if (const auto waiting = frame.waiting.find(i); waiting != frame.waiting.end()) {
         for (const auto& set : waiting->second) set(detail::condition_of(graph_.state(), handle->id()));
@@ -277,7 +284,7 @@ class Binder final : public io::NodeBinder {
       bool conditional = false;
       io::with_kind(target.kind, [&](auto tag) { conditional = io::holds_condition(tag); });
       if (!conditional) {
-        problem(suffix, "node '" + name + "' (" + target.kind +
+        problem(suffix, "node " + quoted_name(name) + " (" + target.kind +
                             ") is not a conditional node (if, while or switch): it has no condition to set");
         return false;
       }
@@ -288,8 +295,8 @@ class Binder final : public io::NodeBinder {
       }
       return true;
     }
-    problem(suffix, "no node named '" + name +
-                        "' in this kernel's body or a body holding it (a kernel sets the condition of a conditional "
+    problem(suffix, "no node named " + quoted_name(name) +
+                        " in this kernel's body or a body holding it (a kernel sets the condition of a conditional "
                         "node of its own body or of a body holding it)");
     return false;
   }
@@ -313,8 +320,8 @@ class Binder final : public io::NodeBinder {
       for (std::size_t j = 0; j < node.after.size(); ++j) {
         const auto found = frame.by_name.find(node.after[j]);
         if (found == frame.by_name.end()) {
-          problems_.push_back({array + token(i) + "/after" + token(j),
-                               "dependency on unknown node '" + node.after[j] + "'"});
+          problems_.push_back(
+              {array + token(i) + "/after" + token(j), "dependency on unknown node " + quoted_name(node.after[j])});
           continue;
         }
         if (!handle) continue;
@@ -415,7 +422,8 @@ Graph inspect_graph(const GraphSpec& spec, const KernelRegistry& registry, const
   for (std::size_t i = 0; i < spec.kernel_files.size(); ++i) {
     const KernelFileSpec& f = spec.kernel_files[i];
     if (registry.find(f.name) != nullptr) {
-      problems.push_back({"/kernel_files/" + std::to_string(i) + "/name", "kernel '" + f.name + "' is already registered"});
+      problems.push_back(
+          {"/kernel_files/" + std::to_string(i) + "/name", "kernel " + quoted_name(f.name) + " is already registered"});
       continue;
     }
     try {

@@ -90,7 +90,8 @@ class NamedBodies {
         } else if (const auto it = index_.find(body.use); it != index_.end()) {
           uses.push_back({it->second, at + "/use"});
         } else {
-          problems_.push_back({at + "/use", "unknown body '" + body.use + "' (not declared under \"bodies\")"});
+          problems_.push_back(
+              {at + "/use", "unknown body " + quoted_name(body.use) + " (not declared under \"bodies\")"});
         }
       }
     }
@@ -132,9 +133,9 @@ class NamedBodies {
     auto from = stack.begin();
     while (from->first != use.body) ++from;
     std::string path;
-    for (auto it = from; it != stack.end(); ++it) path += "'" + *named_[it->first].name + "' -> ";
-    path += "'" + *named_[use.body].name + "'";
-    problems_.push_back({use.pointer, "body '" + *named_[use.body].name + "' uses itself: " + path +
+    for (auto it = from; it != stack.end(); ++it) path += quoted_name(*named_[it->first].name) + " -> ";
+    path += quoted_name(*named_[use.body].name);
+    problems_.push_back({use.pointer, "body " + quoted_name(*named_[use.body].name) + " uses itself: " + path +
                                           " (a body cannot hold a copy of itself)"});
   }
 

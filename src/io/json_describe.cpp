@@ -60,11 +60,11 @@ class Describer final : public io::NodeDescriber {
     const std::string& name = d.nodes[owner].name;
     const NodeId found = resolve(name, node_);
     if (found == owner) return name;
-    problem(suffix, found == no_node
-                        ? "the argument sets the condition of node '" + node_path(d, owner) +
-                              "', which sits in no body holding this kernel, so a file cannot name it"
-                        : "the argument sets the condition of node '" + node_path(d, owner) + "', but from this kernel '" +
-                              name + "' names node '" + node_path(d, found) + "' (rename one of them)");
+    problem(suffix, found == no_node ? "the argument sets the condition of node " + quoted_name(node_path(d, owner)) +
+                                           ", which sits in no body holding this kernel, so a file cannot name it"
+                                     : "the argument sets the condition of node " + quoted_name(node_path(d, owner)) +
+                                           ", but from this kernel " + quoted_name(name) + " names node " +
+                                           quoted_name(node_path(d, found)) + " (rename one of them)");
     return {};
   }
   void problem(const std::string& suffix, std::string message) override {
@@ -95,7 +95,7 @@ class Describer final : public io::NodeDescriber {
     }
     const bool shared = alloc_names_[name] > 1;
     if (buffer || shared) {
-      problem(suffix, "alloc '" + node_path(d, owner) + "' shares its name with another " +
+      problem(suffix, "alloc " + quoted_name(node_path(d, owner)) + " shares its name with another " +
                           (buffer ? "buffer" : "alloc") + ": a file references allocs and buffers by name alike");
       return {};
     }
@@ -163,7 +163,7 @@ class Describer final : public io::NodeDescriber {
     const Description& d = graph_.description();
     const NodeId to = e.to.id != no_node ? e.to.id : find(e.to.name, e.from.id);
     if (to == no_node) {
-      problems_.push_back({"/nodes", "an edge leads to node '" + e.to.name + "', which is not declared"});
+      problems_.push_back({"/nodes", "an edge leads to node " + quoted_name(e.to.name) + ", which is not declared"});
       return;
     }
     NodeSpec& spec = spec_of(to);

@@ -41,7 +41,8 @@ ScalarType read_scalar_type(const json& j, const char* key) {
   const std::string text = get_string(j, key);
   ScalarType type{};
   if (!parse_scalar_type(text, type)) {
-    fail(token(key), "unknown element type '" + text + "' (expected i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32 or f64)");
+    fail(token(key), "unknown element type " + quoted_name(text) +
+                         " (expected i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32 or f64)");
   }
   return type;
 }
@@ -139,6 +140,11 @@ void take(json& from, const char* key, json& to) {
 void json_detail::read_node(nlohmann::json&& j, NodeSpec& v) {
   v = NodeSpec{};
   v.name = get_string(j, "name");
+  // Refused here, at its member: bound, a name holding '/' would read as a path into a body.
+  // An empty name is reported by validation, with the node's other problems.
+  if (const std::string problem = node_name_problem(v.name); !v.name.empty() && !problem.empty()) {
+    fail("/name", "the node name " + quoted_name(v.name) + " is not valid: " + problem);
+  }
   v.kind = get_string(j, "kind");
   // What every node has and the bodies are taken out first: the kind is given its own members
   // to keep (no copy). They are read after the kind's, so that the first problem stays the same.
@@ -153,7 +159,7 @@ void json_detail::read_node(nlohmann::json&& j, NodeSpec& v) {
     v.fields = io::read_json(tag, std::move(j));
     for (const io::BodyMember& body : bodies) read_bodies(common, body, v.bodies);
   });
-  if (!known) fail("/kind", "unknown node kind '" + v.kind + "' (expected " + io::kind_names() + ")");
+  if (!known) fail("/kind", "unknown node kind " + quoted_name(v.kind) + " (expected " + io::kind_names() + ")");
   read_after(common, v);
   v.reads = read_array<AccessSpec>(common, "reads");
   v.writes = read_array<AccessSpec>(common, "writes");
@@ -230,7 +236,7 @@ void from_json(const json& j, BufferInit& v) {
     v.kind = BufferInit::Kind::npy;
     v.file = get_string(j, "file");
   } else {
-    fail(where, "unknown initialisation '" + kind + "' (expected zeros, constant, uniform, normal or npy)");
+    fail(where, "unknown initialisation " + quoted_name(kind) + " (expected zeros, constant, uniform, normal or npy)");
   }
 }
 
@@ -362,7 +368,8 @@ void from_json(const json& j, KernelFileSpec& v) {
       if (optional_member(params[i], "extent") != nullptr) p.extent = get_string(params[i], "extent");
       const std::string type = get_string(params[i], "type");
       if (!parse_param_type(type, p.type)) {
-        fail("/type", "unknown parameter type '" + type + "' (expected a scalar type such as f32, a pointer such as f32* or const f32*, or condition)");
+        fail("/type", "unknown parameter type " + quoted_name(type) +
+                          " (expected a scalar type such as f32, a pointer such as f32* or const f32*, or condition)");
       }
       v.params.push_back(std::move(p));
     });

@@ -55,7 +55,7 @@ void expect_object(const json& j, const std::vector<std::string_view>& allowed) 
     if (known) continue;
     std::string list;
     for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-    fail(token(item.key()), "unknown member '" + item.key() + "' (expected one of: " + list + ")");
+    fail(token(item.key()), "unknown member " + quoted_name(item.key()) + " (expected one of: " + list + ")");
   }
 }
 

@@ -6,7 +6,7 @@ namespace {
 
 std::string describe(cudaError_t code, const std::string& call, const std::string& node, const std::string& detail) {
   std::string text = "flowdsl: " + call + " failed";
-  if (!node.empty()) text += " for node '" + node + "'";
+  if (!node.empty()) text += " for node " + quoted_name(node);
   text += std::string(": ") + cudaGetErrorName(code) + " (" + cudaGetErrorString(code) + ")";
   return detail.empty() ? text : text + ": " + detail;
 }

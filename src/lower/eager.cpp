@@ -44,8 +44,8 @@ void launch_eagerly(const Graph& graph, cudaStream_t stream, const AfterNode& af
   const Description& d = graph.description();
   for (NodeId id = 0; id < d.nodes.size(); ++id) {
     if (is_conditional(d.nodes[id].op)) {
-      throw UsageError("flowdsl: node '" + node_path(d, id) +
-                       "' is a conditional node: its condition is set on the device while a graph runs, so it cannot "
+      throw UsageError("flowdsl: node " + quoted_name(node_path(d, id)) +
+                       " is a conditional node: its condition is set on the device while a graph runs, so it cannot "
                        "run node by node (launch_eagerly, debug mode); launch the graph through a Runtime");
     }
   }

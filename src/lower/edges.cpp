@@ -84,7 +84,7 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag, bool one_bo
     return it == body_names.end() ? no_node : it->second;
   };
   auto label = [&](const NodeRef& ref) {
-    return ref.id != no_node ? "#" + std::to_string(ref.id) : "'" + ref.name + "'";
+    return ref.id != no_node ? "#" + std::to_string(ref.id) : quoted_name(ref.name);
   };
 
   // The resolved edges as pairs (tos[k], froms[k]): what make_adjacency wants.
@@ -126,8 +126,8 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag, bool one_bo
       diag.report(d, to, "depends on itself");
     } else if (!one_body && (d.nodes[from].parent != d.nodes[to].parent || d.nodes[from].body != d.nodes[to].body)) {
       diag.add({node_path(d, from), node_path(d, to)},
-               "edge from '" + node_path(d, from) + "' to '" + node_path(d, to) +
-                   "' crosses a body boundary: both ends of an edge must lie in one body");
+               "edge from " + quoted_name(node_path(d, from)) + " to " + quoted_name(node_path(d, to)) +
+                   " crosses a body boundary: both ends of an edge must lie in one body");
     } else {
       if (!any_programmatic && e.kind == EdgeKind::programmatic) {
         any_programmatic = true;
@@ -146,9 +146,9 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag, bool one_bo
         full.push_back(key);
       } else if (!std::holds_alternative<KernelOp>(d.nodes[from].op) || !std::holds_alternative<KernelOp>(d.nodes[to].op)) {
         diag.add({node_path(d, from), node_path(d, to)},
-                 "programmatic edge from '" + node_path(d, from) + "' (" + std::string(kind_name(d.nodes[from].op)) +
-                     ") to '" + node_path(d, to) + "' (" + std::string(kind_name(d.nodes[to].op)) +
-                     "): programmatic edges join two kernel nodes");
+                 "programmatic edge from " + quoted_name(node_path(d, from)) + " (" +
+                     std::string(kind_name(d.nodes[from].op)) + ") to " + quoted_name(node_path(d, to)) + " (" +
+                     std::string(kind_name(d.nodes[to].op)) + "): programmatic edges join two kernel nodes");
       } else {
         programmatic.push_back(key);
       }
@@ -165,8 +165,9 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag, bool one_bo
     for (std::uint64_t key : programmatic) {
       if (!std::binary_search(full.begin(), full.end(), key)) continue;
       const auto from = static_cast<NodeId>(key & 0xffffffffu), to = static_cast<NodeId>(key >> 32);
-      diag.add({node_path(d, from), node_path(d, to)}, "edge from '" + node_path(d, from) + "' to '" + node_path(d, to) +
-                                                           "' is declared both full and programmatic: keep one");
+      diag.add({node_path(d, from), node_path(d, to)}, "edge from " + quoted_name(node_path(d, from)) + " to " +
+                                                           quoted_name(node_path(d, to)) +
+                                                           " is declared both full and programmatic: keep one");
     }
     out.programmatic = std::move(programmatic);
   }

@@ -85,7 +85,7 @@ std::uint64_t Symbols::resolve(std::uint64_t value) const {
   const std::uint64_t native = owner < plan_.position.size() ? values_[plan_.position[owner]] : 0;
   if (native == 0) {  // validation rules these out
     throw UsageError("flowdsl: a symbol (#" + std::to_string(index) + ") has no native value" +
-                     (owner == no_node ? std::string() : " yet: node '" + node_path(d_, owner) + "'"));
+                     (owner == no_node ? std::string() : " yet: node " + quoted_name(node_path(d_, owner))));
   }
   return native + symbol::offset_of(value);
 }

@@ -37,7 +37,9 @@ void check_extents(const ArgumentPack& args, const LaunchShape& launch, const Ke
     const std::string member = "args/" + p.name;
     const std::string verb = p.type.is_const ? "reads " : "writes ";
     if (v.kind == Extent::Value::Kind::overflow) {
-      diag.report("argument '" + p.name + "': its extent '" + extent.text() + "' exceeds 2^63 elements", member);
+      diag.report(
+          "argument " + quoted_name(p.name) + ": its extent " + quoted_name(extent.text()) + " exceeds 2^63 elements",
+          member);
       return;
     }
     const auto address = reinterpret_cast<std::uintptr_t>(ptr);
@@ -47,8 +49,8 @@ void check_extents(const ArgumentPack& args, const LaunchShape& launch, const Ke
     const std::uint64_t offset = address - reinterpret_cast<std::uintptr_t>(b->ptr);
     const std::uint64_t available = (b->bytes - offset) / element;
     if (v.elements <= available) return;
-    diag.report("argument '" + p.name + "' " + verb + std::to_string(v.elements) + " elements (" + extent.text() +
-                    ") of buffer '" + b->name + "' (" + std::to_string(available) +
+    diag.report("argument " + quoted_name(p.name) + " " + verb + std::to_string(v.elements) + " elements (" +
+                    extent.text() + ") of buffer " + quoted_name(b->name) + " (" + std::to_string(available) +
                     (offset == 0 ? ")" : " after offset " + std::to_string(offset) + ")"),
                 member);
   });

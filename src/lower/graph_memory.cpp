@@ -120,7 +120,7 @@ class MemoryCheck {
   }
 
  private:
-  std::string quoted(NodeId id) const { return "'" + node_path(d_, id) + "'"; }
+  std::string quoted(NodeId id) const { return quoted_name(node_path(d_, id)); }
   std::string about(NodeId id) const {
     return "node " + quoted(id) + " (" + std::string(kind_name(d_.nodes[id].op)) + "): ";
   }

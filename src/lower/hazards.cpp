@@ -219,9 +219,10 @@ class HazardCheck {
 
   void report(const Entry& a, const Entry& b) {
     const std::string pa = node_path(d_, a.origin), pb = node_path(d_, b.origin);
-    const std::string roles = a.write && b.write ? "both write" : a.write ? "'" + pa + "' writes, '" + pb + "' reads"
-                                                                          : "'" + pa + "' reads, '" + pb + "' writes";
-    diag_.add({pa, pb}, "hazard: nodes '" + pa + "' and '" + pb + "' touch " +
+    const std::string roles = a.write && b.write ? "both write"
+                              : a.write          ? quoted_name(pa) + " writes, " + quoted_name(pb) + " reads"
+                                                 : quoted_name(pa) + " reads, " + quoted_name(pb) + " writes";
+    diag_.add({pa, pb}, "hazard: nodes " + quoted_name(pa) + " and " + quoted_name(pb) + " touch " +
                             range(std::max(a.lo, b.lo), std::min(a.hi, b.hi)) + " (" + roles +
                             ") with no path between them: add an edge between them");
   }
@@ -231,7 +232,8 @@ class HazardCheck {
     if (const NamedBuffer* b = buffers_.find(static_cast<std::uintptr_t>(lo))) {
       const auto base = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(b->ptr));
       const std::uint64_t end = std::min<std::uint64_t>(hi, base + b->bytes);
-      return "bytes [" + std::to_string(lo - base) + ", " + std::to_string(end - base) + ") of buffer '" + b->name + "'";
+      return "bytes [" + std::to_string(lo - base) + ", " + std::to_string(end - base) + ") of buffer " +
+             quoted_name(b->name);
     }
     if (hi == unbounded) return "memory from " + hex(lo) + " on (an access of unknown extent)";
     return "bytes [" + hex(lo) + ", " + hex(hi) + ")";

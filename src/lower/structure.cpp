@@ -31,7 +31,7 @@ void summarize(const Description& d, const Plan& plan, const std::vector<PlanSte
 std::string quoted_list(const std::vector<std::string>& paths) {
   if (paths.empty()) return "nothing";
   std::string text;
-  for (const std::string& p : paths) text += (text.empty() ? "'" : ", '") + p + "'";
+  for (const std::string& p : paths) text += (text.empty() ? "" : ", ") + quoted_name(p);
   return text;
 }
 
@@ -44,7 +44,7 @@ const StructureField* field_named(const std::vector<StructureField>& fields, std
 
 // Appends how `now` differs from `was` (same path); returns whether they are equal.
 bool compare_node(const NodeStructure& was, const NodeStructure& now, std::vector<std::string>& out) {
-  const std::string node = "node '" + now.path + "': ";
+  const std::string node = "node " + quoted_name(now.path) + ": ";
   const std::size_t before = out.size();
   if (was.kind != now.kind) {
     out.push_back(node + "kind " + std::string(was.kind) + " -> " + std::string(now.kind));
@@ -77,14 +77,14 @@ StructureComparison compare_structure(const StructureSummary& cached, const Stru
   for (const NodeStructure& n : wanted) {
     const auto it = by_path.find(n.path);
     if (it == by_path.end()) {
-      all.push_back("node '" + n.path + "' (" + std::string(n.kind) + ") added");
+      all.push_back("node " + quoted_name(n.path) + " (" + std::string(n.kind) + ") added");
       continue;
     }
     if (compare_node(*it->second, n, all)) ++result.equal_nodes;
     by_path.erase(it);
   }
   for (const NodeStructure& n : cached) {
-    if (by_path.count(n.path)) all.push_back("node '" + n.path + "' (" + std::string(n.kind) + ") removed");
+    if (by_path.count(n.path)) all.push_back("node " + quoted_name(n.path) + " (" + std::string(n.kind) + ") removed");
   }
   // Same nodes, fields and edges, yet another hash: the nodes were declared in another order.
   if (all.empty()) all.push_back("the nodes come in another plan order");

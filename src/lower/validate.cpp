@@ -15,7 +15,7 @@ namespace lowering {
 
 void Diagnostics::report(const Description& d, NodeId id, const std::string& message, std::string member) {
   std::string path = node_path(d, id);
-  std::string text = "node '" + path + "' (" + std::string(kind_name(d.nodes[id].op)) + "): " + message;
+  std::string text = "node " + quoted_name(path) + " (" + std::string(kind_name(d.nodes[id].op)) + "): " + message;
   out_.push_back(Diagnostic{{std::move(path)}, std::move(text), std::move(member)});
 }
 
@@ -87,8 +87,8 @@ void check_same_device(NodeCheck& check, const void* ptr, int device, const char
   }
   if (attributes.type == cudaMemoryTypeDevice && attributes.device != device) {
     check.report(std::string("its operand '") + member + "' is memory of device " + std::to_string(attributes.device) +
-                     ", but the nodes in conditional node '" + node_path(d, conditional) +
-                     "' must all run on one device (" + std::to_string(device) + ")",
+                     ", but the nodes in conditional node " + quoted_name(node_path(d, conditional)) +
+                     " must all run on one device (" + std::to_string(device) + ")",
                  member);
   }
 }
@@ -101,7 +101,7 @@ void check_range(NodeCheck& check, const void* ptr, std::size_t bytes, const cha
   const std::uint64_t offset = address - reinterpret_cast<std::uintptr_t>(b->ptr);
   if (bytes <= b->bytes - offset) return;
   check.report(std::string(verb) + " " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
-                   " of buffer '" + b->name + "' (" + std::to_string(b->bytes) + " bytes)",
+                   " of buffer " + quoted_name(b->name) + " (" + std::to_string(b->bytes) + " bytes)",
                member);
 }
 
@@ -114,10 +114,11 @@ void check_pointer(NodeCheck& check, std::uint64_t value, const std::string& wha
     check.report(what + " holds a symbolic address (#" + std::to_string(index) + ") that no node of this graph gave",
                  member);
   } else if (is_conditional(d.nodes[owner].op)) {
-    check.report(what + " holds the condition of node '" + node_path(d, owner) + "', not an address", member);
+    check.report(what + " holds the condition of node " + quoted_name(node_path(d, owner)) + ", not an address",
+                 member);
   } else if (const auto* alloc = std::get_if<AllocOp>(&d.nodes[owner].op); alloc && symbol::offset_of(value) >= alloc->bytes) {
-    check.report(what + " points " + std::to_string(symbol::offset_of(value)) + " bytes into the memory of alloc '" +
-                     node_path(d, owner) + "', which has " + std::to_string(alloc->bytes) + " bytes",
+    check.report(what + " points " + std::to_string(symbol::offset_of(value)) + " bytes into the memory of alloc " +
+                     quoted_name(node_path(d, owner)) + ", which has " + std::to_string(alloc->bytes) + " bytes",
                  member);
   }
 }
@@ -181,13 +182,16 @@ class NameTable {
     return h;
   }
 
-  // Reports an empty name at once; a duplicate, with the others of its name, in report().
+  // Reports a name the rule refuses (node_name_problem) at once, naming the node by its id: its
+  // path would hold the name; a duplicate, with the others of its name, in report().
   // `h`: prepare(n).
   void add(const Description& d, NodeId id, const Node& n, std::uint64_t h, Diagnostics& diag) {
-    if (n.name.empty()) {
+    if (const std::string problem = node_name_problem(n.name); !problem.empty()) {
       const NodeId parent = n.parent;
-      diag.add({}, "node #" + std::to_string(id) + " (" + std::string(kind_name(n.op)) + ")" +
-                       (parent == no_node ? std::string() : " in '" + node_path(d, parent) + "'") + " has an empty name");
+      const std::string node = "node #" + std::to_string(id) + " (" + std::string(kind_name(n.op)) + ")" +
+                               (parent == no_node ? std::string() : " in " + quoted_name(node_path(d, parent)));
+      diag.add({}, n.name.empty() ? node + " has an empty name"
+                                  : node + " has the name " + quoted_name(n.name) + ", which is not valid: " + problem);
       return;
     }
     const std::uint64_t tag = h & 0xffffffff00000000ULL;
@@ -218,17 +222,20 @@ class NameTable {
       std::string where = "#" + std::to_string(first);
       std::size_t j = i;
       for (; j < duplicates_.size() && duplicates_[j].first == first; ++j) {
-        where += ", #" + std::to_string(duplicates_[j].second);
+        if (j - i < max_listed - 1) where += ", #" + std::to_string(duplicates_[j].second);
       }
+      const std::size_t count = j - i + 1;
+      if (count > max_listed) where += " and " + std::to_string(count - max_listed) + " more";
       const std::string path = node_path(d, first);
-      diag.add({path}, "node '" + path + "' is declared " + std::to_string(j - i + 1) + " times (nodes " + where +
-                           "): names must be unique within their body");
+      diag.add({path}, "node " + quoted_name(path) + " is declared " + std::to_string(count) + " times (nodes " +
+                           where + "): names must be unique within their body");
       i = j;
     }
   }
 
  private:
   static constexpr std::uint64_t free_slot = ~std::uint64_t{0};
+  static constexpr std::size_t max_listed = 10;  ///< nodes a duplicate's message lists by id
   std::size_t mask_ = 0;
   std::vector<std::uint64_t> slots_;                  ///< (hash >> 32) << 32 | id, or free_slot
   std::vector<std::pair<NodeId, NodeId>> duplicates_;  ///< (first, later)
@@ -261,9 +268,9 @@ void check_cycles(const Description& d, const ResolvedEdges& edges, const std::v
       std::string text;
       for (NodeId id : cycle) {
         names.push_back(node_path(d, id));
-        text += "'" + names.back() + "' -> ";
+        text += quoted_name(names.back()) + " -> ";
       }
-      text += "'" + names.front() + "'";
+      text += quoted_name(names.front());
       diag.add(std::move(names), "cycle: " + text);
     }
     for (NodeId id : path) {
@@ -305,14 +312,15 @@ void check_conditionals(const Description& d, Diagnostics& diag) {
     const bool allowed =
         std::visit([](const auto& op) { return allowed_in_conditional_body<std::decay_t<decltype(op)>>; }, n.op);
     if (conditional != no_node && !allowed) {
-      diag.report(d, id, "cannot run inside conditional node '" +
-                             node_path(d, conditional) +
-                             "' (CUDA allows kernel, memcpy, memset, empty, child and conditional nodes there)");
+      diag.report(d, id,
+                  "cannot run inside conditional node " + quoted_name(node_path(d, conditional)) +
+                      " (CUDA allows kernel, memcpy, memset, empty, child and conditional nodes there)");
     }
     if (is_conditional(n.op) && child != no_node) {
-      diag.report(d, id, "a conditional node cannot sit inside child graph '" + node_path(d, child) +
-                             "' (CUDA cannot nest a graph holding one as a child): put it in a conditional "
-                             "node's body or at the top level");
+      diag.report(d, id,
+                  "a conditional node cannot sit inside child graph " + quoted_name(node_path(d, child)) +
+                      " (CUDA cannot nest a graph holding one as a child): put it in a conditional "
+                      "node's body or at the top level");
     }
     const auto* kernel = std::get_if<KernelOp>(&n.op);
     if (kernel == nullptr) continue;

@@ -54,8 +54,9 @@ std::string argument_text(const KernelOp& op, std::size_t index, const KernelInf
 
 // "kernel 'saxpy', grid 4x1x1, block 256x1x1, 0 bytes shared, arguments (n=1024, x=0x7f..)".
 std::string kernel_text(const KernelOp& op, const std::string& name, const KernelInfo* info) {
-  std::string text = "kernel '" + name + "', grid " + dims(op.launch.grid) + ", block " + dims(op.launch.block) +
-                     ", " + std::to_string(op.launch.shared_bytes) + " bytes shared, arguments (";
+  std::string text = "kernel " + quoted_name(name) + ", grid " + dims(op.launch.grid) + ", block " +
+                     dims(op.launch.block) + ", " + std::to_string(op.launch.shared_bytes) +
+                     " bytes shared, arguments (";
   for (std::size_t i = 0; i < op.args.size(); ++i) {
     if (i > 0) text += ", ";
     text += (info ? info->params[i].name : "#" + std::to_string(i)) + "=" + argument_text(op, i, info);
@@ -114,7 +115,7 @@ class Checker {
     const cudaError_t code = cudaStreamSynchronize(stream_);
     if (code != cudaSuccess) fail(id, code, std::string(cudaGetErrorName(code)) + " (" + cudaGetErrorString(code) + ") once it ran");
     if (const auto* op = std::get_if<KernelOp>(&d_.nodes[id].op)) scan_outputs(id, *op);
-    FLOWDSL_DEBUG("debug launch: node '{}' done", node_path(d_, id));
+    FLOWDSL_DEBUG("debug launch: node {} done", quoted_name(node_path(d_, id)));
   }
 
   [[noreturn]] void fail(NodeId id, cudaError_t code, const std::string& what) const {
@@ -131,7 +132,7 @@ class Checker {
           }
         },
         d_.nodes[id].op);
-    throw DebugError("debug launch: node '" + path + "' (" + about + "): " + what, path, kernel, code);
+    throw DebugError("debug launch: node " + quoted_name(path) + " (" + about + "): " + what, path, kernel, code);
   }
 
  private:
@@ -150,7 +151,8 @@ class Checker {
           fail(id, cudaSuccess,
                "wrote NaN into " + std::to_string(nans.count) + " of " +
                    std::to_string(access.bytes / size_of(type.scalar)) + " " + std::string(to_string(type.scalar)) +
-                   " elements of '" + info->params[i].name + "' (first at element " + std::to_string(nans.first) + ")");
+                   " elements of " + quoted_name(info->params[i].name) + " (first at element " +
+                   std::to_string(nans.first) + ")");
         }
         break;
       }

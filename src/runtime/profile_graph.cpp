@@ -23,7 +23,7 @@ std::string pointer_text(const Description& d, std::uint64_t value) {
     const std::uint32_t index = symbol::index_of(value);
     if (index < d.symbols.size() && d.symbols[index] < d.nodes.size()) {
       const NodeId owner = d.symbols[index];
-      const std::string name = "'" + node_path(d, owner) + "'";
+      const std::string name = quoted_name(node_path(d, owner));
       if (is_conditional(d.nodes[owner].op)) return "condition of " + name;
       const std::uint64_t offset = symbol::offset_of(value);
       return offset == 0 ? name : name + " + " + std::to_string(offset);

@@ -245,7 +245,8 @@ void Attribution::attribute(const GpuRecord& gpu, std::size_t index, Profile& pr
   // Work recorded from a library call: its node's name alone would not tell its kernels apart.
   if (position != no_position && nodes[position].recorded != 0 && gpu.activity == Activity::kernel) {
     launch.spans.back().kernel = kernel_name(gpu.kernel);
-    if (gpu.kernel.empty()) FLOWDSL_DEBUG("profiler: a kernel of '{}' came without a name", nodes[position].path);
+    if (gpu.kernel.empty())
+      FLOWDSL_DEBUG("profiler: a kernel of {} came without a name", quoted_name(nodes[position].path));
   }
 }
 

@@ -181,9 +181,9 @@ void Profiler::Impl::log_native_nodes(std::uint32_t index, std::uint64_t tag, co
     const std::uint64_t id = session.node_id(nodes[position]);
     std::string body;
     if (described[position].kind == "child") body = child_body_id(session, nodes[position]);
-    FLOWDSL_DEBUG("profiler: executable {}: node '{}' ({}) at position {} has id {} (graph {}, local {}){}", tag,
-                  described[position].path, described[position].kind, position, id, profiling::graph_part(id),
-                  profiling::local_part(id), body);
+    FLOWDSL_DEBUG("profiler: executable {}: node {} ({}) at position {} has id {} (graph {}, local {}){}", tag,
+                  quoted_name(described[position].path), described[position].kind, position, id,
+                  profiling::graph_part(id), profiling::local_part(id), body);
   }
 }
 
@@ -309,7 +309,7 @@ void Profiler::write_trace(const std::string& path) {
   std::lock_guard lock(impl_->mutex);
   const std::string text = trace_json(impl_->collect());
   std::ofstream file(path, std::ios::binary);
-  if (!(file << text) || !file.flush()) throw Error("flowdsl: cannot write the trace to '" + path + "'");
+  if (!(file << text) || !file.flush()) throw Error("flowdsl: cannot write the trace to " + quoted_name(path));
 }
 
 NodeTimings Profiler::timings(const Graph& graph) {

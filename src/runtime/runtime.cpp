@@ -252,13 +252,13 @@ LaunchReport Runtime::Impl::synchronise(detail::Member& member, const Graph& gra
   LaunchReport report{LaunchKind::updated, 0};
   for (NodeId id : changed) {
     if (auto refusal = member.executable->update(d, plan, id)) {
-      detail::log().info("update of node '{}' refused ({}); re-instantiating topology {:016x}", node_path(d, id),
-                         *refusal, plan.topology_hash);
+      detail::log().info("update of node {} refused ({}); re-instantiating topology {:016x}",
+                         quoted_name(node_path(d, id)), *refusal, plan.topology_hash);
       member.executable = backend->instantiate(d, plan, stream);
       member.marked = false;  // the new executable has never been launched
       member.applied.assign(d, plan);
       ++stats.reinstantiations;
-      report = {LaunchKind::reinstantiated, 0, "node '" + node_path(d, id) + "': " + *refusal};
+      report = {LaunchKind::reinstantiated, 0, "node " + quoted_name(node_path(d, id)) + ": " + *refusal};
       break;
     }
     member.applied.assign(d, plan, id);

@@ -169,5 +169,20 @@ TEST_CASE(".npy inputs are checked against the buffer before any data is read, t
     b.init.file = "missing.npy";
     CHECK_THROWS_WITH(flowdsl::cli::check_initial_contents(b, dir.string()), contains("cannot open the file"));
   }
+  SECTION("a directory, a device or a pipe, never opened") {
+    b.init.file = dir.string();
+    CHECK_THROWS_WITH(flowdsl::cli::check_initial_contents(b, ""), contains(": a directory, not a regular file"));
+    b.init.file = "/dev/zero";
+    CHECK_THROWS_WITH(flowdsl::cli::check_initial_contents(b, ""),
+                      contains("/dev/zero: not a regular file (a device, a pipe or a socket)"));
+  }
+  SECTION("a header that claims 2^60 elements, refused before anything is allocated") {
+    const std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1152921504606846976,), }\n";
+    std::ofstream out(dir / "huge.npy", std::ios::binary);
+    out << "\x93NUMPY" << '\x01' << '\x00' << static_cast<char>(header.size()) << '\x00' << header << "tiny";
+    out.close();
+    b.init.file = "huge.npy";
+    CHECK_THROWS_WITH(flowdsl::cli::check_initial_contents(b, dir.string()), contains("huge.npy: shape too large"));
+  }
   std::filesystem::remove_all(dir);
 }

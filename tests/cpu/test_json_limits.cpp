@@ -2,10 +2,12 @@
 // found while streaming nodes keep the order and pointers of a whole-file reader, and a file of
 // many bad nodes gives a bounded list of problems. (No time is asserted: a slow reader shows as
 // this test's ctest TIMEOUT.)
+#include <algorithm>
 #include <string>
 
 #include "catch.hpp"
 #include "flowdsl/json.hpp"
+#include "flowdsl/kernel_files.hpp"
 
 using flowdsl_test::contains;
 
@@ -112,7 +114,62 @@ TEST_CASE("A file of many bad nodes gives the first problems and a count", "[jso
     REQUIRE(e.problems().size() == flowdsl::JsonError::max_problems + 1);
     CHECK(e.problems().front().pointer == "/nodes/0/function");
     CHECK(e.problems().back().message == "... and 900 more problems");
-    CHECK_THAT(e.what(), contains("bad.json: 101 problems:"));
+    CHECK_THAT(e.what(), contains("bad.json: 1000 problems:"));  // all of them, though 100 are listed
     CHECK_THAT(e.what(), contains("\n  /: ... and 900 more problems"));
   }
+}
+
+TEST_CASE("A node name holding '/', a newline or NUL is refused at its member, quoted escaped",
+          "[json][limits][names]") {
+  // Bound, 'a/bad' would stand at the path of a's child 'bad'.
+  flowdsl::JsonError e =
+      error_of(graph_of(R"({"name": "a", "kind": "child", "nodes": [{"name": "bad", "kind": "empty"}]},)"
+                        R"({"name": "a/bad", "kind": "empty"})"));
+  CHECK(e.pointer() == "/nodes/1/name");
+  CHECK(e.problems()[0].message ==
+        "the node name 'a/bad' is not valid: it holds '/' (at byte 1), which separates the names of a node's path");
+  e = error_of(graph_of(R"({"name": "x\nt.json: /nodes/0: forged", "kind": "empty"})"));
+  CHECK(e.pointer() == "/nodes/0/name");
+  CHECK_THAT(e.what(),
+             contains("the node name 'x\\nt.json: /nodes/0: forged' is not valid: it holds a control character"));
+  CHECK(std::string(e.what()).find('\n') == std::string::npos);
+  e = error_of(graph_of(R"({"name": "cut\u0000short", "kind": "empty"})"));
+  CHECK(e.pointer() == "/nodes/0/name");
+  CHECK_THAT(e.what(), contains("the node name 'cut\\x00short' is not valid"));
+}
+
+TEST_CASE("100000 duplicate names in one body make one short line", "[json][limits][names]") {
+  std::string nodes;
+  for (int i = 0; i < 100000; ++i) nodes += std::string(i ? ", " : "") + R"({"name": "d", "kind": "empty"})";
+  const flowdsl::GraphSpec spec = flowdsl::parse_graph(graph_of(nodes));
+  try {
+    flowdsl::check_graph(spec, flowdsl::KernelRegistry(), flowdsl::HostFunctions{}, "dup.json");
+    FAIL("no JsonError");
+  } catch (const flowdsl::JsonError& e) {
+    REQUIRE(e.problems().size() == 1);
+    CHECK(e.problems()[0].pointer == "/nodes/0");
+    CHECK_THAT(e.what(),
+               contains("declared 100000 times (nodes #0, #1, #2, #3, #4, #5, #6, #7, #8, #9 and 99990 more)"));
+    CHECK(std::string(e.what()).size() < 300);
+  }
+}
+
+TEST_CASE("Kernel files must be regular files of bounded size, reported at their entry",
+          "[json][limits][kernel_files]") {
+  flowdsl::GraphSpec spec;
+  for (const char* file : {"/dev/zero", "/proc/self/mem", "/dev/null", ".", "no_such.cubin"}) {
+    spec.kernel_files.push_back(flowdsl::KernelFileSpec{"k", file, "k", {}});
+  }
+  const std::vector<flowdsl::JsonProblem> problems = flowdsl::check_kernel_files(spec, "");
+  REQUIRE(problems.size() == 5);
+  CHECK(problems[0].pointer == "/kernel_files/0/file");
+  CHECK(problems[0].message == "the kernel file '/dev/zero' is not a regular file (a device, a pipe or a socket)");
+  CHECK(problems[1].message ==
+        "the kernel file '/proc/self/mem' is empty (or a file that claims no size, as in /proc)");
+  CHECK(problems[2].pointer == "/kernel_files/2/file");
+  CHECK(problems[3].message == "the kernel file '.' is a directory, not a regular file");
+  CHECK_THAT(problems[4].message, contains("cannot open the kernel file 'no_such.cubin'"));
+  CHECK(flowdsl::check_kernel_files(spec, "", true).size() == 4);  // a missing file may pass, no other
+  flowdsl::KernelRegistry registry;
+  CHECK_THROWS_AS(flowdsl::load_kernel_files(spec, "", registry), flowdsl::JsonError);
 }

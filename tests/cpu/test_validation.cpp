@@ -55,6 +55,55 @@ TEST_CASE("An empty name is reported by position", "[validation]") {
   CHECK_THAT(only_problem(g).message, contains("node #0 (empty) has an empty name"));
 }
 
+TEST_CASE("A name holding '/', a control character or NUL, or too long, is refused by position",
+          "[validation][names]") {
+  flowdsl::Graph g;
+  g.empty(std::string("cut\0short", 9));
+  g.empty("x\nerror: forged");
+  g.empty("a/bad");
+  g.empty(std::string(flowdsl::max_node_name_bytes + 1, 'n'));
+  g.empty("caf\xc3\xa9");
+  g.empty("spaces and 'quotes' are fine");
+  const auto all = problems(g);
+  REQUIRE(all.size() == 5);
+  CHECK(all[0].message ==
+        "node #0 (empty) has the name 'cut\\x00short', which is not valid: it holds a control character (at byte 3): "
+        "a name holds printable ASCII characters only");
+  CHECK_THAT(all[1].message, contains("node #1 (empty) has the name 'x\\nerror: forged', which is not valid"));
+  CHECK_THAT(all[2].message,
+             contains("node #2 (empty) has the name 'a/bad', which is not valid: it holds '/' (at byte 1)"));
+  CHECK_THAT(all[3].message, contains("it is 257 bytes long, over the limit of 256"));
+  CHECK_THAT(all[4].message, contains("it holds a byte outside printable ASCII (at byte 3)"));
+  for (const auto& d : all) CHECK(d.nodes.empty());
+  CHECK(flowdsl::node_name_problem("spaces and 'quotes' are fine").empty());
+}
+
+TEST_CASE("Names are quoted escaped in messages, so that none forges a line or cuts one short", "[validation][names]") {
+  flowdsl::Graph g;
+  g.empty("it's").after("ghost\nnode 'x' (empty): forged");
+  try {
+    (void)g.plan();
+    FAIL("no ValidationError");
+  } catch (const flowdsl::ValidationError& e) {
+    REQUIRE(e.diagnostics().size() == 1);
+    CHECK(e.diagnostics()[0].message ==
+          "node 'it\\'s' (empty): depends on unknown node 'ghost\\nnode \\'x\\' (empty): forged'");
+    const std::string what = e.what();
+    CHECK(std::count(what.begin(), what.end(), '\n') == 1);  // the header, then one line
+  }
+  CHECK(flowdsl::quoted_name(std::string("a\0\t\\", 4)) == "'a\\x00\\t\\\\'");
+}
+
+TEST_CASE("A name declared 100000 times is one short message with the true count", "[validation][names]") {
+  flowdsl::Graph g;
+  for (int i = 0; i < 100000; ++i) g.empty("d");
+  const auto d = only_problem(g);
+  CHECK(
+      d.message ==
+      "node 'd' is declared 100000 times (nodes #0, #1, #2, #3, #4, #5, #6, #7, #8, #9 and 99990 more): names must be "
+      "unique within their body");
+}
+
 TEST_CASE("Edges to unknown nodes name both ends", "[validation]") {
   flowdsl::Graph g;
   g.empty("a").after("ghost");

@@ -42,8 +42,8 @@ cudaGraphNode_t add_conditional(NativeNode& node, cudaGraphConditionalNodeType t
 }
 
 [[noreturn]] void no_eager(const EagerNode& node) {
-  throw UsageError("flowdsl: node '" + node.path +
-                   "' is a conditional node: its condition is set on the device while a graph runs, so it cannot "
+  throw UsageError("flowdsl: node " + quoted_name(node.path) +
+                   " is a conditional node: its condition is set on the device while a graph runs, so it cannot "
                    "run node by node (launch_eagerly, debug mode); launch the graph through a Runtime");
 }
 

@@ -21,7 +21,8 @@ std::optional<NodeHandle> bind_json(Tag<HostOp>, const std::string& name, const 
   if (it == binder.hosts().end()) {
     std::string known;
     for (const auto& entry : binder.hosts()) known += (known.empty() ? "" : ", ") + entry.first;
-    binder.problem("/function", "unknown host function '" + function + "' (known: " + (known.empty() ? "none" : known) + ")");
+    binder.problem("/function", "unknown host function " + quoted_name(function) +
+                                    " (known: " + (known.empty() ? "none" : known) + ")");
     return std::nullopt;
   }
   return NodeHandle(binder.builder().host(name, it->second.fn, it->second.user_data));

@@ -42,7 +42,8 @@ std::optional<NodeHandle> bind_json(Tag<KernelOp>, const std::string& name, cons
   const KernelInfo* info = find_entry(fields.at("kernel").get_ref<const std::string&>(), "/kernel", binder);
   if (info == nullptr) return std::nullopt;
   if (info->is_call()) {
-    binder.problem("/kernel", "'" + info->name + "' is a library call, not a kernel (a node of kind \"library\" makes it)");
+    binder.problem("/kernel",
+                   quoted_name(info->name) + " is a library call, not a kernel (a node of kind \"library\" makes it)");
     return std::nullopt;
   }
   const json& args = fields.at("args");
@@ -74,7 +75,7 @@ json describe_json(const KernelOp& op, NodeDescriber& describer) {
   const KernelInfo* info = describer.registry().find_function(op.function);
   if (info == nullptr) info = describer.registry().find(op.kernel_name);
   if (info == nullptr) {
-    describer.problem("/kernel", "the kernel (named '" + op.kernel_name + "') is not registered");
+    describer.problem("/kernel", "the kernel (named " + quoted_name(op.kernel_name) + ") is not registered");
     return fields;
   }
   fields["kernel"] = info->name;

@@ -161,7 +161,7 @@ void check_symbols(const KernelOp& op, NodeCheck& diag) {
     if (!is_symbol && op.args.kind(i) == SlotKind::pointer) continue;  // the common case: nothing to say
     const KernelInfo* info = op.info;
     const bool named = info != nullptr && i < info->params.size();
-    const std::string param = named ? "'" + info->params[i].name + "'" : std::to_string(i);
+    const std::string param = named ? quoted_name(info->params[i].name) : std::to_string(i);
     const std::string member = named ? "args/" + info->params[i].name : "";
     const std::uint32_t index = is_symbol ? symbol::index_of(word) : 0;
     const NodeId owner = is_symbol && index < d.symbols.size() ? d.symbols[index] : no_node;
@@ -181,8 +181,8 @@ void check_symbols(const KernelOp& op, NodeCheck& diag) {
     }
     below = below || (diag.node().parent == target.parent && diag.node().body == target.body);
     if (!below) {
-      diag.report("argument " + param + " sets the condition of node '" + node_path(d, owner) +
-                      "', which must sit in this kernel's body or a body holding it (CUDA's rule)",
+      diag.report("argument " + param + " sets the condition of node " + quoted_name(node_path(d, owner)) +
+                      ", which must sit in this kernel's body or a body holding it (CUDA's rule)",
                   member);
     }
   }

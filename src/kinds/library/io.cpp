@@ -27,7 +27,8 @@ std::optional<NodeHandle> bind_json(Tag<LibraryOp>, const std::string& name, con
   const KernelInfo* entry = find_entry(fields.at("call").get_ref<const std::string&>(), "/call", binder);
   if (entry == nullptr) return std::nullopt;
   if (!entry->is_call()) {
-    binder.problem("/call", "'" + entry->name + "' is a kernel, not a library call (a node of kind \"kernel\" launches it)");
+    binder.problem(
+        "/call", quoted_name(entry->name) + " is a kernel, not a library call (a node of kind \"kernel\" launches it)");
     return std::nullopt;
   }
   std::vector<BoundArgument> values;
@@ -44,7 +45,7 @@ json describe_json(const LibraryOp& op, NodeDescriber& describer) {
   json fields = json::object();
   const KernelInfo* entry = op.info != nullptr ? op.info : describer.registry().find_function(op.function);
   if (entry == nullptr || !entry->is_call()) {
-    describer.problem("/call", "the library call (named '" + call_name_of(op) + "') is not registered");
+    describer.problem("/call", "the library call (named " + quoted_name(call_name_of(op)) + ") is not registered");
     return fields;
   }
   fields["call"] = entry->name;

@@ -76,9 +76,9 @@ CallStatus call(const LibraryOp& op, const Symbols& symbols, cudaStream_t stream
   try {
     return op.invoke(op.function, stream, pointers.empty() ? nullptr : pointers.data());
   } catch (const std::exception& e) {
-    std::throw_with_nested(Error("flowdsl: node '" + path + "' (library): its call threw: " + e.what()));
+    std::throw_with_nested(Error("flowdsl: node " + quoted_name(path) + " (library): its call threw: " + e.what()));
   } catch (...) {
-    std::throw_with_nested(Error("flowdsl: node '" + path + "' (library): its call threw"));
+    std::throw_with_nested(Error("flowdsl: node " + quoted_name(path) + " (library): its call threw"));
   }
 }
 
@@ -121,7 +121,7 @@ void check_structure(const LibraryOp& op, NodeCheck& diag) {
   for (std::size_t i = 0; i < op.args.size(); ++i) {
     if (op.args.bound(i)) continue;
     const bool named = op.info != nullptr && i < op.info->params.size();
-    diag.report("argument " + (named ? "'" + op.info->params[i].name + "'" : std::to_string(i)) +
+    diag.report("argument " + (named ? quoted_name(op.info->params[i].name) : std::to_string(i)) +
                     " was never set (call args(...))",
                 named ? "args/" + op.info->params[i].name : "");
   }
@@ -132,7 +132,7 @@ void check_parameters(const LibraryOp& op, NodeCheck& diag) {
     if (op.args.kind(i) == SlotKind::pointer && op.args.bound(i) && symbol::is_symbol(op.args.word(i))) {
       const bool named = op.info != nullptr && i < op.info->params.size();
       check_pointer(diag, op.args.word(i),
-                    "argument " + (named ? "'" + op.info->params[i].name + "'" : std::to_string(i)),
+                    "argument " + (named ? quoted_name(op.info->params[i].name) : std::to_string(i)),
                     named ? "args/" + op.info->params[i].name : "");
     }
   }

@@ -53,8 +53,9 @@ json describe_json(const FreeOp& op, NodeDescriber& describer) {
   const BufferRef at = describer.locate(reinterpret_cast<const void*>(static_cast<std::uintptr_t>(op.memory)), "/alloc");
   if (at.buffer.empty()) return json::object();
   if (at.offset != 0) {
-    describer.problem("/alloc", "frees an address " + std::to_string(at.offset) + " bytes into alloc '" + at.buffer +
-                                    "': a file names the alloc, so a free frees the address its alloc gave");
+    describer.problem("/alloc", "frees an address " + std::to_string(at.offset) + " bytes into alloc " +
+                                    quoted_name(at.buffer) +
+                                    ": a file names the alloc, so a free frees the address its alloc gave");
     return json::object();
   }
   return {{"alloc", at.buffer}};
@@ -67,7 +68,7 @@ void dot_label(const AllocOp& op, DotLabel& label) {
 void dot_label(const FreeOp& op, DotLabel& label) {
   const NodeId alloc = alloc_of(label.description, op);
   label.lines.push_back(alloc == no_node ? std::string("free (no alloc)")
-                                         : "free '" + node_path(label.description, alloc) + "'");
+                                         : "free " + quoted_name(node_path(label.description, alloc)));
 }
 
 const char* dot_colour(Tag<AllocOp>) { return "lightpink"; }
