@@ -1,6 +1,7 @@
 // Graph files on the built-in kernel library: launch shapes from each kernel's rule (the one its
 // C++ launcher applies), given shapes checked against it, enumerated arguments by name. No GPU:
 // descriptions store only addresses.
+#include <filesystem>
 #include <string>
 
 #include "catch.hpp"
@@ -159,4 +160,19 @@ TEST_CASE("DOT and describe_graph write enumerated arguments by name", "[json][d
   CHECK(read.topology_hash() == g.topology_hash());
   CHECK(kernel_op(read, 1).args == kernel_op(g, 1).args);
   CHECK(flowdsl::to_json_text(flowdsl::describe_graph(read, "t", specs, addresses, builtins())) == text);
+}
+
+TEST_CASE("The sample graph files leave launch shapes and enumerated values to the kernels", "[json][kernels][samples]") {
+  std::size_t samples = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(FLOWDSL_SAMPLES_DIR)) {
+    if (entry.path().extension() != ".json") continue;
+    INFO(entry.path().string());
+    const flowdsl::GraphSpec spec = flowdsl::read_graph_file(entry.path().string());
+    CHECK_NOTHROW(flowdsl::check_graph(spec, builtins()));
+    const std::string text = flowdsl::to_json_text(spec);
+    CHECK_THAT(text, !contains(R"("grid")") && !contains(R"("block")") && !contains(R"("shared_bytes")"));
+    CHECK_THAT(text, !contains(R"("activation": 0)") && !contains(R"("activation": 2)"));
+    ++samples;
+  }
+  CHECK(samples >= 6);
 }
