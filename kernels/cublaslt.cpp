@@ -251,7 +251,7 @@ namespace detail {
 void register_cublaslt(KernelRegistry& registry);  // called by register_builtins
 
 void register_cublaslt(KernelRegistry& registry) {
-  const std::vector<std::string> params = {"m", "n", "k", "a: m * k", "b: k * n", "bias: n", "epilogue", "c: m * n"};
+  const std::vector<std::string> params = {"m", "n", "k", "a: m * k", "b: k * n", "bias: n", "epilogue: " FLOWDSL_EPILOGUE_NAMES, "c: m * n"};
   const std::string summary =
       "c[m, n] = epilogue(a[m, k] b[k, n] + bias[n]) by cuBLASLt, float accumulate; epilogue 0 none, 1 bias, "
       "2 bias + gelu (tanh), 3 bias + relu";

@@ -13,12 +13,15 @@
 //   template <class... T, class... A> static LaunchShape shape(const A&... args);
 //   using instances = Instances<Types<...>...>;                  (Descriptor: float types)
 //   static constexpr const char* variant, note;                  (Descriptor: none)
+//   static constexpr bool grid_strides; block_exact<T...>()      (Descriptor: true, true)
 //   template <class... T> static DerivedParameters derived();    when the kernel takes one
 //                                     parameter more than `params` names: its derived parameters
 #pragma once
 
+#include <cstring>
 #include <iterator>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -74,6 +77,13 @@ using NoTypes = Instances<Types<>>;
 /// What a descriptor leaves out.
 struct Descriptor {
   using instances = FloatTypes;
+  /// LaunchRule::grid_strides: the kernel strides over its work, any grid computes all of it.
+  static constexpr bool grid_strides = true;
+  /// LaunchRule::block_exact of kernel<T...>: it runs with its rule's block only.
+  template <class... T>
+  static constexpr bool block_exact() {
+    return true;
+  }
   static constexpr const char* variant = "";  ///< between the name and the type suffixes: "row_sum.warp.f32"
   static constexpr const char* note = "";     ///< appended to the summary
 };
@@ -121,19 +131,40 @@ auto declare(Into g, std::string node, const A&... args) {
       .args(args...);
 }
 
+template <class F>
+struct params_of;
+template <class... P>
+struct params_of<void (*)(P...)> {
+  using type = std::tuple<std::remove_cv_t<P>...>;
+};
+template <class D, class... T, std::size_t... I>
+LaunchShape erased_shape(const void* const* args, Types<T...>, std::index_sequence<I...>) {
+  using Params = typename params_of<decltype(D::template kernel<T...>())>::type;
+  std::tuple<std::tuple_element_t<I, Params>...> values;
+  (std::memcpy(&std::get<I>(values), args[I], sizeof(std::get<I>(values))), ...);
+  return D::template shape<T...>(std::get<I>(values)...);
+}
+/// LaunchRule::shape of kernel D<T...>: D's shape rule on arguments as the registry holds them,
+/// the one declare() applies.
+template <class D, class... T>
+LaunchShape shape_of(const void* const* args) {
+  return erased_shape<D>(args, Types<T...>{}, std::make_index_sequence<std::size(D::params)>{});
+}
+
 template <class D, class... T>
 void register_instance(KernelRegistry& registry, Types<T...>) {
   std::string name = std::string(D::name) + D::variant;
   ((name += std::string(".") + suffix<T>()), ...);
   std::vector<std::string> params(std::begin(D::params), std::end(D::params));
   std::string summary = std::string(D::summary) + D::note;
+  const LaunchRule launch{&shape_of<D, T...>, D::grid_strides, D::template block_exact<T...>()};
   // Every kernel of the library starts with programmatic_prologue(): it waits for its producers.
   if constexpr (has_derived<D, T...>()) {
     registry.add(std::move(name), D::template kernel<T...>(), std::move(params), std::move(summary),
-                 /*waits_for_producers=*/true, D::template derived<T...>());
+                 /*waits_for_producers=*/true, D::template derived<T...>(), launch);
   } else {
     registry.add(std::move(name), D::template kernel<T...>(), std::move(params), std::move(summary),
-                 /*waits_for_producers=*/true);
+                 /*waits_for_producers=*/true, launch);
   }
 }
 template <class D, class... I>

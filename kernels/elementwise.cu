@@ -37,8 +37,8 @@ struct Casts : Transform {
   X(Multiply, Transform, "multiply", "out[i] = a[i] * b[i]", multiply_kernel<T...>, "n", "a: n", "b: n", "out: n")                 \
   X(Clamp, Transform, "clamp", "y[i] = min(max(x[i], lo), hi)", clamp_kernel<T...>, "n", "lo", "hi", "x: n", "y: n")           \
   X(BiasActivation, ByColumn, "bias_activation",                                                                           \
-    "y[r, c] = act(x[r, c] + bias[c]); activation 0 none, 1 relu, 2 gelu, 3 silu", bias_activation_kernel<T...>, "rows", \
-    "cols", "activation", "x: rows * cols", "bias: cols", "y: rows * cols")                                                                                \
+    "y[r, c] = act(x[r, c] + bias[c]); activation none, relu, gelu or silu", bias_activation_kernel<T...>, "rows", \
+    "cols", "activation: " FLOWDSL_ACTIVATION_NAMES, "x: rows * cols", "bias: cols", "y: rows * cols")                                                                                \
   X(RandomUniform, Transform, "random_uniform", "out[i] uniform in [lo, hi), counter-based on (seed, i)",                 \
     random_uniform_kernel<T...>, "n", "seed", "lo", "hi", "out: n")                                                           \
   X(RandomNormal, Transform, "random_normal", "out[i] normal(mean, stddev), counter-based on (seed, i)",                  \

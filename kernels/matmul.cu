@@ -93,7 +93,14 @@ auto matmul_function() {
     return matmul_wgmma_kernel<T, float>;
   }
 }
+/// A block per output tile, no striding; the f16/bf16 kernel runs with up to its 384 threads
+/// (fewer take a slower path), the f32 one with its 256 only.
 struct ByTile : Descriptor {
+  static constexpr bool grid_strides = false;
+  template <class T>
+  static constexpr bool block_exact() {
+    return std::is_same_v<T, float>;
+  }
   template <class T, class... A>
   static LaunchShape shape(i32 m, i32 n, const A&...) {
     if constexpr (std::is_same_v<T, float>) {
@@ -113,10 +120,10 @@ struct CastByTile : ByTile {
 };
 FLOWDSL_KERNEL(Matmul, ByTile, "matmul",
                "c[m, n] = act(a[m, k] b[k, n] + bias[n]), float accumulate; f16, bf16 on tensor cores, f32 on FMA units",
-               matmul_function<T...>(), "m", "n", "k", "a: m * k", "b: k * n", "bias: n", "activation", "c: m * n")
+               matmul_function<T...>(), "m", "n", "k", "a: m * k", "b: k * n", "bias: n", "activation: " FLOWDSL_ACTIVATION_NAMES, "c: m * n")
 FLOWDSL_KERNEL(MatmulCast, CastByTile, "matmul",
                "c[m, n] = act(a[m, k] b[k, n] + bias[n]) rounded to the type of a and b, float accumulate, tensor cores",
-               (matmul_wgmma_kernel<T..., T...>), "m", "n", "k", "a: m * k", "b: k * n", "bias: n", "activation", "c: m * n")
+               (matmul_wgmma_kernel<T..., T...>), "m", "n", "k", "a: m * k", "b: k * n", "bias: n", "activation: " FLOWDSL_ACTIVATION_NAMES, "c: m * n")
 }  // namespace
 
 void register_matmul(KernelRegistry& registry) { register_kernels<void, Matmul, MatmulCast>(registry); }

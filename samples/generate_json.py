@@ -4,8 +4,8 @@ heat2d) and the small .npy files they read (samples/data/). Standard library onl
 
     python3 samples/generate_json.py
 
-The graphs are the C++ samples' graphs at smaller sizes; launch shapes are the ones the
-kernel library's launchers pick (kernels/*.cu), so that the same graph built in C++ has the
+The graphs are the C++ samples' graphs at smaller sizes; nodes name no launch shape, so that
+each gets the one the kernel library's launcher picks and the same graph built in C++ has the
 same topology hash (tests/gpu/test_json_gpu.cu checks it, and the outputs).
 """
 import json
@@ -17,33 +17,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "data")
 
 
-# ---------------------------------------------------------------- launch shapes ----------------
+# ---------------------------------------------------------------- kernel choices ---------------
+# Nodes of built-in kernels name no launch shape: each kernel's own rule (the one its C++
+# launcher applies) picks it from the arguments. What remains to choose is the variant.
 def blocks_for(work, per_block):
     return max(1, (work + per_block - 1) // per_block)
 
 
-def elementwise_grid(n, widest_bytes=4):  # 256 threads x (16 / widest element) x 4 unrolled
-    return blocks_for(n, 256 * (16 // widest_bytes) * 4)
+def row_kernel(name, suffix, cols):
+    """A warp per row up to 1024 columns, else a block per row: the variant the launcher picks."""
+    return name + (".warp." if cols <= 1024 else ".") + suffix
 
 
-def row_kernel(name, suffix, rows, cols, cached=False):
-    """A warp per row up to 1024 columns, else a block per row. Softmax and layer_norm (cached)
-    hold short rows in registers: 4 lanes a row up to 128 columns, so 64 rows a block."""
-    if cols <= 1024:
-        lanes = 4 if cached and cols <= 128 else 32
-        return name + ".warp." + suffix, blocks_for(rows, 256 // lanes)
-    return name + "." + suffix, rows
-
-
-def chunked_grid(cols, rows, element_bytes=4):  # pad, gather_rows: 16-byte chunks, 4 rows a thread
-    return [blocks_for(max(1, cols // (16 // element_bytes)), 256), min(blocks_for(rows, 4), 65535)]
-
-
-def rows_grid(cols, rows):  # crop, bias_activation
-    return [blocks_for(cols, 256), max(1, min(rows, 65535))]
-
-
-# ---------------------------------------------------------------- files -----------------------
 def write_npy(name, descr, fmt, values):
     header = "{'descr': '%s', 'fortran_order': False, 'shape': (%d,), }" % (descr, len(values))
     total = (10 + len(header) + 1 + 63) // 64 * 64
@@ -80,22 +65,10 @@ def uniform(low, high, seed):
     return {"kind": "uniform", "low": low, "high": high, "seed": seed}
 
 
-# The launch shape fk::matmul gives f16/bf16 (kernels/matmul_wgmma.cuh): 128 x 256 tiles of c,
-# 384 threads, the shared memory of 4 stages; another shape takes a slower path.
-MATMUL_BLOCK = 384
-MATMUL_SHARED_BYTES = 4 * (128 * 64 + 64 * 256) * 2 + 2 * 4 * 8 + 1024
-
-
-def matmul_grid(m, n):
-    return [blocks_for(n, 256), blocks_for(m, 128)]
-
-
-def kernel(name, kernel_name, grid, block, args, after=None, shared_bytes=0):
-    node = {"name": name, "kind": "kernel", "kernel": kernel_name, "grid": grid, "block": block, "args": args}
+def kernel(name, kernel_name, args, after=None):
+    node = {"name": name, "kind": "kernel", "kernel": kernel_name, "args": args}
     if after:
         node["after"] = after
-    if shared_bytes:
-        node["shared_bytes"] = shared_bytes
     return node
 
 
@@ -131,25 +104,25 @@ def mlp_inference():
         buf("probs", "f32", batch * classes, output=True),
         buf("classes", "i32", batch, output=True),
     ]
-    softmax, softmax_grid = row_kernel("softmax", "f32", batch, classes, cached=True)
-    argmax, argmax_grid = row_kernel("row_argmax", "f32", batch, classes)
+    softmax = row_kernel("softmax", "f32", classes)
+    argmax = row_kernel("row_argmax", "f32", classes)
     nodes = [
-        kernel("pad", "pad.f32", chunked_grid(width, batch), 256,
+        kernel("pad", "pad.f32", 
                {"batch": batch, "width": width, "pad_value": 0.0, "values": "values", "offsets": "offsets",
                 "out": "padded", "mask": "mask"}),
-        kernel("cast_in", "cast.f32.bf16", elementwise_grid(batch * width), 256,
+        kernel("cast_in", "cast.f32.bf16", 
                {"n": batch * width, "x": "padded", "y": "x16"}, ["pad"]),
-        kernel("linear1", "matmul.bf16", matmul_grid(batch, hidden), MATMUL_BLOCK,
-               {"m": batch, "n": hidden, "k": width, "a": "x16", "b": "w1", "bias": "b1", "activation": 2, "c": "h"},
-               ["cast_in"], MATMUL_SHARED_BYTES),
-        kernel("cast_h", "cast.f32.bf16", elementwise_grid(batch * hidden), 256,
+        kernel("linear1", "matmul.bf16", 
+               {"m": batch, "n": hidden, "k": width, "a": "x16", "b": "w1", "bias": "b1", "activation": "gelu", "c": "h"},
+               ["cast_in"]),
+        kernel("cast_h", "cast.f32.bf16", 
                {"n": batch * hidden, "x": "h", "y": "h16"}, ["linear1"]),
-        kernel("linear2", "matmul.bf16", matmul_grid(batch, classes), MATMUL_BLOCK,
-               {"m": batch, "n": classes, "k": hidden, "a": "h16", "b": "w2", "bias": "b2", "activation": 0,
-                "c": "logits"}, ["cast_h"], MATMUL_SHARED_BYTES),
-        kernel("softmax", softmax, softmax_grid, 256, {"rows": batch, "cols": classes, "x": "logits", "y": "probs"},
+        kernel("linear2", "matmul.bf16", 
+               {"m": batch, "n": classes, "k": hidden, "a": "h16", "b": "w2", "bias": "b2", "activation": "none",
+                "c": "logits"}, ["cast_h"]),
+        kernel("softmax", softmax, {"rows": batch, "cols": classes, "x": "logits", "y": "probs"},
                ["linear2"]),
-        kernel("argmax", argmax, argmax_grid, 256, {"rows": batch, "cols": classes, "x": "probs", "out": "classes"},
+        kernel("argmax", argmax, {"rows": batch, "cols": classes, "x": "probs", "out": "classes"},
                ["softmax"]),
     ]
     write_graph("mlp_inference", buffers, nodes, items_per_launch=batch)  # requests
@@ -174,15 +147,15 @@ def preprocess():
     ]
     nodes = [
         # The pad value is the mean pixel, so that padding normalises to zero.
-        kernel("pad", "pad.f32", chunked_grid(width, batch), 256,
+        kernel("pad", "pad.f32", 
                {"batch": batch, "width": width, "pad_value": 255.0 * mean, "values": "pixels", "offsets": "offsets",
                 "out": "padded", "mask": "mask"}),
-        kernel("scale", "scale.f32", elementwise_grid(n), 256,
+        kernel("scale", "scale.f32", 
                {"n": n, "a": 1.0 / (255.0 * stddev), "x": "padded", "y": "scaled"}, ["pad"]),
-        kernel("normalise", "bias_activation.f32", rows_grid(width, batch), 256,
-               {"rows": batch, "cols": width, "activation": 0, "x": "scaled", "bias": "bias", "y": "normalised"},
+        kernel("normalise", "bias_activation.f32", 
+               {"rows": batch, "cols": width, "activation": "none", "x": "scaled", "bias": "bias", "y": "normalised"},
                ["scale"]),
-        kernel("to_bf16", "cast.f32.bf16", elementwise_grid(n), 256, {"n": n, "x": "normalised", "y": "out"},
+        kernel("to_bf16", "cast.f32.bf16", {"n": n, "x": "normalised", "y": "out"},
                ["normalise"]),
     ]
     write_graph("preprocess", buffers, nodes, items_per_launch=batch)  # images
@@ -206,26 +179,25 @@ def rl_cartpole():
         buf("row_offsets", "i32", envs + 1,
             {"kind": "npy", "file": write_npy("cartpole_row_offsets.npy", "<i4", "i", list(range(envs + 1)))}),
     ]
-    grid = elementwise_grid(envs)
-    argmax, argmax_grid = row_kernel("row_argmax", "f32", envs, 2)
-    nodes = [kernel("reset", "cartpole_reset", blocks_for(envs, 256), 256,
+    argmax = row_kernel("row_argmax", "f32", 2)
+    nodes = [kernel("reset", "cartpole_reset", 
                     {"n": envs, "seed": seed, "state": "state", "reward_sum": "reward_sum",
                      "episode_steps": "episode_steps", "episodes": "episodes", "done": "done"})]
     last = "reset"
     for s in range(steps):
         p = "policy%d" % s
         nodes += [
-            kernel(p + ".theta", "scale.f32", grid, 256, {"n": envs, "a": -1.0, "x": at("state", 8 * envs), "y": "neg_obs"},
+            kernel(p + ".theta", "scale.f32", {"n": envs, "a": -1.0, "x": at("state", 8 * envs), "y": "neg_obs"},
                    [last]),
-            kernel(p + ".theta_dot", "axpy.f32", grid, 256,
+            kernel(p + ".theta_dot", "axpy.f32", 
                    {"n": envs, "a": -0.5, "x": at("state", 12 * envs), "y": "neg_obs"}, [p + ".theta"]),
-            kernel(p + ".x_dot", "axpy.f32", grid, 256, {"n": envs, "a": -0.01, "x": at("state", 4 * envs), "y": "neg_obs"},
+            kernel(p + ".x_dot", "axpy.f32", {"n": envs, "a": -0.01, "x": at("state", 4 * envs), "y": "neg_obs"},
                    [p + ".theta_dot"]),
-            kernel(p + ".rows", "pad.f32", chunked_grid(2, envs), 256,
+            kernel(p + ".rows", "pad.f32", 
                    {"batch": envs, "width": 2, "pad_value": 0.0, "values": "neg_obs", "offsets": "row_offsets",
                     "out": "rows", "mask": "rows_mask"}, [p + ".x_dot"]),
-            kernel(p, argmax, argmax_grid, 256, {"rows": envs, "cols": 2, "x": "rows", "out": "action"}, [p + ".rows"]),
-            kernel("step%d" % s, "cartpole_step", blocks_for(envs, 256), 256,
+            kernel(p, argmax, {"rows": envs, "cols": 2, "x": "rows", "out": "action"}, [p + ".rows"]),
+            kernel("step%d" % s, "cartpole_step", 
                    {"n": envs, "seed": seed, "max_steps": max_steps, "action": "action", "state": "state",
                     "reward_sum": "reward_sum", "episode_steps": "episode_steps", "episodes": "episodes", "done": "done"},
                    [p]),
@@ -245,18 +217,18 @@ def heat2d():
         buf("partials", "f64", steps * partials),
         buf("residuals", "f32", steps, output=True),
     ]
-    grid = [min(blocks_for(nx, 32), 32), min(blocks_for(ny, 8), 32)]
+    blocks = min(blocks_for(nx, 32), 32) * min(blocks_for(ny, 8), 32)  # of the step's rule: the partials it writes
     nodes = [{"name": "load", "kind": "memcpy", "dst": "u", "src": "initial", "bytes": 4 * nx * ny}]
     last = "load"
     for s in range(steps):  # ping-pong between u and v: an even number of steps ends in u
         name = "heat%d" % s
         source, target = ("v", "u") if s % 2 else ("u", "v")
         nodes += [
-            kernel(name + ".step", "heat2d_step", grid, [32, 8],
+            kernel(name + ".step", "heat2d_step",
                    {"nx": nx, "ny": ny, "alpha": alpha, "u": source, "u_next": target,
                     "partials": at("partials", 8 * partials * s)}, [last]),
-            kernel(name, "sum_finish", 1, 256,
-                   {"count": grid[0] * grid[1], "partials": at("partials", 8 * partials * s), "take_sqrt": 1,
+            kernel(name, "sum_finish",
+                   {"count": blocks, "partials": at("partials", 8 * partials * s), "take_sqrt": 1,
                     "out": at("residuals", 4 * s)}, [name + ".step"]),
         ]
         last = name + ".step"

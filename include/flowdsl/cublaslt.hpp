@@ -30,6 +30,9 @@ namespace flowdsl::kernels {
 /// \brief What a cuBLASLt product does after accumulating (an i32 parameter: values are stable).
 /// The gelu is cuBLASLt's: the tanh approximation, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 enum class Epilogue : std::int32_t { none = 0, bias = 1, bias_gelu = 2, bias_relu = 3 };
+/// The names of Epilogue's values in order, as the registered library calls declare them
+/// (graph files may write `"epilogue": "bias_gelu"`).
+#define FLOWDSL_EPILOGUE_NAMES "{none, bias, bias_gelu, bias_relu}"
 
 /// \brief c[m, n] = epilogue(a[m, k] b[k, n] + bias[n]), row-major, float accumulation, on the
 /// stream given. `Out` is T (bias of type T, as cuBLASLt wants) or float. `bias` may be null

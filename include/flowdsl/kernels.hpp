@@ -53,6 +53,9 @@ class Into {
 
 /// \brief Activation applied after a bias (an i32 kernel parameter: values are stable).
 enum class Activation : std::int32_t { none = 0, relu = 1, gelu = 2, silu = 3 };
+/// The names of Activation's values in order, as the registered kernels declare them (graph
+/// files may write `"activation": "gelu"`).
+#define FLOWDSL_ACTIVATION_NAMES "{none, relu, gelu, silu}"
 
 // ---------------------------------------------------------------- elementwise ----------------
 

@@ -20,6 +20,7 @@
 #include "flowdsl/condition.hpp"
 #include "flowdsl/error.hpp"
 #include "flowdsl/extent.hpp"
+#include "flowdsl/node_parts.hpp"
 #include "flowdsl/scalar_type.hpp"
 
 // CUDA's 16-bit float types, declared so that kernels taking them can be registered without
@@ -152,6 +153,34 @@ struct KernelParam {
   /// Pointers: the elements the kernel reads or writes through it, an expression of the
   /// scalar parameters (flowdsl/extent.hpp); empty: not declared, so not checked.
   std::string extent;
+  /// Integer scalars with named values (an enumeration): the name of value i, declared as
+  /// `"activation: {none, relu, gelu, silu}"`. Graph files may give the name or the number.
+  std::vector<std::string> enumerators = {};
+
+  /// \brief The name of `value`, or empty when it has none.
+  std::string_view enumerator(std::int64_t value) const noexcept {
+    return value >= 0 && static_cast<std::uint64_t>(value) < enumerators.size() ? std::string_view(enumerators[value])
+                                                                                 : std::string_view();
+  }
+  /// \brief The name of the value at `bytes` (a value of this parameter's type), or empty.
+  std::string_view enumerator_at(const void* bytes) const noexcept;
+};
+
+/// \brief How a kernel picks its launch shape from its arguments, and which other shapes it
+/// computes correctly with: what a graph file's node of it may omit or must respect.
+struct LaunchRule {
+  /// The shape for the arguments at `args` (one pointer per parameter, to a value of its type;
+  /// a condition's value is unspecified). Null: the kernel has no rule, a node states its shape.
+  LaunchShape (*shape)(const void* const* args) = nullptr;
+  /// Whether the kernel strides over its work, so that any grid computes all of it; else each
+  /// block computes its own part, and a grid smaller than the rule's in any dimension leaves
+  /// part of the output uncomputed.
+  bool grid_strides = true;
+  /// Whether the block must be the rule's; else any block of at most the rule's threads.
+  bool block_exact = true;
+  // Shared memory: at least the rule's (what the kernel's fastest path needs).
+
+  explicit operator bool() const noexcept { return shape != nullptr; }
 };
 
 /// \brief A kernel known by name.
@@ -173,6 +202,9 @@ struct KernelInfo {
   /// Set for a library call (a function that enqueues work on a stream, recorded into a library
   /// node): `function` is then the call's address, called through this. Null for kernels.
   StreamInvoker call = nullptr;
+  /// How the kernel picks its launch shape: set for the built-in kernels (the rule their C++
+  /// launchers apply), unset for kernels registered without one.
+  LaunchRule launch = {};
 
   /// \brief Whether this entry is a library call rather than a kernel.
   bool is_call() const noexcept { return call != nullptr; }
@@ -196,18 +228,20 @@ class KernelRegistry {
 
   /// \brief Adds a `__global__` function; parameter types come from its signature.
   /// \param param_names one name per parameter; a pointer's may carry its extent after a
-  ///        colon: `{"n", "a", "x: n", "y: n"}` (flowdsl/extent.hpp)
+  ///        colon: `{"n", "a", "x: n", "y: n"}` (flowdsl/extent.hpp), an integer's the names of
+  ///        its values: `"activation: {none, relu, gelu}"` (KernelParam::enumerators)
+  /// \param launch the rule that picks the launch shape from the arguments, if the kernel has one
   /// \throws UsageError as add(KernelInfo), or when the number of names differs from the
   ///         number of parameters.
   template <class... Params>
   const KernelInfo& add(std::string name, void (*function)(Params...), std::vector<std::string> param_names,
-                        std::string summary = {}, bool waits_for_producers = false) {
+                        std::string summary = {}, bool waits_for_producers = false, LaunchRule launch = {}) {
     if (param_names.size() != sizeof...(Params)) {
       throw UsageError("flowdsl: kernel '" + name + "' takes " + std::to_string(sizeof...(Params)) +
                        " parameters but " + std::to_string(param_names.size()) + " names were given");
     }
     KernelInfo info{std::move(name), reinterpret_cast<const void*>(function), {}, std::move(summary), {},
-                    waits_for_producers, {}};
+                    waits_for_producers, {}, nullptr, launch};
     const ParamType types[] = {param_type_of<Params>()..., ParamType{}};
     for (std::size_t i = 0; i < sizeof...(Params); ++i) info.params.push_back(split_param(param_names[i], types[i]));
     return add(std::move(info));
@@ -219,7 +253,7 @@ class KernelRegistry {
   ///         number of parameters, or `derived` is not the size of the last parameter.
   template <class... Params>
   const KernelInfo& add(std::string name, void (*function)(Params...), std::vector<std::string> param_names,
-                        std::string summary, bool waits_for_producers, DerivedParameters derived) {
+                        std::string summary, bool waits_for_producers, DerivedParameters derived, LaunchRule launch = {}) {
     static_assert(sizeof...(Params) > 0, "flowdsl: a kernel with derived parameters takes them as its last parameter");
     using Last = std::tuple_element_t<sizeof...(Params) - 1, std::tuple<Params...>>;
     static_assert(std::is_trivially_copyable_v<Last>, "flowdsl: derived parameters must be trivially copyable");
@@ -233,7 +267,7 @@ class KernelRegistry {
                        std::to_string(sizeof(Last)) + " bytes, the size of its last parameter");
     }
     KernelInfo info{std::move(name), reinterpret_cast<const void*>(function), {}, std::move(summary), {},
-                    waits_for_producers, derived};
+                    waits_for_producers, derived, nullptr, launch};
     add_params<std::tuple<Params...>>(info, param_names, std::make_index_sequence<sizeof...(Params) - 1>{});
     return add(std::move(info));
   }
@@ -252,7 +286,7 @@ class KernelRegistry {
                        " parameters after its stream but " + std::to_string(param_names.size()) + " names were given");
     }
     KernelInfo info{std::move(name), reinterpret_cast<const void*>(function), {}, std::move(summary), {}, false, {},
-                    &detail::invoke<R, Params...>};
+                    &detail::invoke<R, Params...>, {}};
     const ParamType types[] = {param_type_of<Params>()..., ParamType{}};
     for (std::size_t i = 0; i < sizeof...(Params); ++i) info.params.push_back(split_param(param_names[i], types[i]));
     return add(std::move(info));

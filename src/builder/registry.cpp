@@ -2,6 +2,7 @@
 #include "flowdsl/registry.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 namespace flowdsl {
@@ -11,10 +12,53 @@ std::string to_string(const ParamType& type) {
   return type.pointer ? text + "*" : text;
 }
 
+std::string_view KernelParam::enumerator_at(const void* bytes) const noexcept {
+  if (enumerators.empty() || type.pointer || type.condition) return {};
+  return visit_scalar(type.scalar, [&](auto tag) -> std::string_view {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_integral_v<T>) {
+      T value;
+      std::memcpy(&value, bytes, sizeof value);
+      if constexpr (std::is_signed_v<T>) {
+        if (value < 0) return {};
+      }
+      return static_cast<std::uint64_t>(value) < enumerators.size() ? enumerator(static_cast<std::int64_t>(value))
+                                                                    : std::string_view();
+    } else {
+      return {};
+    }
+  });
+}
+
 std::size_t KernelInfo::index_of(std::string_view param) const noexcept {
   const auto it = std::find_if(params.begin(), params.end(), [&](const KernelParam& p) { return p.name == param; });
   return static_cast<std::size_t>(it - params.begin());
 }
+
+namespace {
+// "{none, relu, gelu}": the names of values 0, 1, 2 of an integer parameter.
+std::vector<std::string> enumerators_of(const std::string& kernel, const KernelParam& p) {
+  const std::string where = "flowdsl: kernel '" + kernel + "': parameter '" + p.name + "'";
+  if (p.type.pointer || p.type.condition || p.type.scalar > ScalarType::u64) {
+    throw UsageError(where + " has named values but is not an integer scalar (" + to_string(p.type) + ")");
+  }
+  if (p.extent.back() != '}') throw UsageError(where + ": named values are written {name, name, ...}");
+  std::vector<std::string> names;
+  std::string name;
+  for (const char c : p.extent.substr(1)) {
+    if (c == ',' || c == '}') {
+      if (name.empty() || std::find(names.begin(), names.end(), name) != names.end()) {
+        throw UsageError(where + ": an empty or repeated value name in " + p.extent);
+      }
+      names.push_back(std::move(name));
+      name.clear();
+    } else if (c != ' ') {
+      name += c;
+    }
+  }
+  return names;
+}
+}  // namespace
 
 KernelRegistry& KernelRegistry::global() {
   static KernelRegistry registry;
@@ -30,12 +74,12 @@ bool KernelInfo::checked() const noexcept {
 
 KernelParam KernelRegistry::split_param(const std::string& declared, const ParamType& type) {
   const std::size_t colon = declared.find(':');
-  if (colon == std::string::npos) return KernelParam{declared, type, {}};
+  if (colon == std::string::npos) return KernelParam{declared, type, {}, {}};
   std::size_t end = colon;
   while (end > 0 && declared[end - 1] == ' ') --end;
   std::size_t start = colon + 1;
   while (start < declared.size() && declared[start] == ' ') ++start;
-  return KernelParam{declared.substr(0, end), type, declared.substr(start)};
+  return KernelParam{declared.substr(0, end), type, declared.substr(start), {}};
 }
 
 const KernelInfo& KernelRegistry::add(KernelInfo info) {
@@ -56,8 +100,13 @@ const KernelInfo& KernelRegistry::add(KernelInfo info) {
   }
   info.extents.assign(info.params.size(), Extent{});
   for (std::size_t i = 0; i < info.params.size(); ++i) {
-    const KernelParam& p = info.params[i];
+    KernelParam& p = info.params[i];
     if (p.extent.empty()) continue;
+    if (p.extent.front() == '{') {
+      p.enumerators = enumerators_of(info.name, p);
+      p.extent.clear();
+      continue;
+    }
     if (!p.type.pointer) {
       throw UsageError("flowdsl: kernel " + quoted_name(info.name) + ": parameter " + quoted_name(p.name) +
                        " is a scalar (" + to_string(p.type) + "), so it has no extent");

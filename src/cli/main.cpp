@@ -290,6 +290,8 @@ std::string signature(const flowdsl::KernelInfo& kernel) {
   for (const flowdsl::KernelParam& p : kernel.params) {
     params += (params.empty() ? "" : ", ") + flowdsl::to_string(p.type) + " " + p.name;
     if (!p.extent.empty()) params += "[" + p.extent + "]";  // the elements it touches
+    for (std::size_t i = 0; i < p.enumerators.size(); ++i) params += (i == 0 ? " {" : ", ") + p.enumerators[i];
+    if (!p.enumerators.empty()) params += "}";  // the names of its values
   }
   return params;
 }

@@ -63,6 +63,30 @@ std::string store_scalar(const json& v, unsigned char* out) {
   return {};
 }
 
+std::string list_enumerators(const KernelParam& param) {
+  std::string out;
+  for (const std::string& name : param.enumerators) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+// The bytes of the value named `name` of an enumerated parameter; false after reporting an
+// unknown name at `where`.
+bool bind_enumerator(const std::string& name, const KernelParam& param, const std::string& where, NodeBinder& binder,
+                     unsigned char* out) {
+  const auto& names = param.enumerators;
+  const auto it = std::find(names.begin(), names.end(), name);
+  if (it == names.end()) {
+    binder.problem(where, "parameter '" + param.name + "': unknown value '" + name + "' (values: " +
+                              list_enumerators(param) + ", or their numbers 0 to " + std::to_string(names.size() - 1) +
+                              ")");
+    return false;
+  }
+  const json number = static_cast<std::int64_t>(it - names.begin());
+  return visit_scalar(param.type.scalar,
+                      [&](auto tag) { return store_scalar<typename decltype(tag)::type>(number, out); })
+      .empty();
+}
+
 // One argument's bytes; false after reporting a problem at `where`. (A condition argument is
 // bound once the node is declared: see bind_json.)
 bool bind_argument(const json& value, const KernelParam& param, const std::string& where, NodeBinder& binder,
@@ -75,6 +99,7 @@ bool bind_argument(const json& value, const KernelParam& param, const std::strin
                               (value.is_object() ? std::string("a buffer reference") : type_of(value)));
     return false;
   }
+  if (value.is_string() && !param.enumerators.empty()) return bind_enumerator(value.get<std::string>(), param, where, binder, out);
   if (value.is_string() || value.is_object()) {
     BufferRef ref;
     from_json(value, ref);
@@ -235,6 +260,10 @@ json describe_arguments(const ArgumentPack& pack, const KernelInfo& entry, NodeD
       if (!target.empty()) args[p.name] = std::move(target);
       continue;
     }
+    if (const std::string_view name = p.enumerator_at(pack.data(i)); !name.empty()) {
+      args[p.name] = std::string(name);  // an enumerated value by its name
+      continue;
+    }
     json value = scalar_json(p.type, pack.data(i));
     if (value.is_number_float() && !std::isfinite(value.get<double>())) {
       describer.problem(where, "the value is not finite; JSON has no form for it");
@@ -254,7 +283,9 @@ void dot_arguments(const ArgumentPack& args, const KernelInfo* info, DotLabel& l
     } else if (args.kind(i) == SlotKind::condition) {
       label.lines.push_back(name + " = " + condition_text(label.description, args.word(i)));
     } else if (info && info->params[i].type.size() == args.slot_size(i)) {
-      label.lines.push_back(name + " = " + value_text(info->params[i].type, args.data(i), label.addresses));
+      const std::string_view value = info->params[i].enumerator_at(args.data(i));
+      label.lines.push_back(name + " = " +
+                            (value.empty() ? value_text(info->params[i].type, args.data(i), label.addresses) : std::string(value)));
     } else {
       label.lines.push_back(name + " = " + hex_bytes(args.data(i), args.slot_size(i)));
     }

@@ -364,7 +364,7 @@ void from_json(const json& j, KernelFileSpec& v) {
   for (std::size_t i = 0; i < params.size(); ++i) {
     within("/params" + token(i), [&] {
       expect_object(params[i], {"name", "type", "extent"});
-      KernelParam p{get_string(params[i], "name"), {}, {}};
+      KernelParam p{get_string(params[i], "name"), {}, {}, {}};
       if (optional_member(params[i], "extent") != nullptr) p.extent = get_string(params[i], "extent");
       const std::string type = get_string(params[i], "type");
       if (!parse_param_type(type, p.type)) {

@@ -49,6 +49,8 @@ std::string argument_text(const KernelOp& op, std::size_t index, const KernelInf
     if (op.args.slot_size(index) == sizeof(void*)) return hex(pointer_argument(op, index));
     return detail::hex_bytes(op.args.data(index), op.args.slot_size(index));
   }
+  const std::string_view name = info->params[index].enumerator_at(op.args.data(index));  // an enumerated value by name
+  if (!name.empty()) return std::string(name);
   return detail::scalar_text(info->params[index].type.scalar, op.args.data(index));
 }
 

@@ -41,6 +41,8 @@ std::string pointer_text(const Description& d, std::uint64_t value) {
 
 std::string value_text(const KernelOp& op, std::size_t i, const KernelInfo* info) {
   if (info == nullptr || info->params[i].type.pointer) return detail::hex_bytes(op.args.data(i), op.args.slot_size(i));
+  const std::string_view name = info->params[i].enumerator_at(op.args.data(i));  // an enumerated value by name
+  if (!name.empty()) return std::string(name);
   return detail::scalar_text(info->params[i].type.scalar, op.args.data(i));
 }
 

@@ -275,6 +275,14 @@ TEST_CASE("An unknown host function is reported at its node", "[json][errors]") 
   CHECK_THAT(e.what(), contains("unknown host function 'print' (known: tick)"));
 }
 
+TEST_CASE("A kernel registered without a launch rule needs its shape in the file", "[json][errors][shape]") {
+  REQUIRE_FALSE(registry().find("scale_f32")->launch);
+  const auto e = error_of(graph_with(R"({"name": "k", "kind": "kernel", "kernel": "scale_f32",
+                                         "args": {"n": 1, "alpha": 1.0, "x": "x", "y": "y"}})"));
+  CHECK(e.pointer() == "/nodes/0");
+  CHECK_THAT(e.what(), contains("node 'k' (kernel): launch shape was never set"));
+}
+
 TEST_CASE("Core validation errors are mapped to their node's pointer", "[json][errors]") {
   auto e = error_of(graph_with(R"({"name": "k", "kind": "kernel", "kernel": "scale_f32", "grid": 4, "block": 2048,
                                     "args": {"n": 1, "alpha": 1.0, "x": "x", "y": "y"}})"));

@@ -3,6 +3,8 @@
 #include <cuda_fp16.h>
 
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "catch.hpp"
 #include "flowdsl/registry.hpp"
@@ -38,6 +40,25 @@ TEST_CASE("Registered kernels take their parameter types from the signature", "[
   CHECK(m.params[2].type.size() == 8);
   REQUIRE(registry.list().size() == 2);
   CHECK(registry.list()[0]->name == "axpy");
+}
+
+TEST_CASE("An integer parameter may name its values", "[registry][enum]") {
+  flowdsl::KernelRegistry registry;
+  const auto& info = registry.add("axpy", axpy, {"n: {none, one, two}", "alpha", "x", "y"});
+  const flowdsl::KernelParam& n = info.params[0];
+  CHECK(n.name == "n");
+  CHECK(n.extent.empty());
+  CHECK(n.enumerators == std::vector<std::string>{"none", "one", "two"});
+  CHECK(n.enumerator(2) == "two");
+  CHECK(n.enumerator(3).empty());
+  const std::int32_t one = 1;
+  CHECK(n.enumerator_at(&one) == "one");
+  CHECK_FALSE(info.launch);  // registered without a launch rule: its nodes state their shapes
+
+  flowdsl::KernelRegistry other;
+  CHECK_THROWS_WITH(other.add("axpy", axpy, {"n", "alpha: {a, b}", "x", "y"}),
+                    contains("parameter 'alpha' has named values but is not an integer scalar (f32)"));
+  CHECK_THROWS_WITH(other.add("axpy", axpy, {"n: {a, a}", "alpha", "x", "y"}), contains("an empty or repeated value name"));
 }
 
 TEST_CASE("Scalar type names round-trip", "[registry]") {

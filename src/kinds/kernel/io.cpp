@@ -1,6 +1,9 @@
 // Kernel nodes in graph files and DOT dumps: registered kernel by name, launch shape, arguments
 // by parameter name (buffers for pointers, numbers for scalars, range-checked per type).
+#include <array>
+#include <cstring>
 #include <limits>
+#include <optional>
 
 #include "dot_text.hpp"
 #include "io_facets.hpp"
@@ -13,15 +16,70 @@ using namespace json_detail;
 std::vector<BodyMember> json_bodies(Tag<KernelOp>) { return {}; }
 
 json json_schema(Tag<KernelOp>) {
-  // A number (scalar), or a string: a buffer reference (pointer) or a conditional node's name (condition).
+  // A number (scalar), or a string: a buffer reference (pointer), a conditional node's name
+  // (condition) or the name of a value (an enumerated scalar: "gelu").
   const json argument = {{"oneOf", json::array({{{"type", "number"}}, {{"$ref", "#/$defs/buffer_ref"}}})}};
+  const char* from_rule = "optional for a kernel with a launch rule (the built-in ones): its rule's for the arguments";
   json properties = {{"kernel", {{"type", "string"}}},
-                     {"grid", {{"$ref", "#/$defs/dim"}}},
-                     {"block", {{"$ref", "#/$defs/dim"}}},
-                     {"shared_bytes", {{"type", "integer"}, {"minimum", 0}, {"maximum", 4294967295u}}},
+                     {"grid", {{"$ref", "#/$defs/dim"}, {"description", from_rule}}},
+                     {"block", {{"$ref", "#/$defs/dim"}, {"description", from_rule}}},
+                     {"shared_bytes",
+                      {{"type", "integer"}, {"minimum", 0}, {"maximum", 4294967295u}, {"description", from_rule}}},
                      {"args", {{"type", "object"}, {"additionalProperties", argument}}}};
   return {{"required", json::array({"kernel"})}, {"properties", std::move(properties)}};
 }
+
+namespace {
+// The registry's view of arguments: one pointer per parameter, to its bytes.
+std::vector<const void*> argument_pointers(const std::vector<std::array<unsigned char, 8>>& bytes) {
+  std::vector<const void*> out;
+  for (const auto& b : bytes) out.push_back(b.data());
+  return out;
+}
+
+// The shape of a node of `info`, a kernel with a launch rule: the file's where it gives one,
+// checked against what the kernel needs (`rule`, the rule's shape for the node's arguments),
+// else the rule's. False after reporting each problem.
+bool rule_shape(const json& fields, const KernelInfo& info, const LaunchShape& rule, NodeBinder& binder,
+                LaunchShape& shape) {
+  const std::string kernel = "kernel '" + info.name + "'";
+  bool ok = true;
+  shape = rule;
+  if (fields.contains("grid")) {
+    shape.grid = get_dim(fields, "grid");
+    const Dim3& g = shape.grid;
+    if (!info.launch.grid_strides && (g.x < rule.grid.x || g.y < rule.grid.y || g.z < rule.grid.z)) {
+      binder.problem("/grid", "grid " + dims(g) + " leaves part of the output uncomputed: " + kernel +
+                                  " computes one part a block and needs a grid of at least " + dims(rule.grid) +
+                                  " for these arguments (omit \"grid\" for that one)");
+      ok = false;
+    }
+  }
+  if (fields.contains("block")) {
+    shape.block = get_dim(fields, "block");
+    const Dim3& b = shape.block;
+    if (info.launch.block_exact && b != rule.block) {
+      binder.problem("/block", kernel + " runs with a block of " + dims(rule.block) + " only, found " + dims(b) +
+                                   " (omit \"block\" for that one)");
+      ok = false;
+    } else if (!info.launch.block_exact && b.volume() > rule.block.volume()) {
+      binder.problem("/block", "block " + dims(b) + " has " + std::to_string(b.volume()) + " threads, " + kernel +
+                                   " runs with at most " + std::to_string(rule.block.volume()));
+      ok = false;
+    }
+  }
+  if (fields.contains("shared_bytes")) {
+    shape.shared_bytes = fields.at("shared_bytes").get<std::uint32_t>();
+    if (shape.shared_bytes < rule.shared_bytes) {
+      binder.problem("/shared_bytes", "shared_bytes " + std::to_string(shape.shared_bytes) + " is less than the " +
+                                          std::to_string(rule.shared_bytes) + " " + kernel +
+                                          " needs for these arguments (omit \"shared_bytes\" for that)");
+      ok = false;
+    }
+  }
+  return ok;
+}
+}  // namespace
 
 json read_json(Tag<KernelOp>, json&& node) {
   // The members are kept where the parser put them; only the launch shape is rewritten (a
@@ -49,11 +107,23 @@ std::optional<NodeHandle> bind_json(Tag<KernelOp>, const std::string& name, cons
   const json& args = fields.at("args");
   std::vector<BoundArgument> values;
   if (!bind_arguments(args, *info, binder, values)) return std::nullopt;
+  std::optional<LaunchShape> shape;
+  if (info->launch) {
+    // The kernel's own rule, the one its C++ launcher applies, gives what the file leaves out.
+    std::vector<std::array<unsigned char, 8>> bytes(info->params.size(), std::array<unsigned char, 8>{});
+    for (const BoundArgument& v : values) std::memcpy(bytes[v.index].data(), v.bytes, sizeof v.bytes);
+    shape.emplace();
+    if (!rule_shape(fields, *info, info->launch.shape(argument_pointers(bytes).data()), binder, *shape)) return std::nullopt;
+  }
   auto node = binder.builder().kernel(name, *info);
-  // A shape the file does not give stays unset, and validation says so (there is no default).
-  if (fields.contains("grid")) node.grid(get_dim(fields, "grid"));
-  if (fields.contains("block")) node.block(get_dim(fields, "block"));
-  if (fields.contains("shared_bytes")) node.shared_memory(fields.at("shared_bytes").get<std::uint32_t>());
+  if (shape) {
+    node.launch(shape->grid, shape->block, shape->shared_bytes);
+  } else {
+    // A kernel without a rule: a shape the file does not give stays unset, and validation says so.
+    if (fields.contains("grid")) node.grid(get_dim(fields, "grid"));
+    if (fields.contains("block")) node.block(get_dim(fields, "block"));
+    if (fields.contains("shared_bytes")) node.shared_memory(fields.at("shared_bytes").get<std::uint32_t>());
+  }
   for (const BoundArgument& v : values) {
     const KernelParam& p = info->params[v.index];
     if (!p.type.condition) {
@@ -70,6 +140,20 @@ std::optional<NodeHandle> bind_json(Tag<KernelOp>, const std::string& name, cons
   return NodeHandle(node);
 }
 
+namespace {
+// The shape `info`'s rule gives for the node's arguments; none without a rule or with an
+// argument unbound or of another size.
+std::optional<LaunchShape> rule_of(const KernelOp& op, const KernelInfo& info) {
+  if (!info.launch || op.args.size() != info.params.size()) return std::nullopt;
+  std::vector<std::array<unsigned char, 8>> bytes(info.params.size(), std::array<unsigned char, 8>{});
+  for (std::size_t i = 0; i < op.args.size(); ++i) {
+    if (!op.args.bound(i) || op.args.slot_size(i) != info.params[i].type.size()) return std::nullopt;
+    std::memcpy(bytes[i].data(), op.args.data(i), op.args.slot_size(i));
+  }
+  return info.launch.shape(argument_pointers(bytes).data());
+}
+}  // namespace
+
 json describe_json(const KernelOp& op, NodeDescriber& describer) {
   json fields = json::object();
   const KernelInfo* info = describer.registry().find_function(op.function);
@@ -79,9 +163,11 @@ json describe_json(const KernelOp& op, NodeDescriber& describer) {
     return fields;
   }
   fields["kernel"] = info->name;
-  if (op.grid_set) fields["grid"] = write_dim(op.launch.grid);
-  if (op.block_set) fields["block"] = write_dim(op.launch.block);
-  if (op.launch.shared_bytes != 0) fields["shared_bytes"] = op.launch.shared_bytes;
+  // A shape the kernel's rule gives for these arguments is left out, as a person writes it.
+  const std::optional<LaunchShape> rule = rule_of(op, *info);
+  if (op.grid_set && !(rule && rule->grid == op.launch.grid)) fields["grid"] = write_dim(op.launch.grid);
+  if (op.block_set && !(rule && rule->block == op.launch.block)) fields["block"] = write_dim(op.launch.block);
+  if (op.launch.shared_bytes != (rule ? rule->shared_bytes : 0)) fields["shared_bytes"] = op.launch.shared_bytes;
   bool described = false;
   json args = describe_arguments(op.args, *info, describer, described);
   if (described) fields["args"] = std::move(args);
