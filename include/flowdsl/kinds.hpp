@@ -129,11 +129,27 @@ void for_each_symbol(const Operation& op, Visit&& visit) {
       op);
 }
 
-/// \brief Whether an operation is a conditional node (IF, WHILE, SWITCH).
-inline bool is_conditional(const Operation& op) noexcept {
-  return std::holds_alternative<IfOp>(op) || std::holds_alternative<WhileOp>(op) ||
-         std::holds_alternative<SwitchOp>(op);
+/// \brief Whether nodes of kind `Op` are conditional: a kernel sets their condition on the device
+/// (IF, WHILE, SWITCH: their operations derive from ConditionalFields).
+template <class Op>
+inline constexpr bool conditional_kind = std::is_base_of_v<ConditionalFields, Op>;
+
+/// \brief The fields a conditional node has (its default value); null for other nodes. With
+/// is_conditional, the one answer to "is this node conditional?".
+inline const ConditionalFields* conditional_fields(const Operation& op) noexcept {
+  return std::visit(
+      [](const auto& o) -> const ConditionalFields* {
+        if constexpr (conditional_kind<std::decay_t<decltype(o)>>) {
+          return &o;
+        } else {
+          return nullptr;
+        }
+      },
+      op);
 }
+
+/// \brief Whether an operation is a conditional node (IF, WHILE, SWITCH).
+inline bool is_conditional(const Operation& op) noexcept { return conditional_fields(op) != nullptr; }
 
 namespace detail {
 

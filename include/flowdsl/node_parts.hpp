@@ -27,6 +27,9 @@ struct Dim3 {
   friend constexpr bool operator!=(const Dim3& a, const Dim3& b) { return !(a == b); }
 };
 
+/// \brief "64x1x1": how messages, DOT and the profiler write a grid or a block.
+std::string to_string(const Dim3& d);
+
 /// \brief How a kernel is launched. Structure.
 struct LaunchShape {
   Dim3 grid;

@@ -103,6 +103,12 @@ std::string hex_bytes(const void* bytes, std::size_t size) {
   return out;
 }
 
+std::string hex(std::uint64_t value) {
+  char text[24];
+  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
 std::string scalar_text(ScalarType type, const void* bytes) {
   return visit_scalar(type, [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -8,6 +8,11 @@
 
 namespace flowdsl {
 
+std::string to_string(const Dim3& d) {
+  return std::to_string(d.x) + "x" + std::to_string(d.y) + "x" + std::to_string(d.z);
+}
+
+
 void ArgumentPack::append(const void* value, std::size_t size, std::size_t align, bool bound, SlotKind kind) {
   if (kind != SlotKind::value && size != sizeof(std::uint64_t)) {
     throw UsageError("flowdsl: a pointer or condition argument takes 8 bytes, not " + std::to_string(size));

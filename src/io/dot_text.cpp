@@ -52,14 +52,8 @@ std::string quoted(std::string_view text) {
   return out + "\"";
 }
 
-std::string dims(const Dim3& d) {
-  return std::to_string(d.x) + "x" + std::to_string(d.y) + "x" + std::to_string(d.z);
-}
-
 std::string pointer_text(const void* p) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%p", p);
-  return buffer;
+  return detail::hex(reinterpret_cast<std::uintptr_t>(p));
 }
 
 AddressNames::AddressNames(const Description& description)

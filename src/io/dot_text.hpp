@@ -23,7 +23,6 @@ void escape_into(std::string& out, std::string_view text);
 /// `text` escaped and in double quotes.
 std::string quoted(std::string_view text);
 /// "256x1x1".
-std::string dims(const Dim3& d);
 /// "0x7f..." as printf's %p.
 std::string pointer_text(const void* p);
 

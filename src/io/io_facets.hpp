@@ -158,7 +158,7 @@ FLOWDSL_NODE_KINDS(FLOWDSL_IO_FACETS)
 /// Whether nodes of kind `Op` have a condition that kernels set (IF, WHILE, SWITCH).
 template <class Op>
 constexpr bool holds_condition(Tag<Op>) {
-  return std::is_base_of_v<ConditionalFields, Op>;
+  return conditional_kind<Op>;
 }
 
 /// Calls `f(Tag<Op>{})` for the kind named `kind`; false when no kind has that name.

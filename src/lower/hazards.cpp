@@ -17,6 +17,7 @@
 #include "flowdsl/hazards.hpp"
 #include "flowdsl/plan.hpp"
 #include "lowering_facets.hpp"
+#include "value_text.hpp"
 
 namespace flowdsl {
 namespace lowering {
@@ -96,11 +97,6 @@ Adjacency transpose(const Adjacency& pred, std::size_t count) {
   return succ;
 }
 
-std::string hex(std::uint64_t v) {
-  char text[24];
-  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(v));
-  return text;
-}
 
 class HazardCheck {
  public:
@@ -235,8 +231,8 @@ class HazardCheck {
       return "bytes [" + std::to_string(lo - base) + ", " + std::to_string(end - base) + ") of buffer " +
              quoted_name(b->name);
     }
-    if (hi == unbounded) return "memory from " + hex(lo) + " on (an access of unknown extent)";
-    return "bytes [" + hex(lo) + ", " + hex(hi) + ")";
+    if (hi == unbounded) return "memory from " + detail::hex(lo) + " on (an access of unknown extent)";
+    return "bytes [" + detail::hex(lo) + ", " + detail::hex(hi) + ")";
   }
 
   // Whether a path leads from `from` to `to`: a search that never passes `to`'s position.

@@ -3,6 +3,9 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
 
 #include "edges.hpp"
 #include "flowdsl/registry.hpp"
@@ -297,6 +300,35 @@ void check_bodies(const Description& d, Diagnostics& diag) {
   }
 }
 
+// What a conditional body may hold, from the kinds' allowed_in_conditional_body: "kernel,
+// memcpy, ..., library and conditional nodes" (the conditional kinds named once, last).
+template <class... Ops>
+std::string kinds_allowed_in_bodies(const std::variant<Ops...>*) {
+  std::vector<std::string_view> names;
+  bool conditional = false;
+  const auto add = [&](bool allowed, bool is_conditional, std::string_view name) {
+    if (!allowed) return;
+    if (is_conditional) {
+      conditional = true;
+    } else {
+      names.push_back(name);
+    }
+  };
+  (add(allowed_in_conditional_body<Ops>, conditional_kind<Ops>, Ops::kind), ...);
+  if (conditional) names.push_back("conditional");
+  std::string text;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    text += i == 0 ? "" : i + 1 == names.size() ? " and " : ", ";
+    text += names[i];
+  }
+  return text + " nodes";
+}
+
+const std::string& allowed_in_bodies_text() {
+  static const std::string text = kinds_allowed_in_bodies(static_cast<const Operation*>(nullptr));
+  return text;
+}
+
 // CUDA's rules for conditional nodes: what their bodies may hold, where they may sit, and that
 // a kernel sets each one's condition (a WHILE's from inside its body, or it never ends).
 void check_conditionals(const Description& d, Diagnostics& diag) {
@@ -314,7 +346,7 @@ void check_conditionals(const Description& d, Diagnostics& diag) {
     if (conditional != no_node && !allowed) {
       diag.report(d, id,
                   "cannot run inside conditional node " + quoted_name(node_path(d, conditional)) +
-                      " (CUDA allows kernel, memcpy, memset, empty, child and conditional nodes there)");
+                      " (CUDA allows " + allowed_in_bodies_text() + " there)");
     }
     if (is_conditional(n.op) && child != no_node) {
       diag.report(d, id,
@@ -342,13 +374,7 @@ void check_conditionals(const Description& d, Diagnostics& diag) {
     if (std::holds_alternative<WhileOp>(op) && set < 2) {
       diag.report(d, id, "no kernel in its body sets its condition, so the loop would never end or never run: "
                          "pass its condition() to a kernel of its body");
-    } else if (set == 0 && !std::visit([](const auto& o) {
-                 if constexpr (std::is_base_of_v<ConditionalFields, std::decay_t<decltype(o)>>) {
-                   return o.default_value.has_value();
-                 } else {
-                   return true;
-                 }
-               }, op)) {
+    } else if (set == 0 && !conditional_fields(op)->default_value.has_value()) {
       diag.report(d, id, "nothing sets its condition: give it a default value or pass its condition() to a kernel");
     }
   }

@@ -22,15 +22,7 @@ namespace {
 
 constexpr std::size_t scan_chunk_bytes = std::size_t{16} << 20;  // host staging per NaN scan step
 
-std::string dims(const Dim3& d) {
-  return std::to_string(d.x) + "x" + std::to_string(d.y) + "x" + std::to_string(d.z);
-}
-
-std::string hex(const void* ptr) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%p", ptr);
-  return text;
-}
+std::string hex(const void* ptr) { return detail::hex(reinterpret_cast<std::uintptr_t>(ptr)); }
 
 const void* pointer_argument(const KernelOp& op, std::size_t index) {
   const void* value = nullptr;
@@ -56,8 +48,8 @@ std::string argument_text(const KernelOp& op, std::size_t index, const KernelInf
 
 // "kernel 'saxpy', grid 4x1x1, block 256x1x1, 0 bytes shared, arguments (n=1024, x=0x7f..)".
 std::string kernel_text(const KernelOp& op, const std::string& name, const KernelInfo* info) {
-  std::string text = "kernel " + quoted_name(name) + ", grid " + dims(op.launch.grid) + ", block " +
-                     dims(op.launch.block) + ", " + std::to_string(op.launch.shared_bytes) +
+  std::string text = "kernel " + quoted_name(name) + ", grid " + to_string(op.launch.grid) + ", block " +
+                     to_string(op.launch.block) + ", " + std::to_string(op.launch.shared_bytes) +
                      " bytes shared, arguments (";
   for (std::size_t i = 0; i < op.args.size(); ++i) {
     if (i > 0) text += ", ";

@@ -11,12 +11,6 @@
 namespace flowdsl::profiling {
 namespace {
 
-std::string hex(std::uint64_t value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
-  return text;
-}
-
 // A pointer or condition argument: what it stands for where the description knows.
 std::string pointer_text(const Description& d, std::uint64_t value) {
   if (symbol::is_symbol(value)) {
@@ -28,7 +22,7 @@ std::string pointer_text(const Description& d, std::uint64_t value) {
       const std::uint64_t offset = symbol::offset_of(value);
       return offset == 0 ? name : name + " + " + std::to_string(offset);
     }
-    return hex(value);
+    return detail::hex(value);
   }
   for (const NamedBuffer& b : d.buffers) {
     const auto begin = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(b.ptr));
@@ -36,7 +30,7 @@ std::string pointer_text(const Description& d, std::uint64_t value) {
       return value == begin ? b.name : b.name + "+" + std::to_string(value - begin);
     }
   }
-  return hex(value);
+  return detail::hex(value);
 }
 
 std::string value_text(const KernelOp& op, std::size_t i, const KernelInfo* info) {

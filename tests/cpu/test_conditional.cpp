@@ -97,7 +97,7 @@ TEST_CASE("A host node inside a WHILE body is reported naming both nodes", "[con
   const auto all = messages(l.g);
   REQUIRE(all.size() == 1);
   CHECK(all[0] == "node 'solve/log' (host): cannot run inside conditional node 'solve' (CUDA allows "
-                  "kernel, memcpy, memset, empty, child and conditional nodes there)");
+                  "kernel, memcpy, memset, empty, child, library and conditional nodes there)");
 }
 
 TEST_CASE("A conditional node inside a child graph is reported", "[conditional][validation]") {

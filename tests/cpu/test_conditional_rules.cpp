@@ -86,7 +86,7 @@ TEST_CASE("Each of CUDA's rules is refused with its message before the backend i
       {"a host node in a body",
        [](flowdsl::Graph& g) { g.if_then("gate", flowdsl::ConditionDefault{1}).body().host("log", nothing); },
        "node 'gate/log' (host): cannot run inside conditional node 'gate' (CUDA allows kernel, memcpy, "
-       "memset, empty, child and conditional nodes there)"},
+       "memset, empty, child, library and conditional nodes there)"},
       {"a conditional node in a child graph",
        [](flowdsl::Graph& g) { g.child("stage").body().if_then("inner", flowdsl::ConditionDefault{1}).body().empty("nop"); },
        "node 'stage/inner' (if): a conditional node cannot sit inside child graph 'stage' (CUDA cannot nest a graph "

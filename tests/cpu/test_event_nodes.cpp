@@ -81,7 +81,7 @@ TEST_CASE("A null event is reported, and event nodes stay out of conditional bod
   CHECK(std::count(all.begin(), all.end(), "node 'nowhere' (event_record): event is null") == 1);
   CHECK(std::count(all.begin(), all.end(),
                    "node 'maybe/inside' (event_wait): cannot run inside conditional node 'maybe' (CUDA allows "
-                   "kernel, memcpy, memset, empty, child and conditional nodes there)") == 1);
+                   "kernel, memcpy, memset, empty, child, library and conditional nodes there)") == 1);
   CHECK(all.size() == 2);
 
   flowdsl::Graph fixed;

@@ -208,9 +208,9 @@ TEST_CASE("An alloc of zero bytes or past 1 TiB is reported; memory nodes stay o
   CHECK(has(all, "node 'huge' (alloc): allocates 1099511627777 bytes, over the 1 TiB a graph allocation may have "
                  "(its symbolic address holds a 40-bit offset)"));
   CHECK(has(all, "node 'loop/inside' (alloc): cannot run inside conditional node 'loop' (CUDA allows kernel, "
-                 "memcpy, memset, empty, child and conditional nodes there)"));
+                 "memcpy, memset, empty, child, library and conditional nodes there)"));
   CHECK(has(all, "node 'loop/inside_free' (free): cannot run inside conditional node 'loop' (CUDA allows kernel, "
-                 "memcpy, memset, empty, child and conditional nodes there)"));
+                 "memcpy, memset, empty, child, library and conditional nodes there)"));
 }
 
 TEST_CASE("Pointers into graph memory stay inside it: bounds, extents and hazards", "[memory][validation][hazards]") {

@@ -415,7 +415,7 @@ TEST_CASE("CUDA's rules for conditional nodes are refused before anything reache
       {"a host node in a body",
        [](flowdsl::Graph& g, int*) { g.if_then("gate", flowdsl::ConditionDefault{1}).body().host("log", nothing); },
        "node 'gate/log' (host): cannot run inside conditional node 'gate' (CUDA allows kernel, memcpy, "
-       "memset, empty, child and conditional nodes there)"},
+       "memset, empty, child, library and conditional nodes there)"},
       {"a conditional node in a child graph",
        [](flowdsl::Graph& g, int*) {
          g.child("stage").body().if_then("inner", flowdsl::ConditionDefault{1}).body().empty("nop");

@@ -49,8 +49,8 @@ bool rule_shape(const json& fields, const KernelInfo& info, const LaunchShape& r
     shape.grid = get_dim(fields, "grid");
     const Dim3& g = shape.grid;
     if (!info.launch.grid_strides && (g.x < rule.grid.x || g.y < rule.grid.y || g.z < rule.grid.z)) {
-      binder.problem("/grid", "grid " + dims(g) + " leaves part of the output uncomputed: " + kernel +
-                                  " computes one part a block and needs a grid of at least " + dims(rule.grid) +
+      binder.problem("/grid", "grid " + to_string(g) + " leaves part of the output uncomputed: " + kernel +
+                                  " computes one part a block and needs a grid of at least " + to_string(rule.grid) +
                                   " for these arguments (omit \"grid\" for that one)");
       ok = false;
     }
@@ -59,11 +59,11 @@ bool rule_shape(const json& fields, const KernelInfo& info, const LaunchShape& r
     shape.block = get_dim(fields, "block");
     const Dim3& b = shape.block;
     if (info.launch.block_exact && b != rule.block) {
-      binder.problem("/block", kernel + " runs with a block of " + dims(rule.block) + " only, found " + dims(b) +
+      binder.problem("/block", kernel + " runs with a block of " + to_string(rule.block) + " only, found " + to_string(b) +
                                    " (omit \"block\" for that one)");
       ok = false;
     } else if (!info.launch.block_exact && b.volume() > rule.block.volume()) {
-      binder.problem("/block", "block " + dims(b) + " has " + std::to_string(b.volume()) + " threads, " + kernel +
+      binder.problem("/block", "block " + to_string(b) + " has " + std::to_string(b.volume()) + " threads, " + kernel +
                                    " runs with at most " + std::to_string(rule.block.volume()));
       ok = false;
     }
@@ -177,8 +177,8 @@ json describe_json(const KernelOp& op, NodeDescriber& describer) {
 void dot_label(const KernelOp& op, DotLabel& label) {
   const std::string kernel = kernel_name_of(op);
   label.lines.push_back("kernel " + (kernel.empty() ? std::string("(unnamed)") : kernel));
-  label.lines.push_back((op.grid_set ? "grid " + dims(op.launch.grid) : std::string("grid (unset)")) +
-                        (op.block_set ? " block " + dims(op.launch.block) : std::string(" block (unset)")) +
+  label.lines.push_back((op.grid_set ? "grid " + to_string(op.launch.grid) : std::string("grid (unset)")) +
+                        (op.block_set ? " block " + to_string(op.launch.block) : std::string(" block (unset)")) +
                         (op.launch.shared_bytes ? " smem " + std::to_string(op.launch.shared_bytes) : ""));
   if (!label.options.show_arguments) return;
   dot_arguments(op.args, label.options.registry ? label.options.registry->find_function(op.function) : nullptr, label);

@@ -18,10 +18,6 @@ constexpr std::uint32_t max_block_threads = 1024;
 constexpr std::uint32_t max_block[3] = {1024, 1024, 64};
 constexpr std::size_t default_shared_limit = 48 * 1024;  // above this a kernel must opt in
 
-std::string dims(const Dim3& d) {
-  return std::to_string(d.x) + "x" + std::to_string(d.y) + "x" + std::to_string(d.z);
-}
-
 // Points `pointers` at the node's arguments (resolved into `resolved` when some hold symbols)
 // and, for a kernel with derived parameters, at them, computed into this thread's buffer.
 void argument_pointers(const KernelOp& op, const Symbols& symbols, std::optional<ArgumentPack>& resolved,
@@ -128,13 +124,13 @@ void report_structure(const KernelOp& op, NodeCheck& diag) {
   }
   const Dim3& g = op.launch.grid;
   const Dim3& b = op.launch.block;
-  if (g.volume() == 0) diag.report("grid " + dims(g) + " has a zero dimension");
-  if (b.volume() == 0) diag.report("block " + dims(b) + " has a zero dimension");
+  if (g.volume() == 0) diag.report("grid " + to_string(g) + " has a zero dimension");
+  if (b.volume() == 0) diag.report("block " + to_string(b) + " has a zero dimension");
   if (b.volume() > max_block_threads) {
-    diag.report("block of " + std::to_string(b.volume()) + " threads (" + dims(b) + ") exceeds " +
+    diag.report("block of " + std::to_string(b.volume()) + " threads (" + to_string(b) + ") exceeds " +
                           std::to_string(max_block_threads));
   } else if (b.x > max_block[0] || b.y > max_block[1] || b.z > max_block[2]) {
-    diag.report("block " + dims(b) + " exceeds the per-axis limits 1024x1024x64");
+    diag.report("block " + to_string(b) + " exceeds the per-axis limits 1024x1024x64");
   }
   for (std::size_t i = 0; i < op.args.size(); ++i) {
     if (!op.args.bound(i)) diag.report("argument " + std::to_string(i) + " was never set (call args(...))");
@@ -223,8 +219,8 @@ void describe_structure(const KernelOp& op, std::vector<StructureField>& out) {
     name = address;
   }
   out.push_back({"function", std::move(name)});
-  out.push_back({"grid", dims(op.launch.grid)});
-  out.push_back({"block", dims(op.launch.block)});
+  out.push_back({"grid", to_string(op.launch.grid)});
+  out.push_back({"block", to_string(op.launch.block)});
   out.push_back({"shared memory", std::to_string(op.launch.shared_bytes)});
   out.push_back({"argument count", std::to_string(op.args.size())});
   if (op.derived) out.push_back({"derived parameters", std::to_string(op.derived.bytes) + " bytes"});
@@ -265,7 +261,7 @@ void check_device(const KernelOp& op, NodeCheck& diag, DeviceContext& device) {
   const std::uint32_t grid[3] = {op.launch.grid.x, op.launch.grid.y, op.launch.grid.z};
   for (int axis = 0; axis < 3; ++axis) {
     if (grid[axis] > limits.max_grid[axis]) {
-      diag.report("grid " + dims(op.launch.grid) + " exceeds the device's limit of " +
+      diag.report("grid " + to_string(op.launch.grid) + " exceeds the device's limit of " +
                             std::to_string(limits.max_grid[axis]) + " blocks on axis " + "xyz"[axis]);
     }
   }
