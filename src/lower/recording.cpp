@@ -4,17 +4,21 @@
 
 namespace flowdsl::lowering {
 
-Recording shape_of(cudaGraph_t graph, const std::string& path) {
+std::vector<cudaGraphNode_t> nodes_of(cudaGraph_t graph, const std::string& path) {
   std::size_t count = 0;
   check(cudaGraphGetNodes(graph, nullptr, &count), "cudaGraphGetNodes", path.c_str());
-  thread_local std::vector<cudaGraphNode_t> nodes;
-  nodes.resize(count);
+  std::vector<cudaGraphNode_t> nodes(count);
   if (count != 0) check(cudaGraphGetNodes(graph, nodes.data(), &count), "cudaGraphGetNodes", path.c_str());
+  nodes.resize(count);
+  return nodes;
+}
+
+Recording shape_of(cudaGraph_t graph, const std::string& path) {
   Recording shape;
   shape.known = true;
-  for (std::size_t i = 0; i < count; ++i) {
+  for (cudaGraphNode_t node : nodes_of(graph, path)) {
     cudaGraphNodeType type{};
-    check(cudaGraphNodeGetType(nodes[i], &type), "cudaGraphNodeGetType", path.c_str());
+    check(cudaGraphNodeGetType(node, &type), "cudaGraphNodeGetType", path.c_str());
     ++(type == cudaGraphNodeTypeKernel ? shape.kernels : shape.others);
   }
   return shape;
@@ -36,11 +40,7 @@ const char* node_type_name(cudaGraphNodeType type) {
 }  // namespace
 
 std::string refused_in_conditional_body(cudaGraph_t graph, const std::string& path) {
-  std::size_t count = 0;
-  check(cudaGraphGetNodes(graph, nullptr, &count), "cudaGraphGetNodes", path.c_str());
-  std::vector<cudaGraphNode_t> nodes(count);
-  if (count != 0) check(cudaGraphGetNodes(graph, nodes.data(), &count), "cudaGraphGetNodes", path.c_str());
-  for (cudaGraphNode_t node : nodes) {
+  for (cudaGraphNode_t node : nodes_of(graph, path)) {
     cudaGraphNodeType type{};
     check(cudaGraphNodeGetType(node, &type), "cudaGraphNodeGetType", path.c_str());
     switch (type) {

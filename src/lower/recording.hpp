@@ -15,6 +15,9 @@
 
 namespace flowdsl::lowering {
 
+/// `graph`'s top-level nodes, in CUDA's order. \throws CudaError naming `path`
+std::vector<cudaGraphNode_t> nodes_of(cudaGraph_t graph, const std::string& path);
+
 /// What `graph`'s top-level nodes are (a Recording, known). \throws CudaError naming `path`
 Recording shape_of(cudaGraph_t graph, const std::string& path);
 

@@ -156,14 +156,11 @@ std::vector<std::vector<std::uint64_t>> recorded_ids(const profiling::CuptiSessi
                                                      const Plan& plan, const std::vector<cudaGraphNode_t>& natives) {
   const std::vector<cudaGraph_t> recorded = lowering::recordings(d, plan, natives);
   std::vector<std::vector<std::uint64_t>> out(natives.size());
-  std::vector<cudaGraphNode_t> members;
   for (std::size_t position = 0; position < recorded.size(); ++position) {
     if (recorded[position] == nullptr) continue;
-    std::size_t count = 0;
-    check(cudaGraphGetNodes(recorded[position], nullptr, &count), "cudaGraphGetNodes (profiler)");
-    members.resize(count);
-    if (count != 0) check(cudaGraphGetNodes(recorded[position], members.data(), &count), "cudaGraphGetNodes (profiler)");
-    for (std::size_t i = 0; i < count; ++i) out[position].push_back(session.node_id(members[i]));
+    for (cudaGraphNode_t node : lowering::nodes_of(recorded[position], "(profiler)")) {
+      out[position].push_back(session.node_id(node));
+    }
     std::sort(out[position].begin(), out[position].end(), [](std::uint64_t a, std::uint64_t b) {
       return profiling::local_part(a) < profiling::local_part(b);
     });
