@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "flowdsl/chunked_list.hpp"
-#include "flowdsl/kinds.hpp"
+#include "flowdsl/kind_traits.hpp"
 #include "flowdsl/node_parts.hpp"
 
 namespace flowdsl {
@@ -65,6 +65,15 @@ struct Description {
 
 /// \brief The path of node `id` from the top level: "outer/loop/step".
 std::string node_path(const Description& description, NodeId id);
+
+/// \brief The node allocating the graph memory that `value` (a pointer or a free's memory)
+/// addresses, or no_node when it is no symbol or its symbol stands for no allocation.
+inline NodeId allocation_of(const Description& description, std::uint64_t value) {
+  if (!symbol::is_symbol(value)) return no_node;
+  const std::uint32_t index = symbol::index_of(value);
+  const NodeId owner = index < description.symbols.size() ? description.symbols[index] : no_node;
+  return owner < description.nodes.size() && allocated_bytes(description.nodes[owner].op) ? owner : no_node;
+}
 
 /// \brief The longest node name, in bytes.
 inline constexpr std::size_t max_node_name_bytes = 256;

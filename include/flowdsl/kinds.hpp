@@ -1,7 +1,8 @@
 #pragma once
 /// \file kinds.hpp
 /// \brief The list of node kinds. Generic code (builder, validation, plan, hash, emitter,
-/// runtime, JSON, DOT, CLI) iterates over `Operation`'s alternatives and never names a kind.
+/// runtime, JSON, DOT, CLI) iterates over `Operation`'s alternatives and never names a kind: it
+/// asks what a kind does through the traits of kind_traits.hpp.
 ///
 /// Adding a kind: its header in flowdsl/kinds/, its folder in src/kinds/ (one file per layer
 /// that has something to say about it), its include and its line in FLOWDSL_NODE_KINDS here,
@@ -9,10 +10,8 @@
 /// through one. Each layer declares the facets it needs of every kind from this list, so a
 /// kind that lacks one fails the build (at link time, naming the facet and the kind).
 
-#include <cstdint>
 #include <string_view>
 #include <type_traits>
-#include <utility>
 #include <variant>
 
 #include "flowdsl/kinds/child.hpp"
@@ -62,94 +61,6 @@ using Operation = detail::variant_of_kinds<void FLOWDSL_NODE_KINDS(FLOWDSL_KIND_
 inline std::string_view kind_name(const Operation& op) noexcept {
   return std::visit([](const auto& o) { return std::decay_t<decltype(o)>::kind; }, op);
 }
-
-namespace detail {
-template <class Op, class = void>
-struct has_variable_bodies : std::false_type {};
-template <class Op>
-struct has_variable_bodies<Op, std::void_t<decltype(std::declval<const Op&>().bodies())>> : std::true_type {};
-template <class Op, class = void>
-struct conditional_body_rule : std::true_type {};
-template <class Op>
-struct conditional_body_rule<Op, std::void_t<decltype(Op::allowed_in_conditional_body)>>
-    : std::bool_constant<Op::allowed_in_conditional_body> {};
-template <class Op, class = void>
-struct graph_memory_rule : std::false_type {};
-template <class Op>
-struct graph_memory_rule<Op, std::void_t<decltype(Op::graph_memory)>> : std::bool_constant<Op::graph_memory> {};
-template <class Op, class = void>
-struct visits_symbols : std::false_type {};
-template <class Op>
-struct visits_symbols<Op, std::void_t<decltype(std::declval<const Op&>().for_each_symbol(
-                              std::declval<void (*)(std::uint64_t)>()))>> : std::true_type {};
-}  // namespace detail
-
-/// \brief How many bodies a node of this operation holds: a kind's `body_count`, or for kinds
-/// whose count is set per node (IF with ELSE, SWITCH), its `bodies()`.
-template <class Op>
-std::uint32_t bodies_of(const Op& op) noexcept {
-  if constexpr (detail::has_variable_bodies<Op>::value) {
-    return op.bodies();
-  } else {
-    return Op::body_count;
-  }
-}
-
-/// \brief How many bodies a node of this operation's kind holds (child graphs: one).
-inline std::uint32_t body_count(const Operation& op) noexcept {
-  return std::visit([](const auto& o) { return bodies_of(o); }, op);
-}
-
-/// \brief Whether nodes of kind `Op` may sit in a conditional node's body (CUDA allows kernel,
-/// memcpy, memset, empty, child and conditional nodes there). A kind says no with
-/// `static constexpr bool allowed_in_conditional_body = false;`.
-template <class Op>
-inline constexpr bool allowed_in_conditional_body = detail::conditional_body_rule<Op>::value;
-
-/// \brief Whether nodes of kind `Op` allocate or free graph memory (alloc, free): a graph holding
-/// one gets executables of its own, since CUDA gives its memory addresses per executable. A kind
-/// says so with `static constexpr bool graph_memory = true;`.
-template <class Op>
-inline constexpr bool is_graph_memory = detail::graph_memory_rule<Op>::value;
-
-/// \brief Whether an operation allocates or frees graph memory.
-inline bool is_graph_memory_op(const Operation& op) noexcept {
-  return std::visit([](const auto& o) { return is_graph_memory<std::decay_t<decltype(o)>>; }, op);
-}
-
-/// \brief Calls `visit(value)` for every symbol (see `symbol`) the fields of `op` hold: kernel
-/// pointer and Condition arguments, copy and fill pointers, a free's memory. Kinds whose fields
-/// may hold symbols say so with a member `for_each_symbol(visit)`; the others hold none.
-template <class Visit>
-void for_each_symbol(const Operation& op, Visit&& visit) {
-  std::visit(
-      [&](const auto& o) {
-        if constexpr (detail::visits_symbols<std::decay_t<decltype(o)>>::value) o.for_each_symbol(visit);
-      },
-      op);
-}
-
-/// \brief Whether nodes of kind `Op` are conditional: a kernel sets their condition on the device
-/// (IF, WHILE, SWITCH: their operations derive from ConditionalFields).
-template <class Op>
-inline constexpr bool conditional_kind = std::is_base_of_v<ConditionalFields, Op>;
-
-/// \brief The fields a conditional node has (its default value); null for other nodes. With
-/// is_conditional, the one answer to "is this node conditional?".
-inline const ConditionalFields* conditional_fields(const Operation& op) noexcept {
-  return std::visit(
-      [](const auto& o) -> const ConditionalFields* {
-        if constexpr (conditional_kind<std::decay_t<decltype(o)>>) {
-          return &o;
-        } else {
-          return nullptr;
-        }
-      },
-      op);
-}
-
-/// \brief Whether an operation is a conditional node (IF, WHILE, SWITCH).
-inline bool is_conditional(const Operation& op) noexcept { return conditional_fields(op) != nullptr; }
 
 namespace detail {
 

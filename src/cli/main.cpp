@@ -55,8 +55,7 @@ void unchecked_kernels(const flowdsl::GraphSpec& spec, const std::vector<flowdsl
   const std::string* previous = nullptr;  // the kernel of the previous kernel node: decided already
   for (const flowdsl::NodeSpec& node : nodes) {
     for (const flowdsl::BodySpec& body : node.bodies) unchecked_kernels(spec, body.nodes, out);
-    if (node.kind != "kernel") continue;
-    const auto kernel = node.fields.find("kernel");
+    const auto kernel = node.fields.find("kernel");  // the nodes that launch a registered or file kernel
     if (kernel == node.fields.end() || !kernel->is_string()) continue;
     const std::string& name = kernel->get_ref<const std::string&>();
     if (previous != nullptr && *previous == name) continue;

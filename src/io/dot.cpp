@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <unordered_map>
 
@@ -103,20 +104,30 @@ class DotWriter {
     }
   }
 
+  // An allocation's lifetime: a dashed edge from the alloc to the node freeing it (one whose kind
+  // frees graph memory), labelled with the size.
+  void lifetime(NodeId id) {
+    const std::optional<std::uint64_t> memory = freed_memory(d_.nodes[id].op);
+    const NodeId alloc = memory ? allocation_of(d_, *memory) : no_node;
+    if (alloc == no_node) return;
+    const std::size_t bytes = allocated_bytes(d_.nodes[alloc].op).value_or(0);
+    extras_ += "  n" + std::to_string(alloc) + " -> n" + std::to_string(id) +
+               " [style=dashed, color=firebrick, fontcolor=firebrick, fontname=\"Helvetica\", label=" +
+               io::quoted(std::to_string(bytes) + " bytes") + "];\n";
+  }
+
   void node(NodeId id, const std::string& indent) {
     const Node& n = d_.nodes[id];
     std::vector<std::string> lines{n.name};
     io::DotLabel label{options_, lines, d_, addresses_};
-    io::DotExtra extra{d_, id, extras_};
-    const char* colour = "white";
-    const char* shape = nullptr;
+    io::DotStyle style{"white"};
     std::visit([&](const auto& op) {
-      using Tag = io::Tag<std::decay_t<decltype(op)>>;
       io::dot_label(op, label);
-      io::dot_extra(op, extra);
-      colour = io::dot_colour(Tag{});
-      shape = io::dot_shape(Tag{});
+      style = io::dot_style(io::Tag<std::decay_t<decltype(op)>>{});
     }, n.op);
+    lifetime(id);
+    const char* colour = style.colour;
+    const char* shape = style.shape;
     if (options_.recordings != nullptr && (*options_.recordings)[id].known) {
       lines.push_back("recorded: " + to_string((*options_.recordings)[id]));
     }
@@ -191,7 +202,7 @@ class DotWriter {
   std::map<std::pair<NodeId, std::uint32_t>, std::vector<NodeId>> members_;  ///< per body, in declaration order
   std::map<std::tuple<NodeId, std::uint32_t, std::string_view>, NodeId> names_;  ///< first node of each name, per body
   std::string out_;
-  std::string extras_;  ///< what nodes add (io::dot_extra), after the declared edges
+  std::string extras_;  ///< the allocations' lifetimes (lifetime), after the declared edges
   double largest_share_ = 0;  ///< heat map: the share drawn reddest
 };
 

@@ -114,27 +114,11 @@ struct DotLabel {
   AddressNames& addresses;         ///< operands by the buffer they point into ("input+256")
 };
 
-/// DOT statements a node adds besides itself and the declared edges (a free: its alloc's lifetime).
-struct DotExtra {
-  const Description& description;
-  NodeId id;         ///< the node, drawn as "n<id>"
-  std::string& out;  ///< whole statements, each ending in ";\n"
+/// How DOT draws a kind's nodes.
+struct DotStyle {
+  const char* colour;            ///< the fill colour
+  const char* shape = nullptr;   ///< null: the rounded box every node has
 };
-
-// Optional facets: kinds that say nothing get these.
-/// The shape of the kind's nodes; null: the rounded box every node has.
-template <class Op>
-const char* dot_shape(Tag<Op>) {
-  return nullptr;
-}
-/// Statements a node adds (DotExtra); none.
-template <class Op>
-void dot_extra(const Op&, DotExtra&) {}
-const char* dot_shape(Tag<AllocOp>);
-const char* dot_shape(Tag<FreeOp>);
-const char* dot_shape(Tag<EventRecordOp>);
-const char* dot_shape(Tag<EventWaitOp>);
-void dot_extra(const FreeOp&, DotExtra&);
 
 #define FLOWDSL_IO_FACETS(Op)                                                                  \
   /* The members holding the kind's bodies, in body order ({} without bodies). */             \
@@ -150,10 +134,16 @@ void dot_extra(const FreeOp&, DotExtra&);
   json describe_json(const Op&, NodeDescriber&);                                              \
   /* The label lines after the node's name. */                                               \
   void dot_label(const Op&, DotLabel&);                                                       \
-  /* The fill colour of the kind's nodes. */                                                 \
-  const char* dot_colour(Tag<Op>);
+  /* The fill colour and shape of the kind's nodes. */                                       \
+  DotStyle dot_style(Tag<Op>);
 FLOWDSL_NODE_KINDS(FLOWDSL_IO_FACETS)
 #undef FLOWDSL_IO_FACETS
+
+/// Whether nodes of kind `Op` allocate graph memory, which other nodes name by the node's name.
+template <class Op>
+constexpr bool allocates_memory(Tag<Op>) {
+  return allocates_graph_memory<Op>;
+}
 
 /// Whether nodes of kind `Op` have a condition that kernels set (IF, WHILE, SWITCH).
 template <class Op>

@@ -131,13 +131,17 @@ class Binder final : public io::NodeBinder {
       const NodeSpec& node = nodes[i];
       const std::string at = array + token(i);
       std::vector<io::BodyMember> members;
-      io::with_kind(node.kind, [&](auto tag) { members = io::json_bodies(tag); });
+      bool allocates = false;
+      io::with_kind(node.kind, [&](auto tag) {
+        members = io::json_bodies(tag);
+        allocates = io::allocates_memory(tag);
+      });
       for (std::uint32_t b = 0; b < node.bodies.size(); ++b) {
         const io::BodyPlace place = io::body_place(members, b);
         if (place.member == nullptr) break;
         if (node.bodies[b].use.empty()) index_allocs(node.bodies[b].nodes, at + place.pointer(), named);
       }
-      if (node.kind != AllocOp::kind) continue;
+      if (!allocates) continue;
       if (named) {
         problems_.push_back({at + "/kind", "alloc " + quoted_name(node.name) +
                                                " sits in a named body: each use declares the body again, and an "
@@ -437,9 +441,9 @@ Graph inspect_graph(const GraphSpec& spec, const KernelRegistry& registry, const
     if (problems.empty()) {
       // Nodes of the file's kernels must not point into `scratch`, which ends here.
       for (NodeId id = 0; id < graph.size(); ++id) {
-        const auto* op = std::get_if<KernelOp>(&graph.description().nodes[id].op);
+        const LaunchFields* op = launch_fields(graph.description().nodes[id].op);
         if (op != nullptr && op->info != nullptr && scratch.find(op->info->name) == op->info) {
-          std::get<KernelOp>(detail::structure_of(graph.state(), id)).info = nullptr;
+          launch_fields(detail::structure_of(graph.state(), id))->info = nullptr;
         }
       }
       return graph;

@@ -81,7 +81,7 @@ class Describer final : public io::NodeDescriber {
     const Description& d = graph_.description();
     const std::uint32_t index = symbol::index_of(value);
     const NodeId owner = index < d.symbols.size() ? d.symbols[index] : no_node;
-    if (owner >= d.nodes.size() || !std::holds_alternative<AllocOp>(d.nodes[owner].op)) {
+    if (owner >= d.nodes.size() || !allocated_bytes(d.nodes[owner].op)) {
       problem(suffix, "the pointer holds a symbol that stands for no alloc's memory");
       return {};
     }
@@ -90,7 +90,7 @@ class Describer final : public io::NodeDescriber {
                                     [&](const BufferSpec& b) { return b.name == name; });
     if (alloc_names_.empty()) {
       for (const Node& n : d.nodes) {
-        if (std::holds_alternative<AllocOp>(n.op)) ++alloc_names_[n.name];
+        if (allocated_bytes(n.op)) ++alloc_names_[n.name];
       }
     }
     const bool shared = alloc_names_[name] > 1;

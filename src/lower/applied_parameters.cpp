@@ -21,7 +21,7 @@ void symbol_positions(const Description& d, const Plan& plan, std::vector<std::u
 }
 
 void save(const Operation& op, std::vector<unsigned char>& out) {
-  std::visit([&out](const auto& o) { save_parameters(o, out); }, op);
+  std::visit([&out](const auto& o) { lowering_of(o).save_parameters(o, out); }, op);
 }
 
 }  // namespace
@@ -75,7 +75,7 @@ void AppliedParameters::differing(const Description& d, const Plan& plan, std::v
   for (NodeId id = 0; id < d.nodes.size(); ++id) {
     const Span span = spans_[plan.position[id]];
     SavedParameters held(bytes_.data() + span.start, span.size);
-    const bool same = std::visit([&](const auto& op) { return same_parameters(op, held, symbols); }, d.nodes[id].op);
+    const bool same = std::visit([&](const auto& op) { return lowering_of(op).same_parameters(op, held, symbols); }, d.nodes[id].op);
     if (!same || !held.done()) out.push_back(id);
   }
 }

@@ -28,7 +28,7 @@ void run_steps(EagerRun& run, const std::vector<PlanStep>& steps) {
     lowering::EagerNode node{run.stream, n.parent == no_node ? n.name : nested,
                              [&](std::uint32_t index) { run_steps(run, run.plan.bodies[step.bodies[index]]); },
                              run.symbols, run.values[run.plan.position[step.node]]};
-    std::visit([&](const auto& op) { lowering::launch_eager(op, node); }, d.nodes[step.node].op);
+    std::visit([&](const auto& op) { lowering::lowering_of(op).launch_eager(op, node); }, d.nodes[step.node].op);
     if (run.after_node) run.after_node(step.node);
   }
 }

@@ -103,7 +103,7 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag, bool one_bo
   // Graph::programmatic_edges: a full edge between two kernels that wait for their producers.
   std::unordered_map<const void*, bool> waits;  // by kernel function
   const auto waits_for_producers = [&](NodeId id) {
-    const auto* op = std::get_if<KernelOp>(&d.nodes[id].op);
+    const LaunchFields* op = launch_fields(d.nodes[id].op);
     if (op == nullptr) return false;
     if (op->waits_for_producers) return true;
     const auto [it, added] = waits.try_emplace(op->function, false);
@@ -144,7 +144,7 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag, bool one_bo
         programmatic.push_back(key);
       } else if (e.kind == EdgeKind::full) {
         full.push_back(key);
-      } else if (!std::holds_alternative<KernelOp>(d.nodes[from].op) || !std::holds_alternative<KernelOp>(d.nodes[to].op)) {
+      } else if (launch_fields(d.nodes[from].op) == nullptr || launch_fields(d.nodes[to].op) == nullptr) {
         diag.add({node_path(d, from), node_path(d, to)},
                  "programmatic edge from " + quoted_name(node_path(d, from)) + " (" +
                      std::string(kind_name(d.nodes[from].op)) + ") to " + quoted_name(node_path(d, to)) + " (" +

@@ -19,11 +19,8 @@ class Emitter {
     // Native values made before the body's nodes: kernels may take them (a conditional's
     // handle, set by a kernel ahead of the node).
     for (const PlanStep& step : steps) {
-      const Operation& op = d_.nodes[step.node].op;
-      if (std::holds_alternative<KernelOp>(op)) continue;  // kernels make no native value: no path to build
-      const std::string path = node_path(d_, step.node);
-      out_.values[plan_.position[step.node]] =
-          std::visit([&](const auto& o) { return prepare_native(o, graph, path); }, op);
+      out_.values[plan_.position[step.node]] = std::visit(
+          [&](const auto& o) { return lowering_of(o).prepare_native(o, graph, d_, step.node); }, d_.nodes[step.node].op);
     }
     std::vector<cudaGraphNode_t> natives;  // by step index within this body
     natives.reserve(steps.size());
@@ -50,7 +47,7 @@ class Emitter {
       for (NodeId at = node.parent; at != no_node && !native.in_conditional_body; at = d_.nodes[at].parent) {
         native.in_conditional_body = is_conditional(d_.nodes[at].op);
       }
-      natives.push_back(std::visit([&](const auto& op) { return add_native(op, native); }, node.op));
+      natives.push_back(std::visit([&](const auto& op) { return lowering_of(op).add_native(op, native); }, node.op));
       out_.nodes[plan_.position[step.node]] = natives.back();
       out_.functions[plan_.position[step.node]] = native.function;
       for (std::uint32_t dep : step.programmatic) {
@@ -121,7 +118,7 @@ Emitted emit(const Description& d, const Plan& plan, DeviceContext& device) {
   KernelInfos kernels;
   for (NodeId id = 0; id < d.nodes.size(); ++id) {
     NodeCheck check(d, id, diag, buffers, kernels);
-    std::visit([&](const auto& op) { check_device(op, check, device); }, d.nodes[id].op);
+    std::visit([&](const auto& op) { lowering_of(op).check_device(op, check, device); }, d.nodes[id].op);
   }
   if (!problems.empty()) throw ValidationError(std::move(problems));
 
@@ -140,7 +137,7 @@ UpdateStatus update(const Description& d, const Plan& plan, NodeId id, cudaGraph
                     cudaFunction_t function, const std::vector<std::uint64_t>& values) {
   const Symbols symbols(d, plan, values);
   const NativeUpdate node{exec, native, symbols, function, &d, id};
-  return std::visit([&](const auto& op) { return update_native(op, node); }, d.nodes[id].op);
+  return std::visit([&](const auto& op) { return lowering_of(op).update_native(op, node); }, d.nodes[id].op);
 }
 
 }  // namespace flowdsl::lowering

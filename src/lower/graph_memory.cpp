@@ -10,20 +10,14 @@
 namespace flowdsl::lowering {
 namespace {
 
-// The alloc node whose memory `value` addresses, or no_node.
-NodeId alloc_of(const Description& d, std::uint64_t value) {
-  if (!symbol::is_symbol(value)) return no_node;
-  const std::uint32_t index = symbol::index_of(value);
-  const NodeId owner = index < d.symbols.size() ? d.symbols[index] : no_node;
-  return owner < d.nodes.size() && std::holds_alternative<AllocOp>(d.nodes[owner].op) ? owner : no_node;
-}
+NodeId alloc_of(const Description& d, std::uint64_t value) { return allocation_of(d, value); }
 
 // Calls visit(alloc) for each alloc whose memory node `id` uses: symbols of its parameters and its
 // declared accesses (an alloc may come more than once). What a free frees is not a use.
 template <class Visit>
 void for_each_use(const Description& d, NodeId id, Visit&& visit) {
   const Node& n = d.nodes[id];
-  if (std::holds_alternative<FreeOp>(n.op)) return;
+  if (freed_memory(n.op)) return;
   for_each_symbol(n.op, [&](std::uint64_t value) {
     if (const NodeId alloc = alloc_of(d, value); alloc != no_node) visit(alloc);
   });
@@ -94,12 +88,12 @@ class MemoryCheck {
     freed_by_.assign(d_.nodes.size(), no_node);
     if (only == nullptr) {
       for (NodeId id = 0; id < d_.nodes.size(); ++id) {
-        if (const auto* op = std::get_if<FreeOp>(&d_.nodes[id].op)) match_free(id, *op);
+        if (const auto memory = freed_memory(d_.nodes[id].op)) match_free(id, *memory);
       }
     } else {
       for (NodeId id = 0; id < d_.nodes.size(); ++id) {  // frees are structure: checked when lowered
-        const auto* op = std::get_if<FreeOp>(&d_.nodes[id].op);
-        const NodeId alloc = op ? alloc_of(d_, op->memory) : no_node;
+        const auto memory = freed_memory(d_.nodes[id].op);
+        const NodeId alloc = memory ? alloc_of(d_, *memory) : no_node;
         if (alloc != no_node && freed_by_[alloc] == no_node) freed_by_[alloc] = id;
       }
     }
@@ -130,14 +124,14 @@ class MemoryCheck {
     return " (no path leads from " + quoted(q.from) + " to " + quoted(q.to) + ")";
   }
 
-  void match_free(NodeId id, const FreeOp& op) {
-    const NodeId alloc = alloc_of(d_, op.memory);
+  void match_free(NodeId id, std::uint64_t memory) {
+    const NodeId alloc = alloc_of(d_, memory);
     if (alloc == no_node) {
       diag_.report(d_, id, "frees memory that no alloc node of this graph allocated (a free takes an alloc node)");
       return;
     }
-    if (symbol::offset_of(op.memory) != 0) {
-      diag_.report(d_, id, "frees an address " + std::to_string(symbol::offset_of(op.memory)) +
+    if (symbol::offset_of(memory) != 0) {
+      diag_.report(d_, id, "frees an address " + std::to_string(symbol::offset_of(memory)) +
                                " bytes into the memory of alloc " + quoted(alloc) +
                                ": a free takes the address its alloc gave");
       return;
@@ -257,12 +251,12 @@ bool uses_graph_memory(const Description& d, const std::vector<NodeId>& nodes) {
 std::vector<std::uint32_t> unfreed_allocs(const Description& d, const Plan& plan) {
   std::vector<char> freed(d.nodes.size(), 0);
   for (const Node& n : d.nodes) {
-    const auto* op = std::get_if<FreeOp>(&n.op);
-    if (const NodeId alloc = op ? alloc_of(d, op->memory) : no_node; alloc != no_node) freed[alloc] = 1;
+    const auto memory = freed_memory(n.op);
+    if (const NodeId alloc = memory ? alloc_of(d, *memory) : no_node; alloc != no_node) freed[alloc] = 1;
   }
   std::vector<std::uint32_t> out;
   for (NodeId id = 0; id < d.nodes.size(); ++id) {
-    if (std::holds_alternative<AllocOp>(d.nodes[id].op) && !freed[id]) out.push_back(plan.position[id]);
+    if (allocated_bytes(d.nodes[id].op) && !freed[id]) out.push_back(plan.position[id]);
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -272,13 +266,13 @@ void release_eager_memory(const Description& d, const Plan& plan, const std::vec
                           cudaStream_t stream) {
   std::unordered_set<std::uint64_t> freed;
   for (NodeId id = 0; id < d.nodes.size(); ++id) {
-    if (std::holds_alternative<FreeOp>(d.nodes[id].op) && values[plan.position[id]] != 0) {
+    if (freed_memory(d.nodes[id].op) && values[plan.position[id]] != 0) {
       freed.insert(values[plan.position[id]]);
     }
   }
   for (NodeId id = 0; id < d.nodes.size(); ++id) {
     const std::uint64_t address = values[plan.position[id]];
-    if (!std::holds_alternative<AllocOp>(d.nodes[id].op) || address == 0 || freed.count(address) != 0) continue;
+    if (!allocated_bytes(d.nodes[id].op) || address == 0 || freed.count(address) != 0) continue;
     check(cudaFreeAsync(reinterpret_cast<void*>(static_cast<std::uintptr_t>(address)), stream), "cudaFreeAsync",
           node_path(d, id).c_str());
   }

@@ -70,7 +70,7 @@ std::vector<Entry> collect(const Description& d, BufferIndex& buffers, KernelInf
   for (NodeId id = 0; id < d.nodes.size(); ++id) {
     const Node& n = d.nodes[id];
     derived.clear();
-    std::visit([&](const auto& op) { derived_accesses(op, kernels, derived); }, n.op);
+    std::visit([&](const auto& op) { lowering_of(op).derived_accesses(op, kernels, derived); }, n.op);
     if (n.accesses.empty() && derived.empty()) continue;
     // Typically a read and a write a node: no growth by copying. Reserved at the first access,
     // since many graphs have none.
@@ -321,7 +321,7 @@ std::vector<Access> accesses_of(const Description& d, NodeId id) {
   const Node& n = d.nodes[id];
   std::vector<Access> out(n.accesses.begin(), n.accesses.end());
   lowering::KernelInfos kernels;
-  std::visit([&](const auto& op) { lowering::derived_accesses(op, kernels, out); }, n.op);
+  std::visit([&](const auto& op) { lowering::lowering_of(op).derived_accesses(op, kernels, out); }, n.op);
   return out;
 }
 

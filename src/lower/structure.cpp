@@ -17,7 +17,7 @@ void summarize(const Description& d, const Plan& plan, const std::vector<PlanSte
     std::visit(
         [&](const auto& op) {
           node.kind = std::decay_t<decltype(op)>::kind;
-          describe_structure(op, node.fields);
+          lowering_of(op).describe_structure(op, node.fields);
         },
         d.nodes[step.node].op);
     for (std::uint32_t dep : step.deps) {

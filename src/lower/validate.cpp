@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -24,7 +25,7 @@ void Diagnostics::report(const Description& d, NodeId id, const std::string& mes
 
 bool BufferIndex::find_allocs() const noexcept {
   holds_allocs_ = std::any_of(d_.symbols.begin(), d_.symbols.end(), [&](NodeId owner) {
-    return owner < d_.nodes.size() && std::holds_alternative<AllocOp>(d_.nodes[owner].op);
+    return owner < d_.nodes.size() && allocated_bytes(d_.nodes[owner].op).has_value();
   });
   return holds_allocs_ != 0;
 }
@@ -33,9 +34,9 @@ void BufferIndex::build() {
   // Symbols are few (the graph's allocs and conditions): scanning them costs little.
   for (std::uint32_t index = 0; index < d_.symbols.size(); ++index) {
     const NodeId owner = d_.symbols[index];
-    const auto* alloc = owner < d_.nodes.size() ? std::get_if<AllocOp>(&d_.nodes[owner].op) : nullptr;
-    if (alloc == nullptr || alloc->bytes == 0 || alloc->bytes - 1 > symbol::max_offset) continue;
-    allocs_.push_back(NamedBuffer{node_path(d_, owner), reinterpret_cast<const void*>(symbol::make(index)), alloc->bytes});
+    const std::optional<std::size_t> bytes = owner < d_.nodes.size() ? allocated_bytes(d_.nodes[owner].op) : std::nullopt;
+    if (!bytes || *bytes == 0 || *bytes - 1 > symbol::max_offset) continue;
+    allocs_.push_back(NamedBuffer{node_path(d_, owner), reinterpret_cast<const void*>(symbol::make(index)), *bytes});
   }
   sorted_.reserve(d_.buffers.size() + allocs_.size());
   for (const NamedBuffer& b : d_.buffers) sorted_.push_back(&b);
@@ -119,9 +120,9 @@ void check_pointer(NodeCheck& check, std::uint64_t value, const std::string& wha
   } else if (is_conditional(d.nodes[owner].op)) {
     check.report(what + " holds the condition of node " + quoted_name(node_path(d, owner)) + ", not an address",
                  member);
-  } else if (const auto* alloc = std::get_if<AllocOp>(&d.nodes[owner].op); alloc && symbol::offset_of(value) >= alloc->bytes) {
+  } else if (const auto bytes = allocated_bytes(d.nodes[owner].op); bytes && symbol::offset_of(value) >= *bytes) {
     check.report(what + " points " + std::to_string(symbol::offset_of(value)) + " bytes into the memory of alloc " +
-                     quoted_name(node_path(d, owner)) + ", which has " + std::to_string(alloc->bytes) + " bytes",
+                     quoted_name(node_path(d, owner)) + ", which has " + std::to_string(*bytes) + " bytes",
                  member);
   }
 }
@@ -339,7 +340,7 @@ void check_conditionals(const Description& d, Diagnostics& diag) {
     NodeId child = no_node;        // the innermost child node holding this one
     for (NodeId at = n.parent; at != no_node; at = d.nodes[at].parent) {
       if (conditional == no_node && is_conditional(d.nodes[at].op)) conditional = at;
-      if (child == no_node && std::holds_alternative<ChildOp>(d.nodes[at].op)) child = at;
+      if (child == no_node && is_child_graph(d.nodes[at].op)) child = at;
     }
     const bool allowed =
         std::visit([](const auto& op) { return allowed_in_conditional_body<std::decay_t<decltype(op)>>; }, n.op);
@@ -354,7 +355,7 @@ void check_conditionals(const Description& d, Diagnostics& diag) {
                       " (CUDA cannot nest a graph holding one as a child): put it in a conditional "
                       "node's body or at the top level");
     }
-    const auto* kernel = std::get_if<KernelOp>(&n.op);
+    const LaunchFields* kernel = launch_fields(n.op);
     if (kernel == nullptr) continue;
     for (std::size_t i = 0; i < kernel->args.size(); ++i) {
       if (kernel->args.kind(i) != SlotKind::condition || !symbol::is_symbol(kernel->args.word(i))) continue;
@@ -371,7 +372,7 @@ void check_conditionals(const Description& d, Diagnostics& diag) {
     const Operation& op = d.nodes[id].op;
     if (!is_conditional(op)) continue;
     const std::uint8_t set = set_by.empty() ? 0 : set_by[id];
-    if (std::holds_alternative<WhileOp>(op) && set < 2) {
+    if (repeats_body(op) && set < 2) {
       diag.report(d, id, "no kernel in its body sets its condition, so the loop would never end or never run: "
                          "pass its condition() to a kernel of its body");
     } else if (set == 0 && !conditional_fields(op)->default_value.has_value()) {
@@ -425,13 +426,14 @@ Ordering validate(const Description& d, Diagnostics& diag, bool structure_hashes
     one_body = one_body && n.parent == first.parent && n.body == first.body;
     NodeCheck check(d, id, node_diag, buffers, kernels);
     std::visit([&](const auto& op) {
-      check_structure(op, check);
-      check_parameters(op, check);
+      const auto& facets = lowering_of(op);
+      facets.check_structure(op, check);
+      facets.check_parameters(op, check);
       ordering.nested = ordering.nested || bodies_of(op) != 0;
       ordering.graph_memory = ordering.graph_memory || is_graph_memory<std::decay_t<decltype(op)>>;
       if (structure_hashes) ordering.structure.push_back(structure(op, n.op.index()));
       if (d.check_hazards && !accesses) {
-        derived_accesses(op, kernels, derived);
+        facets.derived_accesses(op, kernels, derived);
         accesses = !derived.empty() || !n.accesses.empty();
       }
     }, n.op);
@@ -475,7 +477,7 @@ namespace {
 void check_parameters_of(const Description& d, NodeId id, lowering::Diagnostics& diag, lowering::BufferIndex& buffers,
                          lowering::KernelInfos& kernels) {
   lowering::NodeCheck check(d, id, diag, buffers, kernels);
-  std::visit([&](const auto& op) { lowering::check_parameters(op, check); }, d.nodes[id].op);
+  std::visit([&](const auto& op) { lowering::lowering_of(op).check_parameters(op, check); }, d.nodes[id].op);
 }
 
 // A parameter may now point into an alloc's memory: its node must run between that alloc and its

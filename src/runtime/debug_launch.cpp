@@ -24,19 +24,13 @@ constexpr std::size_t scan_chunk_bytes = std::size_t{16} << 20;  // host staging
 
 std::string hex(const void* ptr) { return detail::hex(reinterpret_cast<std::uintptr_t>(ptr)); }
 
-const void* pointer_argument(const KernelOp& op, std::size_t index) {
+const void* pointer_argument(const LaunchFields& op, std::size_t index) {
   const void* value = nullptr;
   if (op.args.slot_size(index) == sizeof value) std::memcpy(&value, op.args.data(index), sizeof value);
   return value;
 }
 
-// The registered entry of a kernel node, when it matches the node's argument count.
-const KernelInfo* kernel_info(const KernelOp& op, const KernelRegistry& registry) {
-  const KernelInfo* info = op.info != nullptr ? op.info : registry.find_function(op.function);
-  return info != nullptr && info->params.size() == op.args.size() ? info : nullptr;
-}
-
-std::string argument_text(const KernelOp& op, std::size_t index, const KernelInfo* info) {
+std::string argument_text(const LaunchFields& op, std::size_t index, const KernelInfo* info) {
   if (info == nullptr || info->params[index].type.pointer) {
     if (op.args.slot_size(index) == sizeof(void*)) return hex(pointer_argument(op, index));
     return detail::hex_bytes(op.args.data(index), op.args.slot_size(index));
@@ -47,7 +41,7 @@ std::string argument_text(const KernelOp& op, std::size_t index, const KernelInf
 }
 
 // "kernel 'saxpy', grid 4x1x1, block 256x1x1, 0 bytes shared, arguments (n=1024, x=0x7f..)".
-std::string kernel_text(const KernelOp& op, const std::string& name, const KernelInfo* info) {
+std::string kernel_text(const LaunchFields& op, const std::string& name, const KernelInfo* info) {
   std::string text = "kernel " + quoted_name(name) + ", grid " + to_string(op.launch.grid) + ", block " +
                      to_string(op.launch.block) + ", " + std::to_string(op.launch.shared_bytes) +
                      " bytes shared, arguments (";
@@ -108,30 +102,24 @@ class Checker {
   void after(NodeId id) {
     const cudaError_t code = cudaStreamSynchronize(stream_);
     if (code != cudaSuccess) fail(id, code, std::string(cudaGetErrorName(code)) + " (" + cudaGetErrorString(code) + ") once it ran");
-    if (const auto* op = std::get_if<KernelOp>(&d_.nodes[id].op)) scan_outputs(id, *op);
+    if (const LaunchFields* op = launch_fields(d_.nodes[id].op)) scan_outputs(id, *op);
     FLOWDSL_DEBUG("debug launch: node {} done", quoted_name(node_path(d_, id)));
   }
 
   [[noreturn]] void fail(NodeId id, cudaError_t code, const std::string& what) const {
     const std::string path = node_path(d_, id);
-    std::string kernel, about;
-    std::visit(
-        [&](const auto& op) {
-          using Op = std::decay_t<decltype(op)>;
-          about = std::string(Op::kind);
-          if constexpr (std::is_same_v<Op, KernelOp>) {
-            const KernelInfo* info = kernel_info(op, registry_);
-            kernel = !op.kernel_name.empty() ? op.kernel_name : info ? info->name : kernel_name_of(op);
-            about = kernel_text(op, kernel.empty() ? hex(op.function) : kernel, info);
-          }
-        },
-        d_.nodes[id].op);
+    std::string kernel, about(kind_name(d_.nodes[id].op));
+    if (const LaunchFields* op = launch_fields(d_.nodes[id].op)) {
+      const KernelInfo* info = op->entry(registry_);
+      kernel = !op->kernel_name.empty() ? op->kernel_name : info ? info->name : kernel_name_of(*op);
+      about = kernel_text(*op, kernel.empty() ? hex(op->function) : kernel, info);
+    }
     throw DebugError("debug launch: node " + quoted_name(path) + " (" + about + "): " + what, path, kernel, code);
   }
 
  private:
-  void scan_outputs(NodeId id, const KernelOp& op) const {
-    const KernelInfo* info = kernel_info(op, registry_);
+  void scan_outputs(NodeId id, const LaunchFields& op) const {
+    const KernelInfo* info = op.entry(registry_);
     if (info == nullptr) return;  // parameter types unknown
     for (const Access& access : accesses_of(d_, id)) {  // declared, and implied by extents
       if (access.mode == AccessMode::read || access.bytes == 0 || access.ptr == nullptr) continue;

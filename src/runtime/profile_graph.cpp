@@ -33,7 +33,7 @@ std::string pointer_text(const Description& d, std::uint64_t value) {
   return detail::hex(value);
 }
 
-std::string value_text(const KernelOp& op, std::size_t i, const KernelInfo* info) {
+std::string value_text(const LaunchFields& op, std::size_t i, const KernelInfo* info) {
   if (info == nullptr || info->params[i].type.pointer) return detail::hex_bytes(op.args.data(i), op.args.slot_size(i));
   const std::string_view name = info->params[i].enumerator_at(op.args.data(i));  // an enumerated value by name
   if (!name.empty()) return std::string(name);
@@ -43,10 +43,9 @@ std::string value_text(const KernelOp& op, std::size_t i, const KernelInfo* info
 }  // namespace
 
 NamedValues kernel_arguments(const Description& d, NodeId id, const KernelRegistry& registry) {
-  const auto* op = std::get_if<KernelOp>(&d.nodes[id].op);
+  const LaunchFields* op = launch_fields(d.nodes[id].op);
   if (op == nullptr) return {};
-  const KernelInfo* info = op->info != nullptr ? op->info : registry.find_function(op->function);
-  if (info != nullptr && info->params.size() != op->args.size()) info = nullptr;
+  const KernelInfo* info = op->entry(registry);
   NamedValues out;
   for (std::size_t i = 0; i < op->args.size(); ++i) {
     std::string name = info ? info->params[i].name : "#" + std::to_string(i);

@@ -27,6 +27,8 @@ class Graph;
 struct ChildOp {
   static constexpr std::string_view kind = "child";
   static constexpr std::uint32_t body_count = 1;
+  /// Its body becomes a CUDA child graph, which cannot hold a conditional node.
+  static constexpr bool child_graph = true;
   template <class Builder>
   class Factory;
 };

@@ -53,6 +53,8 @@ struct IfOp : ConditionalFields {
 struct WhileOp : ConditionalFields {
   static constexpr std::string_view kind = "while";
   static constexpr std::uint32_t body_count = 1;
+  /// Runs its body again as long as a kernel of the body keeps the value non-zero.
+  static constexpr bool repeats_body = true;
   template <class Builder>
   class Factory;
 };

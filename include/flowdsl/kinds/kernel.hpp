@@ -16,14 +16,11 @@
 
 namespace flowdsl {
 
-/// \brief Launch of a `__global__` function.
+/// \brief What a node that launches a kernel of its own holds: the function, its launch shape and
+/// its arguments. Generic code (debug launches, the profiler's argument table, programmatic edges,
+/// condition setters) reads a launch through launch_fields(), whatever the kind.
 /// Structure: function, launch. Parameters: args.
-struct KernelOp {
-  static constexpr std::string_view kind = "kernel";
-  static constexpr std::uint32_t body_count = 0;
-  template <class Builder>
-  class Factory;
-
+struct LaunchFields {
   const void* function = nullptr;  ///< the kernel's host stub address (its identity)
   std::string kernel_name;         ///< for messages and dumps; empty: see kernel_name_of
   /// The registered kernel, for nodes declared from one (its parameter names and extents);
@@ -41,6 +38,21 @@ struct KernelOp {
   /// Parameters the kernel takes after its arguments, computed from them (structure).
   DerivedParameters derived;
 
+  /// The registered entry describing the arguments: `info`, else the one `registry` holds for
+  /// `function`; null when there is none or its parameter count differs from the arguments'.
+  const KernelInfo* entry(const KernelRegistry& registry) const {
+    const KernelInfo* found = info != nullptr ? info : registry.find_function(function);
+    return found != nullptr && found->params.size() == args.size() ? found : nullptr;
+  }
+};
+
+/// \brief Launch of a `__global__` function.
+struct KernelOp : LaunchFields {
+  static constexpr std::string_view kind = "kernel";
+  static constexpr std::uint32_t body_count = 0;
+  template <class Builder>
+  class Factory;
+
   /// Passes each pointer and Condition argument through `f` (symbols of a copied graph).
   template <class F>
   void remap_symbols(const F& f) {
@@ -56,7 +68,7 @@ struct KernelOp {
 /// \brief The kernel's name for messages and dumps: the one the node was given, else the name
 /// its function is registered under in KernelRegistry::global() (looked up when asked, so that
 /// declaring a node costs no lookup), else empty.
-std::string kernel_name_of(const KernelOp& op);
+std::string kernel_name_of(const LaunchFields& op);
 
 namespace detail {
 /// Binds typed values to the slots of a pack laid out for `Params...` (the arguments of typed

@@ -38,6 +38,9 @@ struct AllocOp {
   class Factory;
 
   std::size_t bytes = 0;
+
+  /// What it allocates (graph code asks allocated_bytes()).
+  std::size_t allocation() const noexcept { return bytes; }
 };
 
 /// \brief Frees the memory of an alloc node of the same body. `memory` is that alloc's symbolic
@@ -51,6 +54,9 @@ struct FreeOp {
   class Factory;
 
   std::uint64_t memory = 0;
+
+  /// The memory it frees (graph code asks freed_memory()).
+  std::uint64_t freed() const noexcept { return memory; }
 
   /// Passes `memory` through `f` (symbols of a copied graph).
   template <class F>

@@ -13,6 +13,6 @@ std::optional<NodeHandle> bind_json(Tag<ChildOp>, const std::string& name, const
 
 json describe_json(const ChildOp&, NodeDescriber&) { return json::object(); }
 void dot_label(const ChildOp&, DotLabel& label) { label.lines.push_back("child graph"); }
-const char* dot_colour(Tag<ChildOp>) { return "lavender"; }
+DotStyle dot_style(Tag<ChildOp>) { return {"lavender"}; }
 
 }  // namespace flowdsl::io

@@ -5,14 +5,6 @@
 
 namespace flowdsl::lowering {
 
-void check_structure(const ChildOp&, NodeCheck&) {}     // the body is checked as a graph
-void check_parameters(const ChildOp&, NodeCheck&) {}
-void hash_structure(const ChildOp&, StructureWords&) {}          // the body is hashed with the plan
-void describe_structure(const ChildOp&, std::vector<StructureField>&) {}  // the body is described with the plan
-void check_device(const ChildOp&, NodeCheck&, DeviceContext&) {}
-
-std::uint64_t prepare_native(const ChildOp&, cudaGraph_t, const std::string&) { return 0; }
-
 cudaGraphNode_t add_native(const ChildOp&, NativeNode& node) {
   NativeGraph body = node.body(0);
   cudaGraphNodeParams params{};
@@ -26,17 +18,10 @@ cudaGraphNode_t add_native(const ChildOp&, NativeNode& node) {
   return native;
 }
 
-// Nodes inside the body are updated one by one, like any other; the child node has nothing of
-// its own to update.
-UpdateStatus update_native(const ChildOp&, const NativeUpdate&) { return {}; }
-
 void launch_eager(const ChildOp&, EagerNode& node) { node.run_body(0); }
 
-// Nothing of its own: its bodies' nodes have theirs.
-void derived_accesses(const ChildOp&, KernelInfos&, std::vector<Access>&) {}
-
-// Its body's nodes hold the parameters; they are saved and compared as nodes of their own.
-void save_parameters(const ChildOp&, std::vector<unsigned char>&) {}
-bool same_parameters(const ChildOp&, SavedParameters&, const SymbolMatch&) { return true; }
+// Everything else is the default: the body's nodes are checked, hashed, updated, saved and
+// compared as nodes of their own, and the child node has no structure, parameters or accesses.
+FLOWDSL_LOWERING(ChildOp)
 
 }  // namespace flowdsl::lowering

@@ -80,8 +80,8 @@ void dot_label(const SwitchOp& op, DotLabel& lines) {
   label(op, "switch \xc2\xb7 " + std::to_string(op.cases) + (op.cases == 1 ? " case" : " cases"), lines);
 }
 
-const char* dot_colour(Tag<IfOp>) { return "wheat"; }
-const char* dot_colour(Tag<WhileOp>) { return "wheat"; }
-const char* dot_colour(Tag<SwitchOp>) { return "wheat"; }
+DotStyle dot_style(Tag<IfOp>) { return {"wheat"}; }
+DotStyle dot_style(Tag<WhileOp>) { return {"wheat"}; }
+DotStyle dot_style(Tag<SwitchOp>) { return {"wheat"}; }
 
 }  // namespace flowdsl::io

@@ -19,11 +19,11 @@ void describe_fields(const ConditionalFields& op, std::vector<StructureField>& o
   out.push_back({"default", op.default_value ? std::to_string(*op.default_value) : std::string("none")});
 }
 
-std::uint64_t make_handle(const ConditionalFields& op, cudaGraph_t graph, const std::string& path) {
+std::uint64_t make_handle(const ConditionalFields& op, cudaGraph_t graph, const Description& d, NodeId id) {
   cudaGraphConditionalHandle handle = 0;
-  check(cudaGraphConditionalHandleCreate(&handle, graph, op.default_value.value_or(0),
-                                         op.default_value ? cudaGraphCondAssignDefault : 0),
-        "cudaGraphConditionalHandleCreate", path.c_str());
+  const cudaError_t status = cudaGraphConditionalHandleCreate(&handle, graph, op.default_value.value_or(0),
+                                                              op.default_value ? cudaGraphCondAssignDefault : 0);
+  if (status != cudaSuccess) check(status, "cudaGraphConditionalHandleCreate", node_path(d, id).c_str());
   return handle;
 }
 
@@ -49,15 +49,9 @@ cudaGraphNode_t add_conditional(NativeNode& node, cudaGraphConditionalNodeType t
 
 }  // namespace
 
-void check_structure(const IfOp&, NodeCheck&) {}
-void check_structure(const WhileOp&, NodeCheck&) {}
 void check_structure(const SwitchOp& op, NodeCheck& diag) {
   if (op.cases == 0) diag.report("a switch needs at least one case");
 }
-
-void check_parameters(const IfOp&, NodeCheck&) {}
-void check_parameters(const WhileOp&, NodeCheck&) {}
-void check_parameters(const SwitchOp&, NodeCheck&) {}
 
 void hash_structure(const IfOp& op, StructureWords& h) {
   hash_fields(op, h);
@@ -79,18 +73,14 @@ void describe_structure(const SwitchOp& op, std::vector<StructureField>& out) {
   out.push_back({"cases", std::to_string(op.cases)});
 }
 
-void check_device(const IfOp&, NodeCheck&, DeviceContext&) {}
-void check_device(const WhileOp&, NodeCheck&, DeviceContext&) {}
-void check_device(const SwitchOp&, NodeCheck&, DeviceContext&) {}
-
-std::uint64_t prepare_native(const IfOp& op, cudaGraph_t graph, const std::string& path) {
-  return make_handle(op, graph, path);
+std::uint64_t prepare_native(const IfOp& op, cudaGraph_t graph, const Description& d, NodeId id) {
+  return make_handle(op, graph, d, id);
 }
-std::uint64_t prepare_native(const WhileOp& op, cudaGraph_t graph, const std::string& path) {
-  return make_handle(op, graph, path);
+std::uint64_t prepare_native(const WhileOp& op, cudaGraph_t graph, const Description& d, NodeId id) {
+  return make_handle(op, graph, d, id);
 }
-std::uint64_t prepare_native(const SwitchOp& op, cudaGraph_t graph, const std::string& path) {
-  return make_handle(op, graph, path);
+std::uint64_t prepare_native(const SwitchOp& op, cudaGraph_t graph, const Description& d, NodeId id) {
+  return make_handle(op, graph, d, id);
 }
 
 cudaGraphNode_t add_native(const IfOp& op, NativeNode& node) {
@@ -101,25 +91,14 @@ cudaGraphNode_t add_native(const SwitchOp& op, NativeNode& node) {
   return add_conditional(node, cudaGraphCondTypeSwitch, op.cases);
 }
 
-UpdateStatus update_native(const IfOp&, const NativeUpdate&) { return {}; }
-UpdateStatus update_native(const WhileOp&, const NativeUpdate&) { return {}; }
-UpdateStatus update_native(const SwitchOp&, const NativeUpdate&) { return {}; }
-
 void launch_eager(const IfOp&, EagerNode& node) { no_eager(node); }
 void launch_eager(const WhileOp&, EagerNode& node) { no_eager(node); }
 void launch_eager(const SwitchOp&, EagerNode& node) { no_eager(node); }
 
-// Nothing of their own: their bodies' nodes have theirs.
-void derived_accesses(const IfOp&, KernelInfos&, std::vector<Access>&) {}
-void derived_accesses(const WhileOp&, KernelInfos&, std::vector<Access>&) {}
-void derived_accesses(const SwitchOp&, KernelInfos&, std::vector<Access>&) {}
-
-// All structure: a conditional node has no parameters (its bodies' nodes have).
-void save_parameters(const IfOp&, std::vector<unsigned char>&) {}
-void save_parameters(const WhileOp&, std::vector<unsigned char>&) {}
-void save_parameters(const SwitchOp&, std::vector<unsigned char>&) {}
-bool same_parameters(const IfOp&, SavedParameters&, const SymbolMatch&) { return true; }
-bool same_parameters(const WhileOp&, SavedParameters&, const SymbolMatch&) { return true; }
-bool same_parameters(const SwitchOp&, SavedParameters&, const SymbolMatch&) { return true; }
+// The rest is the defaults: all of a conditional node is structure, with no parameters and no
+// accesses of its own (its bodies' nodes have theirs).
+FLOWDSL_LOWERING(IfOp)
+FLOWDSL_LOWERING(WhileOp)
+FLOWDSL_LOWERING(SwitchOp)
 
 }  // namespace flowdsl::lowering

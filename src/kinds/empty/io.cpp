@@ -13,6 +13,6 @@ std::optional<NodeHandle> bind_json(Tag<EmptyOp>, const std::string& name, const
 
 json describe_json(const EmptyOp&, NodeDescriber&) { return json::object(); }
 void dot_label(const EmptyOp&, DotLabel& label) { label.lines.push_back("empty"); }
-const char* dot_colour(Tag<EmptyOp>) { return "white"; }
+DotStyle dot_style(Tag<EmptyOp>) { return {"white"}; }
 
 }  // namespace flowdsl::io

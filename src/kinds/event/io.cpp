@@ -67,10 +67,8 @@ void dot_label(const EventWaitOp& op, DotLabel& label) {
   if (label.options.show_arguments) label.lines.push_back(pointer_text(op.event));
 }
 
-const char* dot_colour(Tag<EventRecordOp>) { return "plum"; }
-const char* dot_colour(Tag<EventWaitOp>) { return "plum"; }
-const char* dot_shape(Tag<EventRecordOp>) { return "cds"; }
-const char* dot_shape(Tag<EventWaitOp>) { return "invhouse"; }
+DotStyle dot_style(Tag<EventRecordOp>) { return {"plum", "cds"}; }
+DotStyle dot_style(Tag<EventWaitOp>) { return {"plum", "invhouse"}; }
 
 }  // namespace flowdsl::io
 

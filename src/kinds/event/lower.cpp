@@ -5,26 +5,12 @@
 
 namespace flowdsl::lowering {
 
-void check_structure(const EventRecordOp&, NodeCheck&) {}
-void check_structure(const EventWaitOp&, NodeCheck&) {}
-
 void check_parameters(const EventRecordOp& op, NodeCheck& diag) {
   if (op.event == nullptr) diag.report("event is null");
 }
 void check_parameters(const EventWaitOp& op, NodeCheck& diag) {
   if (op.event == nullptr) diag.report("event is null");
 }
-
-void hash_structure(const EventRecordOp&, StructureWords&) {}
-void hash_structure(const EventWaitOp&, StructureWords&) {}
-void describe_structure(const EventRecordOp&, std::vector<StructureField>&) {}
-void describe_structure(const EventWaitOp&, std::vector<StructureField>&) {}
-
-void check_device(const EventRecordOp&, NodeCheck&, DeviceContext&) {}
-void check_device(const EventWaitOp&, NodeCheck&, DeviceContext&) {}
-
-std::uint64_t prepare_native(const EventRecordOp&, cudaGraph_t, const std::string&) { return 0; }
-std::uint64_t prepare_native(const EventWaitOp&, cudaGraph_t, const std::string&) { return 0; }
 
 cudaGraphNode_t add_native(const EventRecordOp& op, NativeNode& node) {
   cudaGraphNode_t native = nullptr;
@@ -56,10 +42,6 @@ void launch_eager(const EventWaitOp& op, EagerNode& node) {
   check(cudaStreamWaitEvent(node.stream, op.event, 0), "cudaStreamWaitEvent", node.path.c_str());
 }
 
-// An event orders work; it touches no memory.
-void derived_accesses(const EventRecordOp&, KernelInfos&, std::vector<Access>&) {}
-void derived_accesses(const EventWaitOp&, KernelInfos&, std::vector<Access>&) {}
-
 void save_parameters(const EventRecordOp& op, std::vector<unsigned char>& out) { put(out, op.event); }
 void save_parameters(const EventWaitOp& op, std::vector<unsigned char>& out) { put(out, op.event); }
 
@@ -69,5 +51,9 @@ bool same_parameters(const EventRecordOp& wanted, SavedParameters& held, const S
 bool same_parameters(const EventWaitOp& wanted, SavedParameters& held, const SymbolMatch&) {
   return held.take<CudaEvent>() == wanted.event;
 }
+
+// No structure, and an event orders work without touching memory (no accesses): the defaults.
+FLOWDSL_LOWERING(EventRecordOp)
+FLOWDSL_LOWERING(EventWaitOp)
 
 }  // namespace flowdsl::lowering

@@ -41,6 +41,6 @@ void dot_label(const HostOp& op, DotLabel& label) {
   if (label.options.show_arguments) label.lines.push_back("user data " + pointer_text(op.user_data));
 }
 
-const char* dot_colour(Tag<HostOp>) { return "lightsalmon"; }
+DotStyle dot_style(Tag<HostOp>) { return {"lightsalmon"}; }
 
 }  // namespace flowdsl::io

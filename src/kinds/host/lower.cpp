@@ -3,18 +3,9 @@
 
 namespace flowdsl::lowering {
 
-void check_structure(const HostOp&, NodeCheck&) {}
-
 void check_parameters(const HostOp& op, NodeCheck& diag) {
   if (op.fn == nullptr) diag.report("host function is null");
 }
-
-void hash_structure(const HostOp&, StructureWords&) {}
-void describe_structure(const HostOp&, std::vector<StructureField>&) {}
-
-void check_device(const HostOp&, NodeCheck&, DeviceContext&) {}
-
-std::uint64_t prepare_native(const HostOp&, cudaGraph_t, const std::string&) { return 0; }
 
 cudaGraphNode_t add_native(const HostOp& op, NativeNode& node) {
   const cudaHostNodeParams params{op.fn, op.user_data};
@@ -33,9 +24,6 @@ void launch_eager(const HostOp& op, EagerNode& node) {
   check(cudaLaunchHostFunc(node.stream, op.fn, op.user_data), "cudaLaunchHostFunc", node.path.c_str());
 }
 
-// Nothing known: a host function declares what it touches with reads() and writes().
-void derived_accesses(const HostOp&, KernelInfos&, std::vector<Access>&) {}
-
 void save_parameters(const HostOp& op, std::vector<unsigned char>& out) {
   put(out, op.fn);
   put(out, op.user_data);
@@ -44,5 +32,9 @@ void save_parameters(const HostOp& op, std::vector<unsigned char>& out) {
 bool same_parameters(const HostOp& wanted, SavedParameters& held, const SymbolMatch&) {
   return held.take<void (*)(void*)>() == wanted.fn && held.take<void*>() == wanted.user_data;
 }
+
+// No structure; no accesses known (a host function declares what it touches with reads() and
+// writes()): the defaults.
+FLOWDSL_LOWERING(HostOp)
 
 }  // namespace flowdsl::lowering

@@ -3,7 +3,7 @@
 
 namespace flowdsl {
 
-std::string kernel_name_of(const KernelOp& op) {
+std::string kernel_name_of(const LaunchFields& op) {
   if (!op.kernel_name.empty()) return op.kernel_name;
   const KernelInfo* info = KernelRegistry::global().find_function(op.function);
   return info == nullptr ? std::string() : info->name;

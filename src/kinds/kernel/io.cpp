@@ -184,6 +184,6 @@ void dot_label(const KernelOp& op, DotLabel& label) {
   dot_arguments(op.args, label.options.registry ? label.options.registry->find_function(op.function) : nullptr, label);
 }
 
-const char* dot_colour(Tag<KernelOp>) { return "lightblue"; }
+DotStyle dot_style(Tag<KernelOp>) { return {"lightblue"}; }
 
 }  // namespace flowdsl::io

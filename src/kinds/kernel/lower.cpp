@@ -267,8 +267,6 @@ void check_device(const KernelOp& op, NodeCheck& diag, DeviceContext& device) {
   }
 }
 
-std::uint64_t prepare_native(const KernelOp&, cudaGraph_t, const std::string&) { return 0; }
-
 cudaGraphNode_t add_native(const KernelOp& op, NativeNode& node) {
   opt_in_shared_memory(op, node.path);
   thread_local std::vector<void*> pointers;
@@ -317,5 +315,7 @@ void save_parameters(const KernelOp& op, std::vector<unsigned char>& out) { save
 bool same_parameters(const KernelOp& wanted, SavedParameters& held, const SymbolMatch& symbols) {
   return same_arguments(wanted.args, held, symbols);
 }
+
+FLOWDSL_LOWERING(KernelOp)
 
 }  // namespace flowdsl::lowering

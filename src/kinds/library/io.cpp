@@ -65,6 +65,6 @@ void dot_label(const LibraryOp& op, DotLabel& label) {
   dot_arguments(op.args, entry, label);
 }
 
-const char* dot_colour(Tag<LibraryOp>) { return "khaki"; }
+DotStyle dot_style(Tag<LibraryOp>) { return {"khaki"}; }
 
 }  // namespace flowdsl::io

@@ -161,10 +161,6 @@ void describe_structure(const LibraryOp& op, std::vector<StructureField>& out) {
   out.push_back({"argument count", std::to_string(op.args.size())});
 }
 
-void check_device(const LibraryOp&, NodeCheck&, DeviceContext&) {}
-
-std::uint64_t prepare_native(const LibraryOp&, cudaGraph_t, const std::string&) { return 0; }
-
 cudaGraphNode_t add_native(const LibraryOp& op, NativeNode& node) {
   NativeGraph body = record(op, node.symbols, node.path);
   if (node.in_conditional_body) {
@@ -230,5 +226,7 @@ void save_parameters(const LibraryOp& op, std::vector<unsigned char>& out) { sav
 bool same_parameters(const LibraryOp& wanted, SavedParameters& held, const SymbolMatch& symbols) {
   return same_arguments(wanted.args, held, symbols);
 }
+
+FLOWDSL_LOWERING(LibraryOp)
 
 }  // namespace flowdsl::lowering

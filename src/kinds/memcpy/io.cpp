@@ -40,6 +40,6 @@ void dot_label(const MemcpyOp& op, DotLabel& label) {
   if (label.options.show_arguments) label.lines.push_back(label.addresses(op.src) + " -> " + label.addresses(op.dst));
 }
 
-const char* dot_colour(Tag<MemcpyOp>) { return "palegreen"; }
+DotStyle dot_style(Tag<MemcpyOp>) { return {"palegreen"}; }
 
 }  // namespace flowdsl::io

@@ -4,8 +4,6 @@
 
 namespace flowdsl::lowering {
 
-void check_structure(const MemcpyOp&, NodeCheck&) {}
-
 void check_parameters(const MemcpyOp& op, NodeCheck& diag) {
   if (op.dst == nullptr) diag.report("destination pointer is null");
   if (op.src == nullptr) diag.report("source pointer is null");
@@ -15,9 +13,6 @@ void check_parameters(const MemcpyOp& op, NodeCheck& diag) {
   check_range(diag, op.src, op.bytes, "reads", "src");
   check_range(diag, op.dst, op.bytes, "writes", "dst");
 }
-
-void hash_structure(const MemcpyOp&, StructureWords&) {}
-void describe_structure(const MemcpyOp&, std::vector<StructureField>&) {}
 
 cudaMemoryType memory_type(const void* ptr) {
   cudaPointerAttributes attributes{};
@@ -32,8 +27,6 @@ void check_device(const MemcpyOp& op, NodeCheck& diag, DeviceContext& device) {
   check_same_device(diag, op.src, device.limits.device, "src");
   check_same_device(diag, op.dst, device.limits.device, "dst");
 }
-
-std::uint64_t prepare_native(const MemcpyOp&, cudaGraph_t, const std::string&) { return 0; }
 
 cudaGraphNode_t add_native(const MemcpyOp& op, NativeNode& node) {
   cudaGraphNode_t native = nullptr;
@@ -86,5 +79,7 @@ bool same_parameters(const MemcpyOp& wanted, SavedParameters& held, const Symbol
   return symbols.same(held.take<const void*>(), wanted.dst) && symbols.same(held.take<const void*>(), wanted.src) &&
          held.take<std::size_t>() == wanted.bytes;
 }
+
+FLOWDSL_LOWERING(MemcpyOp)
 
 }  // namespace flowdsl::lowering

@@ -11,12 +11,7 @@ using namespace json_detail;
 namespace {
 
 // The alloc node whose memory a free frees, or no_node.
-NodeId alloc_of(const Description& d, const FreeOp& op) {
-  if (!symbol::is_symbol(op.memory)) return no_node;
-  const std::uint32_t index = symbol::index_of(op.memory);
-  const NodeId owner = index < d.symbols.size() ? d.symbols[index] : no_node;
-  return owner < d.nodes.size() && std::holds_alternative<AllocOp>(d.nodes[owner].op) ? owner : no_node;
-}
+NodeId alloc_of(const Description& d, const FreeOp& op) { return allocation_of(d, op.memory); }
 
 }  // namespace
 
@@ -71,18 +66,7 @@ void dot_label(const FreeOp& op, DotLabel& label) {
                                          : "free " + quoted_name(node_path(label.description, alloc)));
 }
 
-const char* dot_colour(Tag<AllocOp>) { return "lightpink"; }
-const char* dot_colour(Tag<FreeOp>) { return "lightpink"; }
-const char* dot_shape(Tag<AllocOp>) { return "cylinder"; }
-const char* dot_shape(Tag<FreeOp>) { return "cylinder"; }
-
-// The allocation's lifetime: a dashed edge from the alloc to its free, labelled with the size.
-void dot_extra(const FreeOp& op, DotExtra& extra) {
-  const NodeId alloc = alloc_of(extra.description, op);
-  if (alloc == no_node) return;
-  const auto& bytes = std::get<AllocOp>(extra.description.nodes[alloc].op).bytes;
-  extra.out += "  n" + std::to_string(alloc) + " -> n" + std::to_string(extra.id) + " [style=dashed, color=firebrick, " +
-               "fontcolor=firebrick, fontname=\"Helvetica\", label=" + io::quoted(std::to_string(bytes) + " bytes") + "];\n";
-}
+DotStyle dot_style(Tag<AllocOp>) { return {"lightpink", "cylinder"}; }
+DotStyle dot_style(Tag<FreeOp>) { return {"lightpink", "cylinder"}; }
 
 }  // namespace flowdsl::io

@@ -16,26 +16,12 @@ void check_structure(const AllocOp& op, NodeCheck& diag) {
                 " bytes, over the 1 TiB a graph allocation may have (its symbolic address holds a 40-bit offset)");
   }
 }
-void check_structure(const FreeOp&, NodeCheck&) {}  // what it frees is checked with the graph
-
-void check_parameters(const AllocOp&, NodeCheck&) {}
-void check_parameters(const FreeOp&, NodeCheck&) {}
 
 void hash_structure(const AllocOp& op, StructureWords& h) { h.add(op.bytes); }
-// Which alloc a free frees is fixed when it is declared, and the executables of a graph holding
-// memory nodes are that Graph's own: nothing to tell them apart by.
-void hash_structure(const FreeOp&, StructureWords&) {}
 
 void describe_structure(const AllocOp& op, std::vector<StructureField>& out) {
   out.push_back({"bytes", std::to_string(op.bytes)});
 }
-void describe_structure(const FreeOp&, std::vector<StructureField>&) {}
-
-void check_device(const AllocOp&, NodeCheck&, DeviceContext&) {}
-void check_device(const FreeOp&, NodeCheck&, DeviceContext&) {}
-
-std::uint64_t prepare_native(const AllocOp&, cudaGraph_t, const std::string&) { return 0; }
-std::uint64_t prepare_native(const FreeOp&, cudaGraph_t, const std::string&) { return 0; }
 
 cudaGraphNode_t add_native(const AllocOp& op, NativeNode& node) {
   int device = 0;
@@ -63,10 +49,6 @@ cudaGraphNode_t add_native(const FreeOp& op, NativeNode& node) {
   return native;
 }
 
-// All structure: CUDA cannot update memory nodes, and they have no parameters.
-UpdateStatus update_native(const AllocOp&, const NativeUpdate&) { return {}; }
-UpdateStatus update_native(const FreeOp&, const NativeUpdate&) { return {}; }
-
 void launch_eager(const AllocOp& op, EagerNode& node) {
   void* memory = nullptr;
   check(cudaMallocAsync(&memory, op.bytes, node.stream), "cudaMallocAsync", node.path.c_str());
@@ -80,14 +62,11 @@ void launch_eager(const FreeOp& op, EagerNode& node) {
   node.value = address;  // freed: the eager run does not free it again (release_eager_memory)
 }
 
-// Neither touches the memory's bytes; the order of its uses is checked with the graph.
-void derived_accesses(const AllocOp&, KernelInfos&, std::vector<Access>&) {}
-void derived_accesses(const FreeOp&, KernelInfos&, std::vector<Access>&) {}
-
-// Nothing to keep: memory nodes have no parameters.
-void save_parameters(const AllocOp&, std::vector<unsigned char>&) {}
-void save_parameters(const FreeOp&, std::vector<unsigned char>&) {}
-bool same_parameters(const AllocOp&, SavedParameters&, const SymbolMatch&) { return true; }
-bool same_parameters(const FreeOp&, SavedParameters&, const SymbolMatch&) { return true; }
+// The rest is the defaults. CUDA cannot update memory nodes, and they have no parameters. A free
+// hashes nothing: which alloc it frees is fixed when it is declared, and the executables of a
+// graph holding memory nodes are that Graph's own. Neither touches the memory's bytes (no
+// accesses); the order of its uses is checked with the graph.
+FLOWDSL_LOWERING(AllocOp)
+FLOWDSL_LOWERING(FreeOp)
 
 }  // namespace flowdsl::lowering

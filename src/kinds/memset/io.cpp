@@ -60,6 +60,6 @@ void dot_label(const MemsetOp& op, DotLabel& label) {
   if (label.options.show_arguments) label.lines.push_back(label.addresses(op.dst) + " = " + std::to_string(op.value));
 }
 
-const char* dot_colour(Tag<MemsetOp>) { return "khaki"; }
+DotStyle dot_style(Tag<MemsetOp>) { return {"khaki"}; }
 
 }  // namespace flowdsl::io

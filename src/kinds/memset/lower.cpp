@@ -41,8 +41,6 @@ void check_device(const MemsetOp& op, NodeCheck& diag, DeviceContext& device) {
   check_same_device(diag, op.dst, device.limits.device, "dst");
 }
 
-std::uint64_t prepare_native(const MemsetOp&, cudaGraph_t, const std::string&) { return 0; }
-
 cudaGraphNode_t add_native(const MemsetOp& op, NativeNode& node) {
   const cudaMemsetParams params = native_params(op, node.symbols);
   cudaGraphNode_t native = nullptr;
@@ -103,5 +101,7 @@ bool same_parameters(const MemsetOp& wanted, SavedParameters& held, const Symbol
   return symbols.same(held.take<const void*>(), wanted.dst) && held.take<std::uint32_t>() == wanted.value &&
          held.take<std::size_t>() == wanted.count;
 }
+
+FLOWDSL_LOWERING(MemsetOp)
 
 }  // namespace flowdsl::lowering
