@@ -84,6 +84,9 @@ struct Descriptor {
   static constexpr bool block_exact() {
     return true;
   }
+  /// LaunchRule::least_grid: whether the descriptor has least_grid<T...>(args...), the smallest
+  /// grid that computes all of the output where it is less than shape()'s.
+  static constexpr bool has_least_grid = false;
   static constexpr const char* variant = "";  ///< between the name and the type suffixes: "row_sum.warp.f32"
   static constexpr const char* note = "";     ///< appended to the summary
 };
@@ -126,7 +129,7 @@ auto declare(Into g, std::string node, const A&... args) {
     }
   };
   return with_function()
-      .launch(shape.grid, shape.block, shape.shared_bytes)
+      .launch(shape)
       .waits_for_producers()  // programmatic_prologue(): see common.cuh
       .args(args...);
 }
@@ -144,6 +147,18 @@ LaunchShape erased_shape(const void* const* args, Types<T...>, std::index_sequen
   (std::memcpy(&std::get<I>(values), args[I], sizeof(std::get<I>(values))), ...);
   return D::template shape<T...>(std::get<I>(values)...);
 }
+template <class D, class... T, std::size_t... I>
+Dim3 erased_least_grid(const void* const* args, Types<T...>, std::index_sequence<I...>) {
+  using Params = typename params_of<decltype(D::template kernel<T...>())>::type;
+  std::tuple<std::tuple_element_t<I, Params>...> values;
+  (std::memcpy(&std::get<I>(values), args[I], sizeof(std::get<I>(values))), ...);
+  return D::template least_grid<T...>(std::get<I>(values)...);
+}
+/// LaunchRule::least_grid of kernel D<T...>.
+template <class D, class... T>
+Dim3 least_grid_of(const void* const* args) {
+  return erased_least_grid<D>(args, Types<T...>{}, std::make_index_sequence<std::size(D::params)>{});
+}
 /// LaunchRule::shape of kernel D<T...>: D's shape rule on arguments as the registry holds them,
 /// the one declare() applies.
 template <class D, class... T>
@@ -157,7 +172,8 @@ void register_instance(KernelRegistry& registry, Types<T...>) {
   ((name += std::string(".") + suffix<T>()), ...);
   std::vector<std::string> params(std::begin(D::params), std::end(D::params));
   std::string summary = std::string(D::summary) + D::note;
-  const LaunchRule launch{&shape_of<D, T...>, D::grid_strides, D::template block_exact<T...>()};
+  LaunchRule launch{&shape_of<D, T...>, D::grid_strides, D::template block_exact<T...>()};
+  if constexpr (D::has_least_grid) launch.least_grid = &least_grid_of<D, T...>;
   // Every kernel of the library starts with programmatic_prologue(): it waits for its producers.
   if constexpr (has_derived<D, T...>()) {
     registry.add(std::move(name), D::template kernel<T...>(), std::move(params), std::move(summary),

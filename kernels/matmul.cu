@@ -1,4 +1,5 @@
 // Descriptors and launchers of the matrix multiply, and the tensor maps of its Hopper path.
+#include <algorithm>
 #include <cstring>
 
 #include "descriptor.cuh"
@@ -84,6 +85,51 @@ std::uint32_t wgmma_shared_bytes() {
   return static_cast<std::uint32_t>(limit >= wg::shared_bytes ? wg::shared_bytes : matmul_fallback_shared_bytes<T>());
 }
 
+/// Multiprocessors of the current device (132 on an H200), asked once per device.
+int multiprocessors() {
+  static int counts[64] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) {
+    (void)cudaGetLastError();
+    return 132;
+  }
+  if (counts[device] == 0) {
+    int count = 0;
+    if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || count <= 0) {
+      (void)cudaGetLastError();
+      count = 132;
+    }
+    counts[device] = count;
+  }
+  return counts[device];
+}
+
+/// The launch of the Hopper kernel for an m x n x k product. Wide tiles (128 x 256) where they
+/// give the device a block per multiprocessor or more; else narrow ones (128 x 128 or 128 x 64)
+/// and k split across the blocks of a cluster along z (up to 8), picking the pair that puts the
+/// most blocks on the multiprocessors in one wave (one block fits a multiprocessor) while each
+/// block keeps two k-tiles of 64 or more: the small-batch shapes of inference (16 rows by a
+/// 4096 x 1024 weight: 128 blocks, not 16).
+LaunchShape wgmma_shape(i32 m, i32 n, i32 k, std::uint32_t shared_bytes) {
+  const std::int64_t sms = multiprocessors();
+  const std::int64_t row_tiles = blocks_for(m, wg::bm), k_tiles = (std::max<i32>(k, 0) + wg::bk - 1) / wg::bk;
+  const std::int64_t wide = blocks_for(n, wg::bn) * row_tiles;
+  LaunchShape shape{Dim3(blocks_for(n, wg::bn), blocks_for(m, wg::bm)), wg::threads, shared_bytes};
+  if (wide >= sms || shared_bytes < static_cast<std::uint32_t>(wg::shared_bytes)) return shape;
+  std::int64_t best = wide;
+  for (const int bn : {128, 64}) {
+    const std::int64_t tiles = blocks_for(n, bn) * row_tiles;
+    if (tiles > sms) continue;  // a second wave of narrow tiles
+    const std::int64_t split = std::max<std::int64_t>(1, std::min<std::int64_t>({8, sms / tiles, k_tiles / 2}));
+    if (tiles * split > best) {
+      best = tiles * split;
+      shape.grid = Dim3(blocks_for(n, bn), blocks_for(m, wg::bm), static_cast<std::uint32_t>(split));
+      shape.cluster = Dim3(1, 1, static_cast<std::uint32_t>(split));
+    }
+  }
+  return shape;
+}
+
 /// f16 and bf16 on the Hopper kernel (c in float or, for the cast variant, in T), f32 on FMA units.
 template <class T>
 auto matmul_function() {
@@ -102,11 +148,22 @@ struct ByTile : Descriptor {
     return std::is_same_v<T, float>;
   }
   template <class T, class... A>
-  static LaunchShape shape(i32 m, i32 n, const A&...) {
+  static LaunchShape shape(i32 m, i32 n, i32 k, const A&...) {
     if constexpr (std::is_same_v<T, float>) {
       return {Dim3(blocks_for(n, mmf::bn), blocks_for(m, mmf::bm)), mmf::threads};
     } else {
-      return {Dim3(blocks_for(n, wg::bn), blocks_for(m, wg::bm)), wg::threads, wgmma_shared_bytes<T>()};
+      return wgmma_shape(m, n, k, wgmma_shared_bytes<T>());
+    }
+  }
+  /// The wide tiles' grid, which computes the whole product whatever the rule chose (the kernel
+  /// takes the tile width the grid was made for, and only the blocks of z = 0 work unsplit).
+  static constexpr bool has_least_grid = true;
+  template <class T, class... A>
+  static Dim3 least_grid(i32 m, i32 n, const A&...) {
+    if constexpr (std::is_same_v<T, float>) {
+      return Dim3(blocks_for(n, mmf::bn), blocks_for(m, mmf::bm));
+    } else {
+      return Dim3(blocks_for(n, wg::bn), blocks_for(m, wg::bm));
     }
   }
   template <class T>

@@ -27,6 +27,8 @@
 
 #include <cuda.h>  // CUtensorMap (a type only: the library does not link the driver)
 
+#include <cooperative_groups.h>
+
 #include "matmul.cuh"
 
 namespace flowdsl::kernels::detail {
@@ -172,6 +174,58 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], std::uint64_t 
 #undef FLOWDSL_WGMMA_M64N256K16
 #undef FLOWDSL_WGMMA_OUTPUTS
 
+/// d[64 x 128] += A[64 x 16] B[16 x 128] (the narrow tiles of the split path); operands as above.
+template <class T>
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], std::uint64_t a_desc, std::uint64_t b_desc) {
+#define FLOWDSL_WGMMA_M64N128K16(type)                                                  \
+  asm volatile(                                                                       \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                  \
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32." type "." type " {"                 \
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "\
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "\
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "\
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63 "                                                                         \
+      "}, %64, %65, p, 1, 1, 0, 1;\n}\n"                                          \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),\
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),\
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),\
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),\
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),\
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),\
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),\
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])                                                                         \
+      : "l"(a_desc), "l"(b_desc), "r"(1))
+  if constexpr (std::is_same_v<T, __half>) {
+    FLOWDSL_WGMMA_M64N128K16("f16");
+  } else {
+    FLOWDSL_WGMMA_M64N128K16("bf16");
+  }
+#undef FLOWDSL_WGMMA_M64N128K16
+}
+
+/// d[64 x 64] += A[64 x 16] B[16 x 64] (the narrow tiles of the split path); operands as above.
+template <class T>
+__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], std::uint64_t a_desc, std::uint64_t b_desc) {
+#define FLOWDSL_WGMMA_M64N64K16(type)                                                  \
+  asm volatile(                                                                       \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                  \
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." type "." type " {"                 \
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "\
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31 "                                                                         \
+      "}, %32, %33, p, 1, 1, 0, 1;\n}\n"                                          \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),\
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),\
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),\
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                                                                         \
+      : "l"(a_desc), "l"(b_desc), "r"(1))
+  if constexpr (std::is_same_v<T, __half>) {
+    FLOWDSL_WGMMA_M64N64K16("f16");
+  } else {
+    FLOWDSL_WGMMA_M64N64K16("bf16");
+  }
+#undef FLOWDSL_WGMMA_M64N64K16
+}
+
 /// The tensor-core path: producer (warpgroup 0) and consumers (warpgroups 1 and 2) of one tile.
 template <class T, class Out>
 __device__ __forceinline__ void matmul_wgmma_tile(std::int32_t m, std::int32_t n, std::int32_t k, const float* bias,
@@ -275,6 +329,156 @@ __device__ __forceinline__ void matmul_wgmma_tile(std::int32_t m, std::int32_t n
     }
   }
 }
+
+namespace sk {
+/// Stages of the narrow path: as many as fit where the wide path keeps four (wg::shared_bytes).
+template <int BN>
+constexpr int stage_bytes = wg::a_bytes + BN / wg::box_n * wg::b_box_bytes;
+template <int BN>
+constexpr int stages = (wg::barrier_offset / stage_bytes<BN>) < 8 ? (wg::barrier_offset / stage_bytes<BN>) : 8;
+template <int BN>
+constexpr int c_stride = BN + 4;  // floats a row of the staged partial tile: float4 rows, few bank conflicts
+static_assert(stages<128> == 6 && stages<64> == 8, "the narrow path's stages fit the wide path's shared memory");
+static_assert(2 * 64 * c_stride<128> * 4 <= wg::barrier_offset, "the partial tile is staged in the operand stages");
+}  // namespace sk
+
+/// The narrow, split path: the block computes a 128 x BN tile of c (BN 128 or 64) over k-tiles
+/// [first, last) of k, with the producer / consumer scheme of matmul_wgmma_tile. With `split`
+/// blocks in its cluster (along z), each computes a share of k: the partial tiles are staged in
+/// each block's shared memory, and after a cluster barrier every block reduces its share of the
+/// tile's elements across the cluster's blocks (distributed shared memory), adds the bias,
+/// applies the activation and stores. `split` 1: the block's own tile alone.
+template <class T, class Out, int BN>
+__device__ __forceinline__ void matmul_narrow_tile(std::int32_t m, std::int32_t n, std::int32_t k, const float* bias,
+                                                   std::int32_t act, Out* c, const MatmulMaps& maps, unsigned char* shared,
+                                                   int split) {
+  namespace cg = cooperative_groups;
+  constexpr int stages = sk::stages<BN>, stage_bytes = sk::stage_bytes<BN>, c_stride = sk::c_stride<BN>;
+  const std::uint32_t base = (shared_address(shared) + 1023) & ~1023u;
+  const std::uint32_t full = base + stages * stage_bytes, empty = full + 8 * stages;
+  auto stage_a = [&](int s) { return base + s * stage_bytes; };
+  auto stage_b = [&](int s) { return base + s * stage_bytes + wg::a_bytes; };
+  const int row0 = blockIdx.y * wg::bm, col0 = blockIdx.x * BN;
+  const int rank = split > 1 ? static_cast<int>(blockIdx.z) : 0;  // the cluster spans the grid's z
+  const int k_tiles = (k + wg::bk - 1) / wg::bk;
+  const int first = static_cast<int>(static_cast<std::int64_t>(k_tiles) * rank / split);
+  const int last = static_cast<int>(static_cast<std::int64_t>(k_tiles) * (rank + 1) / split);
+  const int tiles = last - first;
+  const int warpgroup = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    prefetch_tensor_map(maps.a);
+    prefetch_tensor_map(maps.b);
+    for (int s = 0; s < stages; ++s) {
+      mbarrier_init(full + 8 * s, 1);
+      mbarrier_init(empty + 8 * s, 256);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  float d[BN / 2];
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
+  if (warpgroup == 0) {
+    if (threadIdx.x == 0) {
+      for (int t = 0; t < tiles; ++t) {
+        const int s = t % stages;
+        if (t >= stages) mbarrier_wait(empty + 8 * s, ((t / stages) - 1) & 1);
+        mbarrier_expect_bytes(full + 8 * s, stage_bytes);
+        const int k0 = (first + t) * wg::bk;
+        tma_load_2d(stage_a(s), maps.a, k0, row0, full + 8 * s);
+#pragma unroll
+        for (int j = 0; j < BN / wg::box_n; ++j) {
+          tma_load_2d(stage_b(s) + j * wg::b_box_bytes, maps.b, col0 + j * wg::box_n, k0, full + 8 * s);
+        }
+      }
+    }
+  } else {
+    const int consumer = warpgroup - 1;
+    for (int t = 0; t < tiles; ++t) {
+      const int s = t % stages;
+      mbarrier_wait(full + 8 * s, (t / stages) & 1);
+      // Rows past m are zeros (the copy engine fills them): a consumer wholly past m multiplies
+      // zeros rather than branch around the wgmma, which the compiler would then fence.
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < wg::bk / 16; ++kk) {
+        const std::uint64_t a_desc = wgmma_descriptor(stage_a(s) + consumer * 64 * 128 + kk * 32, 16, 1024);
+        const std::uint64_t b_desc = wgmma_descriptor(stage_b(s) + kk * 16 * 128, wg::b_box_bytes, 1024);
+        if constexpr (BN == 128) {
+          wgmma_m64n128k16<T>(d, a_desc, b_desc);
+        } else {
+          wgmma_m64n64k16<T>(d, a_desc, b_desc);
+        }
+      }
+      wgmma_commit();
+      wgmma_wait<1>();
+      if (t > 0) mbarrier_arrive(empty + 8 * ((t - 1) % stages));
+    }
+    wgmma_wait<0>();
+  }
+  // Every copy has landed and every wgmma has read its operands: the stages may hold the tile.
+  __syncthreads();
+  float* const tile = reinterpret_cast<float*>(shared + (base - shared_address(shared)));
+  if (warpgroup > 0) {
+    const int consumer = warpgroup - 1;
+    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    const int r_top = consumer * 64 + warp * 16 + lane / 4;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      const int col = 8 * j + 2 * (lane % 4);
+      *reinterpret_cast<float2*>(tile + r_top * c_stride + col) = make_float2(d[4 * j], d[4 * j + 1]);
+      *reinterpret_cast<float2*>(tile + (r_top + 8) * c_stride + col) = make_float2(d[4 * j + 2], d[4 * j + 3]);
+    }
+  }
+  // The reduction reads the rows below m.
+  const int rows = min(wg::bm, m - row0), cols = min(BN, n - col0);
+  const int groups = rows * (BN / 4);  // float4s of the valid rows
+  const bool vectors = n % 4 == 0 && aligned<4 * sizeof(Out)>(c);
+  const auto store = [&](int g, float4 v) {
+    const int r = g / (BN / 4), col = (g % (BN / 4)) * 4;
+    if (col >= cols) return;
+    const int grow = row0 + r, gcol = col0 + col;
+    float out[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int q = 0; q < 4; ++q) out[q] = activate(act, out[q] + (bias != nullptr && gcol + q < n ? bias[gcol + q] : 0.0f));
+    Out* p = c + static_cast<std::int64_t>(grow) * n + gcol;
+    if (vectors && gcol + 3 < n) {
+      Vec<Out, 4> w;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) w.v[q] = from_float<Out>(out[q]);
+      *reinterpret_cast<Vec<Out, 4>*>(p) = w;
+    } else {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        if (gcol + q < n) p[q] = from_float<Out>(out[q]);
+      }
+    }
+  };
+  const auto at = [&](int g) { return (g / (BN / 4)) * c_stride + (g % (BN / 4)) * 4; };
+  if (split == 1) {
+    __syncthreads();
+    for (int g = threadIdx.x; g < groups; g += wg::threads) store(g, *reinterpret_cast<const float4*>(tile + at(g)));
+    return;
+  }
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every block's partial tile is staged
+  const int share_first = static_cast<int>(static_cast<std::int64_t>(groups) * rank / split);
+  const int share_last = static_cast<int>(static_cast<std::int64_t>(groups) * (rank + 1) / split);
+  for (int g = share_first + static_cast<int>(threadIdx.x); g < share_last; g += wg::threads) {
+    float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int q = 0; q < split; ++q) {  // in rank order: the same sum whichever block adds it
+      const float4 v = *cluster.map_shared_rank(reinterpret_cast<const float4*>(tile + at(g)), q);
+      sum.x += v.x;
+      sum.y += v.y;
+      sum.z += v.z;
+      sum.w += v.w;
+    }
+    store(g, sum);
+  }
+  cluster.sync();  // no block leaves while another still reads its shared memory
+}
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 /// Threads 0 .. 255 compute the block's 128 x 256 tile as two 128 x 128 halves on mma.sync.
@@ -322,12 +526,26 @@ __global__ void __launch_bounds__(wg::threads, 1)
   ::flowdsl::kernels::detail::programmatic_prologue();
   extern __shared__ __align__(1024) unsigned char matmul_shared[];
   const bool one_dimensional = blockDim.y == 1 && blockDim.z == 1;
+  // The tile width the grid was made for: the narrowest of 64, 128 and 256 whose tiles cover n.
+  const int bn = static_cast<std::int64_t>(gridDim.x) * 64 >= n ? 64 : static_cast<std::int64_t>(gridDim.x) * 128 >= n ? 128 : 256;
 #if defined(FLOWDSL_MATMUL_WGMMA)
   if (maps.valid != 0 && one_dimensional && blockDim.x == wg::threads && dynamic_shared_bytes() >= wg::shared_bytes) {
-    matmul_wgmma_tile<T>(m, n, k, bias, act, c, maps, matmul_shared);
+    // k split across the blocks of a cluster along z that spans the grid's z; else only z = 0 works.
+    const unsigned cluster_z = cooperative_groups::this_cluster().dim_blocks().z;
+    const int split = cluster_z > 1 && cluster_z == gridDim.z && bn < 256 ? static_cast<int>(cluster_z) : 1;
+    if (split == 1 && blockIdx.z > 0) return;
+    if (bn == 64) {
+      matmul_narrow_tile<T, Out, 64>(m, n, k, bias, act, c, maps, matmul_shared, split);
+    } else if (bn == 128) {
+      matmul_narrow_tile<T, Out, 128>(m, n, k, bias, act, c, maps, matmul_shared, split);
+    } else {
+      matmul_wgmma_tile<T>(m, n, k, bias, act, c, maps, matmul_shared);
+    }
     return;
   }
 #endif
+  if (blockIdx.z > 0) return;  // the generic paths compute whole tiles of k
+  (void)bn;
   if (one_dimensional && blockDim.x >= mm::threads && dynamic_shared_bytes() >= matmul_fallback_shared_bytes<T>()) {
     matmul_generic_tile(m, n, k, a, b, bias, act, c, matmul_shared);
   } else {

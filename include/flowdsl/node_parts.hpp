@@ -35,7 +35,14 @@ struct LaunchShape {
   Dim3 grid;
   Dim3 block;
   std::uint32_t shared_bytes = 0;  ///< dynamic shared memory per block
+  /// Thread-block clusters (compute capability 9.0 and later): the blocks of each cluster run
+  /// together and share their shared memory. 1x1x1: no clusters. The grid is a multiple of it,
+  /// and a cluster holds at most 8 blocks.
+  Dim3 cluster = Dim3();
 };
+
+/// \brief The most blocks a cluster holds (the portable limit).
+inline constexpr std::uint64_t max_cluster_blocks = 8;
 
 /// \brief Symbolic values: stand-ins, in a description, for values CUDA hands out only when the
 /// native graph is built (the handle of a conditional node, the address of graph-owned memory).

@@ -178,6 +178,10 @@ struct LaunchRule {
   bool grid_strides = true;
   /// Whether the block must be the rule's; else any block of at most the rule's threads.
   bool block_exact = true;
+  /// For a kernel that does not stride: the smallest grid that still computes all of the output
+  /// for the arguments at `args`, where it is less than the shape's (a matrix multiply whose rule
+  /// splits k across more blocks than it needs); null: the shape's grid.
+  Dim3 (*least_grid)(const void* const* args) = nullptr;
   // Shared memory: at least the rule's (what the kernel's fastest path needs).
 
   explicit operator bool() const noexcept { return shape != nullptr; }

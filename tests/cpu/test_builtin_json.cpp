@@ -86,8 +86,12 @@ TEST_CASE("A built-in kernel's node without a launch shape gets its launcher's",
     CHECK(a.launch.shared_bytes == b.launch.shared_bytes);
     CHECK(a.args == b.args);
   }
-  CHECK(kernel_op(file, 1).launch.grid == flowdsl::Dim3(2, 1));  // 512 / 256 columns, 128 / 128 rows
+  // 128 x 512 x 256 fills few multiprocessors with 128 x 256 tiles: 64 columns a block, k in two
+  // halves across a cluster of two blocks.
+  CHECK(kernel_op(file, 1).launch.grid == flowdsl::Dim3(8, 1, 2));
+  CHECK(kernel_op(file, 1).launch.cluster == flowdsl::Dim3(1, 1, 2));
   CHECK(kernel_op(file, 1).launch.block == flowdsl::Dim3(384));
+  for (std::size_t i = 0; i < 2; ++i) CHECK(kernel_op(file, i).launch.cluster == kernel_op(cpp, i).launch.cluster);
 }
 
 TEST_CASE("The registered launch rule is the launcher's", "[kernels][shape]") {
@@ -110,6 +114,11 @@ TEST_CASE("A grid too small for matmul.bf16 is refused at the node's grid", "[js
                                 "a block and needs a grid of at least 2x1x1 for these arguments"));
   // A larger grid leaves nothing out: its extra blocks find no tile.
   CHECK_NOTHROW(bound(linear(R"("gelu")", R"("grid": [3, 2], )")));
+  // The least grid is the wide tiles' (2x1x1), not the rule's split one: such a grid gets no
+  // clusters (its z is not a multiple of the rule's), and only its z = 0 blocks work.
+  CHECK(kernel_op(bound(linear(R"("gelu")", R"("grid": [3, 2], )")), 1).launch.cluster == flowdsl::Dim3());
+  CHECK(kernel_op(bound(linear(R"("gelu")", R"("grid": [8, 1, 2], "cluster": [1, 1, 2], )")), 1).launch.cluster ==
+        flowdsl::Dim3(1, 1, 2));
 }
 
 TEST_CASE("A block or shared memory a built-in kernel cannot run with is refused", "[json][kernels][shape][errors]") {

@@ -273,3 +273,30 @@ TEST_CASE("Derived parameters of no size or a bad alignment are reported on thei
   CHECK(names(p, "k"));
   CHECK_THAT(p.message, contains("derived parameters of 0 bytes aligned to 4"));
 }
+
+TEST_CASE("Thread-block clusters must tile the grid and hold at most 8 blocks", "[validation][cluster]") {
+  int x = 0;
+  SECTION("a grid that is not a multiple of its cluster") {
+    flowdsl::Graph g;
+    g.kernel("k", touch).launch(flowdsl::Dim3(4, 1, 3), 32).cluster(flowdsl::Dim3(1, 1, 2)).args(&x);
+    const flowdsl::Diagnostic d = only_problem(g);
+    CHECK(names(d, "k"));
+    CHECK_THAT(d.message, contains("node 'k' (kernel): grid 4x1x3 is not a multiple of its cluster 1x1x2"));
+  }
+  SECTION("a cluster of more than 8 blocks, and one with a zero dimension") {
+    flowdsl::Graph g;
+    g.kernel("big", touch).launch(16, 32).cluster(16).args(&x);
+    g.kernel("zero", touch).launch(16, 32).cluster(flowdsl::Dim3(0, 1, 1)).args(&x);
+    const auto all = problems(g);
+    REQUIRE(all.size() == 2);
+    CHECK_THAT(all[0].message, contains("node 'big' (kernel): cluster 16x1x1 holds 16 blocks, over the 8 a cluster may hold"));
+    CHECK_THAT(all[1].message, contains("node 'zero' (kernel): cluster 0x1x1 has a zero dimension"));
+  }
+  SECTION("a valid cluster is structure: it changes the topology hash") {
+    flowdsl::Graph a, b;
+    a.kernel("k", touch).launch(flowdsl::Dim3(4, 1, 2), 32).args(&x);
+    b.kernel("k", touch).launch(flowdsl::Dim3(4, 1, 2), 32).cluster(flowdsl::Dim3(1, 1, 2)).args(&x);
+    CHECK_NOTHROW(b.plan());
+    CHECK(a.topology_hash() != b.topology_hash());
+  }
+}

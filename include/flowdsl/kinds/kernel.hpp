@@ -140,10 +140,20 @@ class KernelHandleBase : public NodeHandleBase<Derived> {
     op().derived = derived;
     return this->self();
   }
-  /// \brief Grid, block and dynamic shared memory at once. Structure.
+  /// \brief Thread-block cluster dimensions (LaunchShape::cluster): the grid must be a multiple
+  /// of them. Structure.
+  Derived& cluster(Dim3 cluster) {
+    op().launch.cluster = cluster;
+    return this->self();
+  }
+  /// \brief Grid, block and dynamic shared memory at once (no clusters). Structure.
   Derived& launch(Dim3 grid, Dim3 block, std::uint32_t shared_bytes = 0) {
+    return launch(LaunchShape{grid, block, shared_bytes, Dim3()});
+  }
+  /// \brief The whole launch shape, clusters included. Structure.
+  Derived& launch(const LaunchShape& shape) {
     KernelOp& o = op();
-    o.launch = LaunchShape{grid, block, shared_bytes};
+    o.launch = shape;
     o.grid_set = o.block_set = true;
     return this->self();
   }

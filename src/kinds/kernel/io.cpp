@@ -23,6 +23,10 @@ json json_schema(Tag<KernelOp>) {
   json properties = {{"kernel", {{"type", "string"}}},
                      {"grid", {{"$ref", "#/$defs/dim"}, {"description", from_rule}}},
                      {"block", {{"$ref", "#/$defs/dim"}, {"description", from_rule}}},
+                     {"cluster",
+                      {{"$ref", "#/$defs/dim"},
+                       {"description", "thread-block cluster dimensions (the grid a multiple of them); " +
+                                           std::string(from_rule) + ", else 1"}}},
                      {"shared_bytes",
                       {{"type", "integer"}, {"minimum", 0}, {"maximum", 4294967295u}, {"description", from_rule}}},
                      {"args", {{"type", "object"}, {"additionalProperties", argument}}}};
@@ -40,19 +44,24 @@ std::vector<const void*> argument_pointers(const std::vector<std::array<unsigned
 // The shape of a node of `info`, a kernel with a launch rule: the file's where it gives one,
 // checked against what the kernel needs (`rule`, the rule's shape for the node's arguments),
 // else the rule's. False after reporting each problem.
-bool rule_shape(const json& fields, const KernelInfo& info, const LaunchShape& rule, NodeBinder& binder,
-                LaunchShape& shape) {
+bool rule_shape(const json& fields, const KernelInfo& info, const void* const* args, const LaunchShape& rule,
+                NodeBinder& binder, LaunchShape& shape) {
   const std::string kernel = "kernel '" + info.name + "'";
   bool ok = true;
   shape = rule;
   if (fields.contains("grid")) {
     shape.grid = get_dim(fields, "grid");
     const Dim3& g = shape.grid;
-    if (!info.launch.grid_strides && (g.x < rule.grid.x || g.y < rule.grid.y || g.z < rule.grid.z)) {
+    const Dim3 least = info.launch.least_grid != nullptr ? info.launch.least_grid(args) : rule.grid;
+    if (!info.launch.grid_strides && (g.x < least.x || g.y < least.y || g.z < least.z)) {
       binder.problem("/grid", "grid " + to_string(g) + " leaves part of the output uncomputed: " + kernel +
-                                  " computes one part a block and needs a grid of at least " + to_string(rule.grid) +
+                                  " computes one part a block and needs a grid of at least " + to_string(least) +
                                   " for these arguments (omit \"grid\" for that one)");
       ok = false;
+    }
+    // Clusters the rule gives for its grid: a grid of the file's gets them only where it is a multiple.
+    if (fields.count("cluster") == 0 && (g.x % rule.cluster.x != 0 || g.y % rule.cluster.y != 0 || g.z % rule.cluster.z != 0)) {
+      shape.cluster = Dim3();
     }
   }
   if (fields.contains("block")) {
@@ -68,6 +77,7 @@ bool rule_shape(const json& fields, const KernelInfo& info, const LaunchShape& r
       ok = false;
     }
   }
+  if (fields.contains("cluster")) shape.cluster = get_dim(fields, "cluster");
   if (fields.contains("shared_bytes")) {
     shape.shared_bytes = fields.at("shared_bytes").get<std::uint32_t>();
     if (shape.shared_bytes < rule.shared_bytes) {
@@ -86,7 +96,7 @@ json read_json(Tag<KernelOp>, json&& node) {
   // dimension in its shortest form, shared_bytes as an unsigned number).
   json fields = std::move(node);
   (void)get_string(fields, "kernel");
-  for (const char* dim : {"grid", "block"}) {
+  for (const char* dim : {"grid", "block", "cluster"}) {
     if (optional_member(fields, dim) != nullptr) fields[dim] = write_dim(get_dim(fields, dim));
   }
   if (optional_member(fields, "shared_bytes") != nullptr) {
@@ -113,16 +123,18 @@ std::optional<NodeHandle> bind_json(Tag<KernelOp>, const std::string& name, cons
     std::vector<std::array<unsigned char, 8>> bytes(info->params.size(), std::array<unsigned char, 8>{});
     for (const BoundArgument& v : values) std::memcpy(bytes[v.index].data(), v.bytes, sizeof v.bytes);
     shape.emplace();
-    if (!rule_shape(fields, *info, info->launch.shape(argument_pointers(bytes).data()), binder, *shape)) return std::nullopt;
+    const std::vector<const void*> pointers = argument_pointers(bytes);
+    if (!rule_shape(fields, *info, pointers.data(), info->launch.shape(pointers.data()), binder, *shape)) return std::nullopt;
   }
   auto node = binder.builder().kernel(name, *info);
   if (shape) {
-    node.launch(shape->grid, shape->block, shape->shared_bytes);
+    node.launch(*shape);
   } else {
     // A kernel without a rule: a shape the file does not give stays unset, and validation says so.
     if (fields.contains("grid")) node.grid(get_dim(fields, "grid"));
     if (fields.contains("block")) node.block(get_dim(fields, "block"));
     if (fields.contains("shared_bytes")) node.shared_memory(fields.at("shared_bytes").get<std::uint32_t>());
+    if (fields.contains("cluster")) node.cluster(get_dim(fields, "cluster"));
   }
   for (const BoundArgument& v : values) {
     const KernelParam& p = info->params[v.index];
@@ -168,6 +180,7 @@ json describe_json(const KernelOp& op, NodeDescriber& describer) {
   if (op.grid_set && !(rule && rule->grid == op.launch.grid)) fields["grid"] = write_dim(op.launch.grid);
   if (op.block_set && !(rule && rule->block == op.launch.block)) fields["block"] = write_dim(op.launch.block);
   if (op.launch.shared_bytes != (rule ? rule->shared_bytes : 0)) fields["shared_bytes"] = op.launch.shared_bytes;
+  if (op.launch.cluster != (rule ? rule->cluster : Dim3())) fields["cluster"] = write_dim(op.launch.cluster);
   bool described = false;
   json args = describe_arguments(op.args, *info, describer, described);
   if (described) fields["args"] = std::move(args);
@@ -179,7 +192,8 @@ void dot_label(const KernelOp& op, DotLabel& label) {
   label.lines.push_back("kernel " + (kernel.empty() ? std::string("(unnamed)") : kernel));
   label.lines.push_back((op.grid_set ? "grid " + to_string(op.launch.grid) : std::string("grid (unset)")) +
                         (op.block_set ? " block " + to_string(op.launch.block) : std::string(" block (unset)")) +
-                        (op.launch.shared_bytes ? " smem " + std::to_string(op.launch.shared_bytes) : ""));
+                        (op.launch.shared_bytes ? " smem " + std::to_string(op.launch.shared_bytes) : "") +
+                        (op.launch.cluster.volume() != 1 ? " cluster " + to_string(op.launch.cluster) : ""));
   if (!label.options.show_arguments) return;
   dot_arguments(op.args, label.options.registry ? label.options.registry->find_function(op.function) : nullptr, label);
 }

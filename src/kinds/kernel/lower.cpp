@@ -80,6 +80,13 @@ void opt_in_shared_memory(const KernelOp& op, const std::string& path) {
   }
 }
 
+// Clusters of at most max_cluster_blocks blocks that tile the grid.
+bool valid_cluster(const LaunchShape& l) {
+  const Dim3& c = l.cluster;
+  return c.volume() != 0 && c.volume() <= max_cluster_blocks && l.grid.x % c.x == 0 && l.grid.y % c.y == 0 &&
+         l.grid.z % c.z == 0;
+}
+
 // Whether check_structure has nothing to report, as most nodes: tested on its own, this needs
 // none of the frame that building the messages does.
 bool valid_structure(const KernelOp& op) {
@@ -88,6 +95,7 @@ bool valid_structure(const KernelOp& op) {
       b.volume() > max_block_threads || b.x > max_block[0] || b.y > max_block[1] || b.z > max_block[2]) {
     return false;
   }
+  if (op.launch.cluster.volume() != 1 && !valid_cluster(op.launch)) return false;
   for (std::size_t i = 0; i < op.args.size(); ++i) {
     if (!op.args.bound(i)) return false;
   }
@@ -131,6 +139,15 @@ void report_structure(const KernelOp& op, NodeCheck& diag) {
                           std::to_string(max_block_threads));
   } else if (b.x > max_block[0] || b.y > max_block[1] || b.z > max_block[2]) {
     diag.report("block " + to_string(b) + " exceeds the per-axis limits 1024x1024x64");
+  }
+  const Dim3& c = op.launch.cluster;
+  if (c.volume() == 0) {
+    diag.report("cluster " + to_string(c) + " has a zero dimension");
+  } else if (c.volume() > max_cluster_blocks) {
+    diag.report("cluster " + to_string(c) + " holds " + std::to_string(c.volume()) + " blocks, over the " +
+                std::to_string(max_cluster_blocks) + " a cluster may hold");
+  } else if (g.volume() != 0 && !valid_cluster(op.launch)) {
+    diag.report("grid " + to_string(g) + " is not a multiple of its cluster " + to_string(c));
   }
   for (std::size_t i = 0; i < op.args.size(); ++i) {
     if (!op.args.bound(i)) diag.report("argument " + std::to_string(i) + " was never set (call args(...))");
@@ -209,6 +226,10 @@ void hash_structure(const KernelOp& op, StructureWords& h) {
   h.add(l.block.y | (std::uint64_t{l.block.z} << 32));
   h.add(l.shared_bytes | (std::uint64_t{op.args.size()} << 32));
   h.add(reinterpret_cast<std::uintptr_t>(op.derived.compute));
+  if (l.cluster.volume() != 1) {  // no words without clusters: hashes of graphs without stay as they were
+    h.add(l.cluster.x | (std::uint64_t{l.cluster.y} << 32));
+    h.add(l.cluster.z);
+  }
 }
 
 void describe_structure(const KernelOp& op, std::vector<StructureField>& out) {
@@ -222,6 +243,7 @@ void describe_structure(const KernelOp& op, std::vector<StructureField>& out) {
   out.push_back({"grid", to_string(op.launch.grid)});
   out.push_back({"block", to_string(op.launch.block)});
   out.push_back({"shared memory", std::to_string(op.launch.shared_bytes)});
+  if (op.launch.cluster.volume() != 1) out.push_back({"cluster", to_string(op.launch.cluster)});
   out.push_back({"argument count", std::to_string(op.args.size())});
   if (op.derived) out.push_back({"derived parameters", std::to_string(op.derived.bytes) + " bytes"});
 }
@@ -279,10 +301,18 @@ cudaGraphNode_t add_native(const KernelOp& op, NativeNode& node) {
     check(as_runtime_status(driver_calls().add_kernel_node(reinterpret_cast<CUgraphNode*>(&native), node.graph,
                                                            node.deps.data(), node.deps.size(), &driver)),
           "cuGraphAddKernelNode", node.path.c_str());
-    return native;
+  } else {
+    check(cudaGraphAddKernelNode(&native, node.graph, node.deps.data(), node.deps.size(), &params),
+          "cudaGraphAddKernelNode", node.path.c_str());
   }
-  check(cudaGraphAddKernelNode(&native, node.graph, node.deps.data(), node.deps.size(), &params),
-        "cudaGraphAddKernelNode", node.path.c_str());
+  if (op.launch.cluster.volume() != 1) {  // an attribute of the node, kept by updates of its parameters
+    cudaKernelNodeAttrValue value{};
+    value.clusterDim.x = op.launch.cluster.x;
+    value.clusterDim.y = op.launch.cluster.y;
+    value.clusterDim.z = op.launch.cluster.z;
+    check(cudaGraphKernelNodeSetAttribute(native, cudaLaunchAttributeClusterDimension, &value),
+          "cudaGraphKernelNodeSetAttribute (cluster dimension)", node.path.c_str());
+  }
   return native;
 }
 
@@ -305,9 +335,25 @@ void launch_eager(const KernelOp& op, EagerNode& node) {
   argument_pointers(op, node.symbols, resolved, pointers);
   const dim3 grid(op.launch.grid.x, op.launch.grid.y, op.launch.grid.z);
   const dim3 block(op.launch.block.x, op.launch.block.y, op.launch.block.z);
-  check(cudaLaunchKernel(op.function, grid, block, pointers.empty() ? nullptr : pointers.data(), op.launch.shared_bytes,
-                         node.stream),
-        "cudaLaunchKernel", node.path.c_str());
+  void** args = pointers.empty() ? nullptr : pointers.data();
+  if (op.launch.cluster.volume() == 1) {
+    check(cudaLaunchKernel(op.function, grid, block, args, op.launch.shared_bytes, node.stream), "cudaLaunchKernel",
+          node.path.c_str());
+    return;
+  }
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = op.launch.cluster.x;
+  cluster.val.clusterDim.y = op.launch.cluster.y;
+  cluster.val.clusterDim.z = op.launch.cluster.z;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = op.launch.shared_bytes;
+  config.stream = node.stream;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  check(cudaLaunchKernelExC(&config, op.function, args), "cudaLaunchKernelExC", node.path.c_str());
 }
 
 void save_parameters(const KernelOp& op, std::vector<unsigned char>& out) { save_arguments(op.args, out); }

@@ -263,3 +263,118 @@ TEMPLATE_TEST_CASE("Matmul with the cast epilogue updates its operands", "[kerne
   CHECK(runner.run(g).kind == flowdsl::LaunchKind::updated);
   CHECK(bad_entries(download(dc), d, rows, reference_rows(d, second.a, second.b, first.bias, 1, rows), 1e-3, rounding_of<T>()) == 0);
 }
+
+namespace {
+/// The launch shape the node was given (its kernel's rule for these arguments).
+flowdsl::LaunchShape launch_of(const flowdsl::Graph& g, flowdsl::NodeId id) {
+  return flowdsl::launch_fields(g.description().nodes[id].op)->launch;
+}
+}  // namespace
+
+TEMPLATE_TEST_CASE("Matmul at inference shapes splits k across a cluster and matches the reference",
+                   "[kernels][matmul][split]", __half, __nv_bfloat16) {
+  using T = TestType;
+  // The serving MLP's shapes (16 to 128 rows by 1024 x 4096, 4096 x 1024 and 1024 x 16 weights),
+  // and shapes that are not multiples of the tiles or of the k-tiles each block takes.
+  std::vector<Dims> shapes;
+  for (const int m : {16, 32, 64, 128}) {
+    for (const Dims nk : {Dims{0, 4096, 1024}, Dims{0, 1024, 4096}, Dims{0, 16, 1024}}) shapes.push_back({m, nk.n, nk.k});
+  }
+  shapes.insert(shapes.end(), {{7, 4096, 1032}, {50, 1000, 2056}, {129, 200, 3000}, {1, 8, 4096}, {100, 72, 8}});
+  for (const Dims d : shapes) {
+    for (const bool cast : {false, true}) {
+      INFO("type " << type_name<T>() << ", m " << d.m << " n " << d.n << " k " << d.k << (cast ? ", cast" : ""));
+      Operands<T> in(d, true, 111);
+      const std::vector<int> rows = checked_rows(d);
+      const RowsReference want = reference_rows(d, in.a, in.b, in.bias, 2, rows);
+      flowdsl::Graph g;
+      std::vector<float> got;
+      if (cast) {
+        DeviceBuffer<T> dc(std::size_t(d.m) * d.n);
+        dc.poison();
+        fk::matmul_cast(g, "matmul", d.m, d.n, d.k, in.da.get(), in.db.get(), in.bias_ptr(), fk::Activation::gelu, dc.get());
+        Runner runner;
+        runner.run(g);
+        got = download(dc);
+      } else {
+        DeviceBuffer<float> dc(std::size_t(d.m) * d.n);
+        dc.poison();
+        fk::matmul(g, "matmul", d.m, d.n, d.k, in.da.get(), in.db.get(), in.bias_ptr(), fk::Activation::gelu, dc.get());
+        Runner runner;
+        runner.run(g);
+        got = dc.download();
+      }
+      const flowdsl::LaunchShape shape = launch_of(g, 0);
+      INFO("grid " << flowdsl::to_string(shape.grid) << " cluster " << flowdsl::to_string(shape.cluster));
+      if (d.m <= 128 && d.n >= 1024 && d.k >= 1024) CHECK(shape.cluster.z > 1);  // the split variant is what runs
+      CHECK(unwritten(got) == 0);
+      CHECK(bad_entries(got, d, rows, want, 1e-3, cast ? rounding_of<T>() : 0.0) == 0);
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("A split matmul updates its operands in place", "[kernels][matmul][split][update]", __half,
+                   __nv_bfloat16) {
+  using T = TestType;
+  const Dims d{64, 4096, 1024};
+  Operands<T> first(d, true, 121), second(d, true, 131);
+  DeviceBuffer<float> dc(std::size_t(d.m) * d.n);
+  flowdsl::Graph g;
+  auto node = fk::matmul(g, "matmul", d.m, d.n, d.k, first.da.get(), first.db.get(), first.bias_ptr(),
+                         fk::Activation::relu, dc.get());
+  REQUIRE(launch_of(g, node.id()).cluster.z > 1);
+  Runner runner;
+  const std::vector<int> rows = checked_rows(d);
+  dc.poison();
+  runner.run(g);
+  CHECK(bad_entries(dc.download(), d, rows, reference_rows(d, first.a, first.b, first.bias, 1, rows), 1e-3, 0.0) == 0);
+  node.template arg<3>(static_cast<const T*>(second.da.get())).template arg<4>(static_cast<const T*>(second.db.get()));
+  dc.poison();
+  CHECK(runner.run(g).kind == flowdsl::LaunchKind::updated);
+  CHECK(bad_entries(dc.download(), d, rows, reference_rows(d, second.a, second.b, first.bias, 1, rows), 1e-3, 0.0) == 0);
+  SECTION("a smaller k: fewer k-tiles than blocks in the cluster for some") {
+    const Dims small{64, 4096, 72};
+    Operands<T> third(small, true, 141);
+    node.template arg<2>(small.k).template arg<3>(static_cast<const T*>(third.da.get()));
+    node.template arg<4>(static_cast<const T*>(third.db.get()));
+    dc.poison();
+    CHECK(runner.run(g).kind == flowdsl::LaunchKind::updated);
+    const std::vector<int> small_rows = checked_rows(small);
+    CHECK(bad_entries(dc.download(), small, small_rows,
+                      reference_rows(small, third.a, third.b, first.bias, 1, small_rows), 1e-3, 0.0) == 0);
+  }
+}
+
+TEMPLATE_TEST_CASE("Two split matmuls on a programmatic edge compute the two-layer product", "[kernels][matmul][split][programmatic]",
+                   __half, __nv_bfloat16) {
+  using T = TestType;
+  // x[m, 1024] -> gelu(x w1 + b1) [m, 4096] in T -> h w2 + b2 [m, 1024] in float: the serving MLP's first two layers.
+  const int m = 32, hidden = 4096, width = 1024;
+  const Dims first{m, hidden, width}, second{m, width, hidden};
+  Operands<T> layer1(first, true, 151);
+  const std::vector<float> w2 = random_values<T>(std::size_t(hidden) * width, 161);
+  const std::vector<float> b2 = random_values<float>(width, 162);
+  DeviceBuffer<T> dh(std::size_t(m) * hidden), dw2(w2.size());
+  DeviceBuffer<float> db2(width), dy(std::size_t(m) * width);
+  upload(dw2, w2);
+  db2.upload(b2);
+  dh.poison();
+  dy.poison();
+  flowdsl::Graph g;
+  g.programmatic_edges(true);
+  auto l1 = fk::matmul_cast(g, "l1", m, hidden, width, layer1.da.get(), layer1.db.get(), layer1.bias_ptr(),
+                            fk::Activation::gelu, dh.get());
+  fk::matmul(g, "l2", m, width, hidden, static_cast<const T*>(dh.get()), dw2.get(), db2.get(), fk::Activation::none, dy.get())
+      .after(l1);
+  REQUIRE(g.plan().steps.size() == 2);
+  CHECK(g.plan().steps[1].programmatic.size() == 1);  // the edge l1 -> l2 is programmatic
+  Runner runner;
+  runner.run(g);
+  // The reference of layer 2 takes layer 1's output as the device rounded it to T.
+  const std::vector<float> h = download(dh);
+  CHECK(unwritten(h) == 0);
+  const std::vector<int> rows = all_rows(m);
+  CHECK(bad_entries(h, first, rows, reference_rows(first, layer1.a, layer1.b, layer1.bias, 2, rows), 1e-3,
+                    rounding_of<T>()) == 0);
+  CHECK(bad_entries(dy.download(), second, rows, reference_rows(second, h, w2, b2, 0, rows), 1e-3, 0.0) == 0);
+}
