@@ -224,7 +224,7 @@ int main(int argc, char** argv) {
   app.add_option("--weights", weights_dir, "write w<l>.npy and b<l>.npy here for bench/torch_mlp.py");
   app.add_option("--json", json_path, "write the figures to FILE");
   app.add_option("--seed", seed, "seed of weights and inputs");
-  app.add_flag("--profile", profile, "also print flowdsl's profile (CUPTI) of 20 launches of each bucket's cuBLASLt graph");
+  app.add_flag("--profile", profile, "also print flowdsl's profile (CUPTI) of 20 launches of each bucket's graphs");
   CLI11_PARSE(app, argc, argv);
   if (!sample::have_device()) return sample::skipped;
   fk::register_builtins(flowdsl::KernelRegistry::global());
@@ -352,6 +352,9 @@ int main(int argc, char** argv) {
       MlpGraph lt = make_graph(weights, act, Gemm::cublaslt, rows, in.get(), out_lt.get());
       profiler.name(lt.graph, "cuBLASLt MLP, " + std::to_string(rows) + " rows");
       for (int i = 0; i < 21; ++i) profiler.launch(lt.graph, stream);
+      MlpGraph builtin = make_graph(weights, act, Gemm::builtin, rows, in.get(), out_builtin.get());
+      profiler.name(builtin.graph, "built-in matmul MLP, " + std::to_string(rows) + " rows");
+      for (int i = 0; i < 21; ++i) profiler.launch(builtin.graph, stream);
     }
     std::printf("\n%s", profiler.report().c_str());
   }

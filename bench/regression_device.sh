@@ -14,7 +14,6 @@ log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
 export NCCL_NVLS_ENABLE=0
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$OUT/gpu.txt" 2>&1
-log "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 
 (cd build && ctest -L gpu --output-on-failure > "$OUT/ctest_gpu.log" 2>&1)
 log "ctest -L gpu: exit $?; $(grep -E 'tests passed|tests failed' "$OUT/ctest_gpu.log" | tail -1)"

@@ -1,5 +1,6 @@
 // Descriptors and launchers of the matrix multiply, and the tensor maps of its Hopper path.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "descriptor.cuh"
@@ -104,12 +105,45 @@ int multiprocessors() {
   return counts[device];
 }
 
+/// The most clusters of `size` blocks (along z) of the Hopper kernel that the current device runs
+/// at once, asked of CUDA once per device and size; 0 when it cannot say (no device). A cluster's
+/// blocks share a GPC, so on an H200 30 clusters of 4 fit, not 33.
+int max_active_clusters(int size) {
+  static std::atomic<int> known[16][9] = {};  // per device and size: the answer + 1; 0: not asked yet
+  int device = 0;
+  if (size < 1 || size > 8 || cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 16) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  if (const int cached = known[device][size].load(std::memory_order_relaxed); cached > 0) return cached - 1;
+  const auto kernel = matmul_wgmma_kernel<__nv_bfloat16, float>;  // every instance has its resources
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = 1;
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = static_cast<unsigned>(size);
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(1, 1, static_cast<unsigned>(size));
+  config.blockDim = dim3(wg::threads);
+  config.dynamicSmemBytes = wg::shared_bytes;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  int clusters = 0;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, wg::shared_bytes) != cudaSuccess ||
+      cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) {
+    (void)cudaGetLastError();
+    clusters = 0;
+  }
+  known[device][size].store(clusters + 1, std::memory_order_relaxed);
+  return clusters;
+}
+
 /// The launch of the Hopper kernel for an m x n x k product. Wide tiles (128 x 256) where they
 /// give the device a block per multiprocessor or more; else narrow ones (128 x 128 or 128 x 64)
 /// and k split across the blocks of a cluster along z (up to 8), picking the pair that puts the
-/// most blocks on the multiprocessors in one wave (one block fits a multiprocessor) while each
-/// block keeps two k-tiles of 64 or more: the small-batch shapes of inference (16 rows by a
-/// 4096 x 1024 weight: 128 blocks, not 16).
+/// most blocks on the multiprocessors in one wave (one block fits a multiprocessor, and no more
+/// clusters than the device runs at once) while each block keeps two k-tiles of 64 or more: the
+/// small-batch shapes of inference (16 rows by a 4096 x 1024 weight: 128 blocks, not 16).
 LaunchShape wgmma_shape(i32 m, i32 n, i32 k, std::uint32_t shared_bytes) {
   const std::int64_t sms = multiprocessors();
   const std::int64_t row_tiles = blocks_for(m, wg::bm), k_tiles = (std::max<i32>(k, 0) + wg::bk - 1) / wg::bk;
@@ -120,7 +154,9 @@ LaunchShape wgmma_shape(i32 m, i32 n, i32 k, std::uint32_t shared_bytes) {
   for (const int bn : {128, 64}) {
     const std::int64_t tiles = blocks_for(n, bn) * row_tiles;
     if (tiles > sms) continue;  // a second wave of narrow tiles
-    const std::int64_t split = std::max<std::int64_t>(1, std::min<std::int64_t>({8, sms / tiles, k_tiles / 2}));
+    std::int64_t split = std::max<std::int64_t>(1, std::min<std::int64_t>({8, sms / tiles, k_tiles / 2}));
+    // Each tile is a cluster: more of them than run at once would make a second wave.
+    for (int fits; split > 1 && (fits = max_active_clusters(static_cast<int>(split))) > 0 && tiles > fits;) --split;
     if (tiles * split > best) {
       best = tiles * split;
       shape.grid = Dim3(blocks_for(n, bn), blocks_for(m, wg::bm), static_cast<std::uint32_t>(split));
