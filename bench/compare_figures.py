@@ -3,22 +3,29 @@
 figure: the value after / before for every figure both hold, sorted by how far it moved, and a
 summary (median ratio, how many moved more than the threshold).
 
-    python3 bench/compare_figures.py BEFORE.json AFTER.json [--threshold 0.05] [--all]
+    python3 bench/compare_figures.py BEFORE.json AFTER.json [--threshold 0.05] [--all] [--relative-to raw]
 
-Times are compared (us, ms): a ratio above 1 is slower after.
+Times are compared (us, ms): a ratio above 1 is slower after. Two runs on different days (or hosts)
+move every figure alike; --relative-to VARIANT compares each flowdsl_bench figure as a ratio to
+that variant's same figure in its own run (flowdsl / raw before against flowdsl / raw after).
 """
 import argparse
 import json
 import statistics
 
 
-def figures(path):
+def figures(path, relative_to=None):
     with open(path) as f:
         data = json.load(f)
     out = {}
-    for row in data.get("figures", []):  # flowdsl_bench
+    rows = data.get("figures", [])  # flowdsl_bench
+    base = {(r["figure"], r["n"], r["width"], r["k"]): r["us"] for r in rows if r["variant"] == relative_to}
+    for row in rows:
         key = f'{row["figure"]} | {row["variant"]} | n={row["n"]} w={row["width"]} k={row["k"]}'
-        out[key] = row["us"]
+        if relative_to is None:
+            out[key] = row["us"]
+        elif row["variant"] != relative_to and base.get((row["figure"], row["n"], row["width"], row["k"]), 0) > 0:
+            out[key + f" / {relative_to}"] = row["us"] / base[(row["figure"], row["n"], row["width"], row["k"])]
     for row in data.get("rows", []):  # kernels_bench
         out[row["name"]] = row["ms"]
     return out
@@ -30,8 +37,9 @@ def main():
     parser.add_argument("after")
     parser.add_argument("--threshold", type=float, default=0.05, help="a move larger than this fraction is listed")
     parser.add_argument("--all", action="store_true", help="list every figure")
+    parser.add_argument("--relative-to", metavar="VARIANT", help="compare ratios to this variant of the same run (raw)")
     args = parser.parse_args()
-    before, after = figures(args.before), figures(args.after)
+    before, after = figures(args.before, args.relative_to), figures(args.after, args.relative_to)
     common = [k for k in before if k in after and before[k] > 0]
     ratios = {k: after[k] / before[k] for k in common}
     moved = [k for k in common if abs(ratios[k] - 1) > args.threshold]
