@@ -66,7 +66,8 @@ void encode_matmul_maps(const void* const* args, void* out) noexcept {
                       aligned16(b);
   const EncodeTiled function = usable ? encode_tiled() : nullptr;
   if (function != nullptr) {
-    maps.valid = encode<T>(maps.a, function, a, m, k, wg::bm, wg::bk) && encode<T>(maps.b, function, b, k, n, wg::bk, wg::box_n)
+    maps.valid = encode<T>(maps.a, function, a, m, k, a_box_rows(m), wg::bk) &&
+                         encode<T>(maps.b, function, b, k, n, wg::bk, wg::box_n)
                      ? 1
                      : 0;
   }

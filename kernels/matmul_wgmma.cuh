@@ -62,6 +62,12 @@ static_assert(2 * 64 * c_stride * 4 <= stages * stage_bytes, "the epilogue stage
 constexpr int producer_registers = 40, consumer_registers = 232;  // 128 x 40 + 256 x 232 <= 65536
 }  // namespace wg
 
+/// Rows of a's boxes: 128 (a tile's rows), or for a product of at most 64 rows just its rows,
+/// rounded up to 8 (the swizzle's period): the copy engine then moves no zeros for the rows past
+/// m, whose stale shared memory only reaches rows of c that are never stored (a row of c reads
+/// only its own row of a). The host encodes the map with it, the kernel expects its bytes.
+__host__ __device__ constexpr int a_box_rows(std::int32_t m) { return m > 64 ? wg::bm : (m + 7) / 8 * 8; }
+
 /// Dynamic shared memory of the generic path (two mma_sync_tile buffers are not needed: the halves run in turn).
 template <class T>
 constexpr int matmul_fallback_shared_bytes() {
@@ -255,7 +261,8 @@ __device__ __forceinline__ void matmul_wgmma_tile(std::int32_t m, std::int32_t n
       for (int t = 0; t < tiles; ++t) {
         const int s = t % wg::stages;
         if (t >= wg::stages) mbarrier_wait(empty + 8 * s, ((t / wg::stages) - 1) & 1);  // its last readers are done
-        mbarrier_expect_bytes(full + 8 * s, wg::stage_bytes);  // out-of-bounds boxes count in full, zero-filled
+        // Out-of-bounds boxes count in full, zero-filled; a's box holds a_box_rows(m) rows.
+        mbarrier_expect_bytes(full + 8 * s, a_box_rows(m) * wg::bk * 2 + wg::b_bytes);
         const int k0 = t * wg::bk;
         tma_load_2d(stage_a(s), maps.a, k0, row0, full + 8 * s);
 #pragma unroll
@@ -385,7 +392,7 @@ __device__ __forceinline__ void matmul_narrow_tile(std::int32_t m, std::int32_t 
       for (int t = 0; t < tiles; ++t) {
         const int s = t % stages;
         if (t >= stages) mbarrier_wait(empty + 8 * s, ((t / stages) - 1) & 1);
-        mbarrier_expect_bytes(full + 8 * s, stage_bytes);
+        mbarrier_expect_bytes(full + 8 * s, a_box_rows(m) * wg::bk * 2 + stage_bytes - wg::a_bytes);
         const int k0 = (first + t) * wg::bk;
         tma_load_2d(stage_a(s), maps.a, k0, row0, full + 8 * s);
 #pragma unroll
