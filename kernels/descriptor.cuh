@@ -140,30 +140,29 @@ template <class... P>
 struct params_of<void (*)(P...)> {
   using type = std::tuple<std::remove_cv_t<P>...>;
 };
-template <class D, class... T, std::size_t... I>
-LaunchShape erased_shape(const void* const* args, Types<T...>, std::index_sequence<I...>) {
+/// Calls `rule(values...)` with kernel D<T...>'s arguments as the registry holds them (one pointer
+/// per parameter, to a value of its type), copied into values of the parameters' types.
+template <class D, class... T, class Rule, std::size_t... I>
+auto with_arguments(const void* const* args, Types<T...>, std::index_sequence<I...>, Rule&& rule) {
   using Params = typename params_of<decltype(D::template kernel<T...>())>::type;
   std::tuple<std::tuple_element_t<I, Params>...> values;
   (std::memcpy(&std::get<I>(values), args[I], sizeof(std::get<I>(values))), ...);
-  return D::template shape<T...>(std::get<I>(values)...);
+  return rule(std::get<I>(values)...);
 }
-template <class D, class... T, std::size_t... I>
-Dim3 erased_least_grid(const void* const* args, Types<T...>, std::index_sequence<I...>) {
-  using Params = typename params_of<decltype(D::template kernel<T...>())>::type;
-  std::tuple<std::tuple_element_t<I, Params>...> values;
-  (std::memcpy(&std::get<I>(values), args[I], sizeof(std::get<I>(values))), ...);
-  return D::template least_grid<T...>(std::get<I>(values)...);
+template <class D, class... T, class Rule>
+auto with_arguments(const void* const* args, Rule&& rule) {
+  return with_arguments<D>(args, Types<T...>{}, std::make_index_sequence<std::size(D::params)>{}, std::forward<Rule>(rule));
 }
 /// LaunchRule::least_grid of kernel D<T...>.
 template <class D, class... T>
 Dim3 least_grid_of(const void* const* args) {
-  return erased_least_grid<D>(args, Types<T...>{}, std::make_index_sequence<std::size(D::params)>{});
+  return with_arguments<D, T...>(args, [](const auto&... v) { return D::template least_grid<T...>(v...); });
 }
 /// LaunchRule::shape of kernel D<T...>: D's shape rule on arguments as the registry holds them,
 /// the one declare() applies.
 template <class D, class... T>
 LaunchShape shape_of(const void* const* args) {
-  return erased_shape<D>(args, Types<T...>{}, std::make_index_sequence<std::size(D::params)>{});
+  return with_arguments<D, T...>(args, [](const auto&... v) { return D::template shape<T...>(v...); });
 }
 
 template <class D, class... T>

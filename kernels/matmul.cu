@@ -89,21 +89,20 @@ std::uint32_t wgmma_shared_bytes() {
 
 /// Multiprocessors of the current device (132 on an H200), asked once per device.
 int multiprocessors() {
-  static int counts[64] = {};
+  static std::atomic<int> counts[16] = {};  // per device; 0: not asked yet
   int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) {
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 16) {
     (void)cudaGetLastError();
     return 132;
   }
-  if (counts[device] == 0) {
-    int count = 0;
-    if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || count <= 0) {
-      (void)cudaGetLastError();
-      count = 132;
-    }
-    counts[device] = count;
+  if (const int known = counts[device].load(std::memory_order_relaxed); known > 0) return known;
+  int count = 0;
+  if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || count <= 0) {
+    (void)cudaGetLastError();
+    count = 132;
   }
-  return counts[device];
+  counts[device].store(count, std::memory_order_relaxed);
+  return count;
 }
 
 /// The most clusters of `size` blocks (along z) of the Hopper kernel that the current device runs
