@@ -232,6 +232,68 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], std::uint64_t a_
 #undef FLOWDSL_WGMMA_M64N64K16
 }
 
+/// d[64 x N] += A[64 x 16] B[16 x N] with A M-major (transposed) and B K-major: the operands of
+/// a product whose roles are swapped (c^T = b^T a^T: b's N-major boxes are A, a's rows are B), for
+/// products of at most 64 rows, which then take wgmma's N side (16, 32 or 64) instead of filling
+/// 64-row M sides mostly with rows past m. Accumulators as for any m64nNk16: d[4j + e] and
+/// d[4j + 2 + e] at (M row 16 warp + lane / 4, and + 8; N column 8j + 2 (lane % 4) + e).
+#define FLOWDSL_WGMMA_SWAPPED(shape, type, regs, operands, ...)                                           \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" operands ", 0;\n"                                     \
+               "wgmma.mma_async.sync.aligned." shape ".f32." type "." type " {" regs "}, "                \
+               "%" FLOWDSL_WGMMA_A ", %" FLOWDSL_WGMMA_B ", p, 1, 1, 1, 0;\n}\n"                         \
+               : __VA_ARGS__                                                                            \
+               : "l"(a_desc), "l"(b_desc), "r"(1))
+template <class T, int N>
+__device__ __forceinline__ void wgmma_swapped(float (&d)[N / 2], std::uint64_t a_desc, std::uint64_t b_desc) {
+  static_assert(N == 16 || N == 32 || N == 64, "swapped products have 16, 32 or 64 columns");
+  constexpr bool half = std::is_same_v<T, __half>;
+  if constexpr (N == 16) {
+#define FLOWDSL_WGMMA_A "8"
+#define FLOWDSL_WGMMA_B "9"
+#define FLOWDSL_D16 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+    if constexpr (half) {
+      FLOWDSL_WGMMA_SWAPPED("m64n16k16", "f16", "%0, %1, %2, %3, %4, %5, %6, %7", "10", FLOWDSL_D16);
+    } else {
+      FLOWDSL_WGMMA_SWAPPED("m64n16k16", "bf16", "%0, %1, %2, %3, %4, %5, %6, %7", "10", FLOWDSL_D16);
+    }
+#undef FLOWDSL_WGMMA_A
+#undef FLOWDSL_WGMMA_B
+  } else if constexpr (N == 32) {
+#define FLOWDSL_WGMMA_A "16"
+#define FLOWDSL_WGMMA_B "17"
+#define FLOWDSL_D32                                                                                                \
+  FLOWDSL_D16, "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+#define FLOWDSL_R32 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+    if constexpr (half) {
+      FLOWDSL_WGMMA_SWAPPED("m64n32k16", "f16", FLOWDSL_R32, "18", FLOWDSL_D32);
+    } else {
+      FLOWDSL_WGMMA_SWAPPED("m64n32k16", "bf16", FLOWDSL_R32, "18", FLOWDSL_D32);
+    }
+#undef FLOWDSL_WGMMA_A
+#undef FLOWDSL_WGMMA_B
+  } else {
+#define FLOWDSL_WGMMA_A "32"
+#define FLOWDSL_WGMMA_B "33"
+#define FLOWDSL_D64                                                                                                \
+  FLOWDSL_D32, "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),         \
+      "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define FLOWDSL_R64 FLOWDSL_R32 ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+    if constexpr (half) {
+      FLOWDSL_WGMMA_SWAPPED("m64n64k16", "f16", FLOWDSL_R64, "34", FLOWDSL_D64);
+    } else {
+      FLOWDSL_WGMMA_SWAPPED("m64n64k16", "bf16", FLOWDSL_R64, "34", FLOWDSL_D64);
+    }
+#undef FLOWDSL_WGMMA_A
+#undef FLOWDSL_WGMMA_B
+#undef FLOWDSL_D64
+#undef FLOWDSL_R64
+  }
+}
+#undef FLOWDSL_D32
+#undef FLOWDSL_R32
+#undef FLOWDSL_D16
+#undef FLOWDSL_WGMMA_SWAPPED
+
 /// The tensor-core path: producer (warpgroup 0) and consumers (warpgroups 1 and 2) of one tile.
 template <class T, class Out>
 __device__ __forceinline__ void matmul_wgmma_tile(std::int32_t m, std::int32_t n, std::int32_t k, const float* bias,
@@ -355,12 +417,17 @@ static_assert(2 * 64 * c_stride<128> * 4 <= wg::barrier_offset, "the partial til
 /// each block's shared memory, and after a cluster barrier every block reduces its share of the
 /// tile's elements across the cluster's blocks (distributed shared memory), adds the bias,
 /// applies the activation and stores. `split` 1: the block's own tile alone.
-template <class T, class Out, int BN>
+/// `Swap` 16, 32 or 64 (a product of at most that many rows): the operands' roles are swapped
+/// (wgmma_swapped), each consumer computing the product's rows for 64 of the tile's columns: a
+/// 64-row M side then holds no rows past m, which the tensor cores would multiply for nothing.
+template <class T, class Out, int BN, int Swap = 0>
 __device__ __forceinline__ void matmul_narrow_tile(std::int32_t m, std::int32_t n, std::int32_t k, const float* bias,
                                                    std::int32_t act, Out* c, const MatmulMaps& maps, unsigned char* shared,
                                                    int split) {
   namespace cg = cooperative_groups;
   constexpr int stages = sk::stages<BN>, stage_bytes = sk::stage_bytes<BN>, c_stride = sk::c_stride<BN>;
+  // Warpgroups that consume the stages: both, or with swapped operands one per box of b.
+  constexpr int consumers = Swap > 0 ? BN / wg::box_n : 2;
   const std::uint32_t base = (shared_address(shared) + 1023) & ~1023u;
   const std::uint32_t full = base + stages * stage_bytes, empty = full + 8 * stages;
   auto stage_a = [&](int s) { return base + s * stage_bytes; };
@@ -378,15 +445,16 @@ __device__ __forceinline__ void matmul_narrow_tile(std::int32_t m, std::int32_t 
     prefetch_tensor_map(maps.b);
     for (int s = 0; s < stages; ++s) {
       mbarrier_init(full + 8 * s, 1);
-      mbarrier_init(empty + 8 * s, 256);
+      mbarrier_init(empty + 8 * s, 128 * consumers);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
 
-  float d[BN / 2];
+  constexpr int accumulators = Swap > 0 ? Swap / 2 : BN / 2;
+  float d[accumulators];
 #pragma unroll
-  for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
+  for (int i = 0; i < accumulators; ++i) d[i] = 0.0f;
   if (warpgroup == 0) {
     if (threadIdx.x == 0) {
       for (int t = 0; t < tiles; ++t) {
@@ -401,22 +469,31 @@ __device__ __forceinline__ void matmul_narrow_tile(std::int32_t m, std::int32_t 
         }
       }
     }
-  } else {
+  } else if (warpgroup - 1 < consumers) {
     const int consumer = warpgroup - 1;
     for (int t = 0; t < tiles; ++t) {
       const int s = t % stages;
       mbarrier_wait(full + 8 * s, (t / stages) & 1);
-      // Rows past m are zeros (the copy engine fills them): a consumer wholly past m multiplies
-      // zeros rather than branch around the wgmma, which the compiler would then fence.
+      // Rows past m are zeros or stale (past a_box_rows): they reach only rows of c never stored.
+      // A consumer wholly past m multiplies them rather than branch around the wgmma, which the
+      // compiler would then fence.
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < wg::bk / 16; ++kk) {
-        const std::uint64_t a_desc = wgmma_descriptor(stage_a(s) + consumer * 64 * 128 + kk * 32, 16, 1024);
-        const std::uint64_t b_desc = wgmma_descriptor(stage_b(s) + kk * 16 * 128, wg::b_box_bytes, 1024);
-        if constexpr (BN == 128) {
-          wgmma_m64n128k16<T>(d, a_desc, b_desc);
+        if constexpr (Swap > 0) {
+          // A: the consumer's box of b (64 columns, k rows), M-major; B: a's rows, K-major.
+          const std::uint64_t a_desc =
+              wgmma_descriptor(stage_b(s) + consumer * wg::b_box_bytes + kk * 16 * 128, wg::b_box_bytes, 1024);
+          const std::uint64_t b_desc = wgmma_descriptor(stage_a(s) + kk * 32, 16, 1024);
+          wgmma_swapped<T, Swap>(d, a_desc, b_desc);
         } else {
-          wgmma_m64n64k16<T>(d, a_desc, b_desc);
+          const std::uint64_t a_desc = wgmma_descriptor(stage_a(s) + consumer * 64 * 128 + kk * 32, 16, 1024);
+          const std::uint64_t b_desc = wgmma_descriptor(stage_b(s) + kk * 16 * 128, wg::b_box_bytes, 1024);
+          if constexpr (BN == 128) {
+            wgmma_m64n128k16<T>(d, a_desc, b_desc);
+          } else {
+            wgmma_m64n64k16<T>(d, a_desc, b_desc);
+          }
         }
       }
       wgmma_commit();
@@ -428,15 +505,28 @@ __device__ __forceinline__ void matmul_narrow_tile(std::int32_t m, std::int32_t 
   // Every copy has landed and every wgmma has read its operands: the stages may hold the tile.
   __syncthreads();
   float* const tile = reinterpret_cast<float*>(shared + (base - shared_address(shared)));
-  if (warpgroup > 0) {
+  if (warpgroup > 0 && warpgroup - 1 < consumers) {
     const int consumer = warpgroup - 1;
     const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
-    const int r_top = consumer * 64 + warp * 16 + lane / 4;
+    if constexpr (Swap > 0) {
+      // The accumulators hold c transposed: M rows are the tile's columns, N columns its rows.
+      const int col = consumer * 64 + warp * 16 + lane / 4;
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      const int col = 8 * j + 2 * (lane % 4);
-      *reinterpret_cast<float2*>(tile + r_top * c_stride + col) = make_float2(d[4 * j], d[4 * j + 1]);
-      *reinterpret_cast<float2*>(tile + (r_top + 8) * c_stride + col) = make_float2(d[4 * j + 2], d[4 * j + 3]);
+      for (int j = 0; j < Swap / 8; ++j) {
+        const int r = 8 * j + 2 * (lane % 4);
+        tile[r * c_stride + col] = d[4 * j];
+        tile[(r + 1) * c_stride + col] = d[4 * j + 1];
+        tile[r * c_stride + col + 8] = d[4 * j + 2];
+        tile[(r + 1) * c_stride + col + 8] = d[4 * j + 3];
+      }
+    } else {
+      const int r_top = consumer * 64 + warp * 16 + lane / 4;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        const int col = 8 * j + 2 * (lane % 4);
+        *reinterpret_cast<float2*>(tile + r_top * c_stride + col) = make_float2(d[4 * j], d[4 * j + 1]);
+        *reinterpret_cast<float2*>(tile + (r_top + 8) * c_stride + col) = make_float2(d[4 * j + 2], d[4 * j + 3]);
+      }
     }
   }
   // The reduction reads the rows below m.
@@ -541,10 +631,27 @@ __global__ void __launch_bounds__(wg::threads, 1)
     const unsigned cluster_z = cooperative_groups::this_cluster().dim_blocks().z;
     const int split = cluster_z > 1 && cluster_z == gridDim.z && bn < 256 ? static_cast<int>(cluster_z) : 1;
     if (split == 1 && blockIdx.z > 0) return;
+    // At most 64 rows: the operands' roles swapped, m on wgmma's N side (16, 32 or 64).
     if (bn == 64) {
-      matmul_narrow_tile<T, Out, 64>(m, n, k, bias, act, c, maps, matmul_shared, split);
+      if (m <= 16) {
+        matmul_narrow_tile<T, Out, 64, 16>(m, n, k, bias, act, c, maps, matmul_shared, split);
+      } else if (m <= 32) {
+        matmul_narrow_tile<T, Out, 64, 32>(m, n, k, bias, act, c, maps, matmul_shared, split);
+      } else if (m <= 64) {
+        matmul_narrow_tile<T, Out, 64, 64>(m, n, k, bias, act, c, maps, matmul_shared, split);
+      } else {
+        matmul_narrow_tile<T, Out, 64>(m, n, k, bias, act, c, maps, matmul_shared, split);
+      }
     } else if (bn == 128) {
-      matmul_narrow_tile<T, Out, 128>(m, n, k, bias, act, c, maps, matmul_shared, split);
+      if (m <= 16) {
+        matmul_narrow_tile<T, Out, 128, 16>(m, n, k, bias, act, c, maps, matmul_shared, split);
+      } else if (m <= 32) {
+        matmul_narrow_tile<T, Out, 128, 32>(m, n, k, bias, act, c, maps, matmul_shared, split);
+      } else if (m <= 64) {
+        matmul_narrow_tile<T, Out, 128, 64>(m, n, k, bias, act, c, maps, matmul_shared, split);
+      } else {
+        matmul_narrow_tile<T, Out, 128>(m, n, k, bias, act, c, maps, matmul_shared, split);
+      }
     } else {
       matmul_wgmma_tile<T>(m, n, k, bias, act, c, maps, matmul_shared);
     }

@@ -313,6 +313,39 @@ TEMPLATE_TEST_CASE("Matmul at inference shapes splits k across a cluster and mat
   }
 }
 
+TEMPLATE_TEST_CASE("Matmul of at most 64 rows swaps the operands' roles at both tile widths and every split",
+                   "[kernels][matmul][split][swap]", __half, __nv_bfloat16) {
+  using T = TestType;
+  // m on wgmma's N side (16, 32 or 64, rows past m stale or zero), b's columns on its M side:
+  // tiles of 128 columns (two consumers) and of 64 (one), k whole or split across a cluster;
+  // the grid and cluster set by hand, as the launch rule would for other shapes.
+  for (const Dims d : {Dims{1, 200, 136}, Dims{9, 1000, 520}, Dims{16, 72, 1024}, Dims{20, 136, 264}, Dims{33, 260, 700},
+                       Dims{64, 128, 64}}) {
+    Operands<T> in(d, true, 171);
+    const std::vector<int> rows = all_rows(d.m);
+    const RowsReference want = reference_rows(d, in.a, in.b, in.bias, 1, rows);
+    const int k_tiles = (d.k + 63) / 64;
+    for (const int bn : {128, 64}) {
+      for (const int split : {1, 2, 3, 8}) {
+        if (split > k_tiles) continue;
+        INFO("type " << type_name<T>() << ", m " << d.m << " n " << d.n << " k " << d.k << ", tiles of " << bn
+                     << " columns, k split in " << split);
+        DeviceBuffer<float> dc(std::size_t(d.m) * d.n);
+        dc.poison();
+        flowdsl::Graph g;
+        fk::matmul(g, "matmul", d.m, d.n, d.k, in.da.get(), in.db.get(), in.bias_ptr(), fk::Activation::relu, dc.get())
+            .grid(flowdsl::Dim3(static_cast<unsigned>((d.n + bn - 1) / bn), 1, static_cast<unsigned>(split)))
+            .cluster(flowdsl::Dim3(1, 1, static_cast<unsigned>(split)));
+        Runner runner;
+        runner.run(g);
+        const std::vector<float> got = dc.download();
+        CHECK(unwritten(got) == 0);
+        CHECK(bad_entries(got, d, rows, want, 1e-3, 0.0) == 0);
+      }
+    }
+  }
+}
+
 TEMPLATE_TEST_CASE("A split matmul updates its operands in place", "[kernels][matmul][split][update]", __half,
                    __nv_bfloat16) {
   using T = TestType;
