@@ -1,11 +1,14 @@
 // kernels_bench: achieved bandwidth of the memory-bound kernels against a device-to-device
 // cudaMemcpy measured in the same run, and matmul TFLOP/s against cuBLAS in the same run.
 //
-//   kernels_bench [--quick] [--repeats R] [--json FILE] [--matmul-only] [--only TEXT]...
+//   kernels_bench [--quick] [--repeats R] [--json FILE] [--matmul-only] [--matmul-sweep] [--only TEXT]...
 //
 // --only TEXT (repeatable) times only the rows whose name contains one of the TEXTs (the copy
 // baseline always runs), e.g. --only random_normal --only matmul. --matmul-only skips every
-// memory-bound row.
+// memory-bound row. --matmul-sweep also times every variant of the Hopper matmul (tile width 256,
+// 128 or 64; k split across a cluster of 1 to 8 blocks) at the matmul rows' shapes (bf16, float
+// c), each against cuBLAS and checked against it, beside the launch rule's own choice: the data
+// the rule is tuned from.
 //
 // Method: inputs are random (never zeros), each kernel is the one node of a flowdsl::Graph
 // launched by cudaLaunchKernel from its description (so the graph launch cost is not timed),
@@ -14,6 +17,7 @@
 // once); the copy moves 2 bytes per byte copied (read + write). Buffers are 1 GiB per operand
 // (--quick: 64 MiB), far beyond the 50 MB L2, so repeats do not run from cache.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -99,7 +103,7 @@ void* device_bytes(std::size_t bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false, matmul_only = false;
+  bool quick = false, matmul_only = false, matmul_sweep = false;
   const char* json = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) {
@@ -110,10 +114,13 @@ int main(int argc, char** argv) {
       repeats = std::max(1, std::atoi(argv[++i]));
     } else if (!std::strcmp(argv[i], "--matmul-only")) {
       matmul_only = true;
+    } else if (!std::strcmp(argv[i], "--matmul-sweep")) {
+      matmul_sweep = true;
     } else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) {
       only.emplace_back(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--repeats R] [--json FILE] [--matmul-only] [--only TEXT]...\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--repeats R] [--json FILE] [--matmul-only] [--matmul-sweep] [--only TEXT]...\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -363,6 +370,66 @@ int main(int argc, char** argv) {
   for (const Shape& s : shapes) {
     matmul_rows(__half{}, CUDA_R_16F, "f16", s);
     matmul_rows(__nv_bfloat16{}, CUDA_R_16BF, "bf16", s);
+  }
+
+  // Every variant the kernel has at each shape: the grid and cluster the rule would choose set by
+  // hand (tile width from the grid's x, k split from the cluster's z), bf16, float c.
+  if (matmul_sweep) {
+    using T = __nv_bfloat16;
+    std::printf("\nmatmul variants, bf16, float c (us, median; ratio = cuBLAS / variant; * the rule's choice)\n");
+    std::printf("%-16s %6s %6s %7s %9s %9s %7s %10s\n", "m x n x k", "tile", "split", "blocks", "us", "cuBLAS", "ratio", "rel.err");
+    for (const Shape& s : shapes) {
+      if (s.m * double(s.n) * s.k > 1.1e11) continue;  // 4096^3 runs wide tiles only
+      const std::size_t a_elems = std::size_t(s.m) * s.k, c_elems = std::size_t(s.m) * s.n;
+      T* A = reinterpret_cast<T*>(a);
+      T* B = reinterpret_cast<T*>(b);
+      float* C_ref = reinterpret_cast<float*>(a + a_elems * sizeof(T));
+      {
+        flowdsl::Graph init;
+        fk::random_uniform(init, "A", static_cast<std::int64_t>(a_elems), 11, -1.0f, 1.0f, A);
+        fk::random_uniform(init, "B", static_cast<std::int64_t>(std::size_t(s.k) * s.n), 12, -1.0f, 1.0f, B);
+        runtime.launch(init, stream);
+      }
+      const float one = 1.0f, zero = 0.0f;
+      const double theirs = time_device_ms(stream, [&] {
+        if (cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, s.n, s.m, s.k, &one, B, CUDA_R_16BF, s.n, A, CUDA_R_16BF, s.k, &zero,
+                         C_ref, CUDA_R_32F, s.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
+          std::fprintf(stderr, "cublasGemmEx failed\n");
+          std::exit(1);
+        }
+      });
+      std::vector<float> reference(c_elems), got(c_elems);
+      SAMPLE_CHECK(cudaMemcpy(reference.data(), C_ref, c_elems * 4, cudaMemcpyDeviceToHost));
+      const std::string shape = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+      const int k_tiles = (s.k + 63) / 64;
+      // bn 0: the rule's own launch shape.
+      for (const int bn : {0, 256, 128, 64}) {
+        for (const int split : {1, 2, 3, 4, 5, 6, 8}) {
+          if ((bn == 0 || bn == 256) && split > 1) break;
+          if (split > k_tiles) break;
+          flowdsl::Graph g;
+          auto node = fk::matmul(g, "k", s.m, s.n, s.k, static_cast<const T*>(A), static_cast<const T*>(B),
+                                 static_cast<const float*>(nullptr), fk::Activation::none, fc);
+          const unsigned x = static_cast<unsigned>((s.n + std::max(bn, 1) - 1) / std::max(bn, 1));
+          const unsigned y = static_cast<unsigned>((s.m + 127) / 128);
+          if (bn != 0) node.grid(flowdsl::Dim3(x, y, static_cast<unsigned>(split))).cluster(flowdsl::Dim3(1, 1, static_cast<unsigned>(split)));
+          SAMPLE_CHECK(cudaMemset(fc, 0xff, c_elems * 4));  // NaN: a tile left unwritten fails the check
+          const double ours = time_device_ms(stream, [&] { flowdsl::launch_eagerly(g, stream); });
+          SAMPLE_CHECK(cudaMemcpy(got.data(), fc, c_elems * 4, cudaMemcpyDeviceToHost));
+          double num = 0, den = 0;
+          for (std::size_t i = 0; i < c_elems; ++i) {
+            num += (double(got[i]) - reference[i]) * (double(got[i]) - reference[i]);
+            den += double(reference[i]) * reference[i];
+          }
+          const double error = std::sqrt(num / den);
+          const bool ok = error <= 1e-4;  // NaN fails too
+          failures += ok ? 0 : 1;
+          std::printf("%-16s %6s %6d %7u %9.2f %9.2f %7.3f %10.2e%s\n", shape.c_str(), bn == 0 ? "rule*" : std::to_string(bn).c_str(),
+                      split, bn == 0 ? 0u : x * y * static_cast<unsigned>(split), 1e3 * ours, 1e3 * theirs, theirs / ours, error,
+                      ok ? "" : "  FAILED");
+        }
+      }
+    }
   }
   if (cublasDestroy(blas) != CUBLAS_STATUS_SUCCESS) {
     std::fprintf(stderr, "cublasDestroy failed\n");

@@ -5,10 +5,11 @@
 #      the split variants at the serving shapes, updates and programmatic edges included
 #   2. compute-sanitizer memcheck and racecheck on "[matmul][update]" and "[split]"
 #      (TMA path, generic path, re-derived tensor maps, cast variant, clusters splitting k)
-#   3. kernels_bench --matmul-only       f16/bf16 (float c) and the cast variant vs cuBLAS at
-#      4096^3, 1024^3, 128 x 4096 x 4096 and the serving MLP's shapes, with
-#      ||flowdsl - cuBLAS|| / ||cuBLAS||
+#   3. kernels_bench --matmul-only --matmul-sweep   f16/bf16 (float c) and the cast variant vs
+#      cuBLAS at 4096^3, 1024^3, 128 x 4096 x 4096 and the serving MLP's shapes, with
+#      ||flowdsl - cuBLAS|| / ||cuBLAS||; then every variant (tile width, split) at each shape
 #   4. RUNS (default 3) times: bench/mlp_bench (flowdsl's built-in matmul on programmatic edges,
+#      with copies and with the pinned input and output read and written by the kernels,
 #      cuBLASLt library nodes, a hand-written cuBLASLt graph) beside bench/torch_mlp.py (PyTorch's
 #      CUDA graph of the same MLP and weights)
 # Logs go under $OUT (one file a step); the end of the output is a short summary. Exits non-zero
@@ -52,7 +53,7 @@ SANITIZER=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-san
 step tests "$BUILD/tests/test_kernels" "[matmul]"
 step memcheck "$SANITIZER" --tool memcheck --error-exitcode 9 "$BUILD/tests/test_kernels" "[matmul][update],[split]"
 step racecheck "$SANITIZER" --tool racecheck --error-exitcode 9 "$BUILD/tests/test_kernels" "[matmul][update],[split]"
-step bench "$BUILD/bench/kernels_bench" --matmul-only --json "$OUT/kernels_bench_matmul.json"
+step bench "$BUILD/bench/kernels_bench" --matmul-only --matmul-sweep --json "$OUT/kernels_bench_matmul.json"
 weights=$(mktemp -d)
 for i in $(seq 1 "$RUNS"); do
   step "mlp_$i" "$BUILD/bench/mlp_bench" --repeats 1000 --warmup 200 --weights "$weights" --json "$OUT/mlp_$i.json"
@@ -65,6 +66,8 @@ grep -E "test cases|All tests passed" "$OUT/tests.log" | tail -n 1
 grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/memcheck.log" "$OUT/racecheck.log"
 grep -E "^matmul .*cuBLAS\|\|" "$OUT/bench.log"
 grep -E "^matmul" "$OUT/bench.log" | grep -E "flowdsl|cuBLAS" | grep -v "||"
+echo "-- the launch rule's variant at each shape (bf16, float c): us, cuBLAS us, cuBLAS / flowdsl"
+grep -E " rule\* " "$OUT/bench.log"
 for i in $(seq 1 "$RUNS"); do
   echo "-- run $i: mlp_bench (us a batch), then PyTorch's CUDA graph"
   grep -E "^ *(rows|[0-9]+ )" "$OUT/mlp_$i.log" | head -n 5
