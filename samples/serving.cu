@@ -4,8 +4,9 @@
 // bucket's fixed shape and launches that bucket's graph: upload -> cast to bfloat16 -> (matmul
 // bf16 with float accumulation + bias + gelu, written in bf16)* -> matmul + bias -> softmax f32 ->
 // download. The bf16 matrix products are cuBLASLt calls in library nodes (--gemm cublaslt, the
-// default), or flowdsl's own matmul kernel on programmatic edges (--gemm builtin); bias + gelu
-// are fused into the hidden layers' products either way. The GPU time of a batch is reported
+// default), or flowdsl's own matmul kernel on programmatic edges (--gemm builtin, whose graph
+// has no copies: the cast reads the pinned staging input and the softmax writes the pinned output
+// over the bus); bias + gelu are fused into the hidden layers' products either way. The GPU time of a batch is reported
 // for both. Compared at several arrival
 // rates, from light load to past saturation:
 //   batch1         each request alone, one launch each (bf16, flowdsl graphs)
@@ -246,37 +247,61 @@ DeviceModel upload_model(const HostModel& m, int max_bucket) {
   return d;
 }
 
-/// One bucket's graph, and the two copies the batcher points at a batch's staging buffers.
+/// One bucket's graph, and the nodes the batcher points at a batch's staging input and output:
+/// the two copies, or, in the built-in bf16 graph, the cast that reads the input and the softmax
+/// that writes the output themselves (pinned memory is mapped into the device's address space,
+/// so the graph holds kernels only and every edge is programmatic).
 struct BucketGraph {
+  using CastNode = flowdsl::KernelNode<fk::i64, const float*, bf16*>;
+  using SoftmaxNode = flowdsl::KernelNode<fk::i32, fk::i32, const float*, float*>;
   int rows = 0;
   Precision precision = Precision::bf16;
   flowdsl::Graph graph;
-  flowdsl::MemcpyNode upload, download;
+  std::optional<flowdsl::MemcpyNode> upload, download;  // with copies
+  std::optional<CastNode> cast_in;                       // without: reads the staging input
+  std::optional<SoftmaxNode> softmax;                    // without: writes the output
   float* input = nullptr;           // where upload writes (device)
   const float* output = nullptr;    // what download reads (device)
   std::size_t input_bytes = 0, output_bytes = 0;
 
-  /// Points the copies at a batch's staging input and output (two parameter changes).
+  /// Points the graph at a batch's staging input and output (two parameter changes).
   void bind(const float* staging, float* out) {
-    upload.set(input, staging, input_bytes);
-    download.set(out, output, output_bytes);
+    if (upload) {
+      upload->set(input, staging, input_bytes);
+      download->set(out, output, output_bytes);
+    } else {
+      cast_in->arg<1>(staging);
+      softmax->arg<3>(out);
+    }
   }
 };
 
-/// upload -> [cast] -> (matmul + bias + gelu)* -> matmul + bias -> softmax -> download.
-/// The copies start pointing at `staging` and `out`; each launch binds its batch's.
+/// [upload ->] [cast ->] (matmul + bias + gelu)* -> matmul + bias -> softmax [-> download]; the
+/// built-in bf16 graph has no copies (see BucketGraph). The graph starts pointing at `staging`
+/// and `out`; each launch binds its batch's.
 BucketGraph make_bucket_graph(const HostModel& m, const DeviceModel& d, Precision p, int rows, const float* staging,
                               float* out) {
   const std::int64_t in_elements = std::int64_t(rows) * m.widths[0];
-  const std::size_t input_bytes = std::size_t(in_elements) * sizeof(float);
-  const std::size_t output_bytes = std::size_t(rows) * m.classes() * sizeof(float);
-  flowdsl::Graph g;
-  auto upload = g.memcpy("upload", d.x.get(), staging, input_bytes);
-  flowdsl::NodeHandle last = upload;
+  BucketGraph b;
+  b.rows = rows;
+  b.precision = p;
+  b.input = d.x.get();
+  b.output = d.probs.get();
+  b.input_bytes = std::size_t(in_elements) * sizeof(float);
+  b.output_bytes = std::size_t(rows) * m.classes() * sizeof(float);
+  const bool mapped = p == Precision::bf16;
+  flowdsl::Graph& g = b.graph;
+  std::optional<flowdsl::NodeHandle> last;  // the node the next one runs after
+  if (!mapped) {
+    b.upload = g.memcpy("upload", d.x.get(), staging, b.input_bytes);
+    last = *b.upload;
+  }
   const bf16* a16 = nullptr;
   const float* a32 = d.x.get();
   if (is_bf16(p)) {
-    last = fk::cast(g, "cast_in", in_elements, static_cast<const float*>(d.x.get()), d.x16.get()).after(last);
+    b.cast_in = fk::cast(g, "cast_in", in_elements, mapped ? staging : static_cast<const float*>(d.x.get()), d.x16.get());
+    if (last) b.cast_in->after(*last);
+    last = *b.cast_in;
     a16 = d.x16.get();
   }
   for (int l = 0; l < m.layers(); ++l) {
@@ -290,12 +315,12 @@ BucketGraph make_bucket_graph(const HostModel& m, const DeviceModel& d, Precisio
       if (hidden) {
         last = fk::cublaslt_matmul(g, layer, rows, n, k, a16, static_cast<const bf16*>(d.weights16[l].get()),
                                    static_cast<const bf16*>(d.biases16[l].get()), fk::Epilogue::bias_gelu, d.h16[l].get())
-                   .after(last);
+                   .after(*last);
         a16 = d.h16[l].get();
       } else {
         last = fk::cublaslt_matmul(g, layer, rows, n, k, a16, static_cast<const bf16*>(d.weights16[l].get()), bias,
                                    fk::Epilogue::bias, d.h[l].get())
-                   .after(last);
+                   .after(*last);
       }
     } else if (p == Precision::bf16) {
       // Hidden layers write bf16 at once (matmul_cast); the kernels' edges are programmatic, so
@@ -304,21 +329,23 @@ BucketGraph make_bucket_graph(const HostModel& m, const DeviceModel& d, Precisio
       if (hidden) {
         last = fk::matmul_cast(g, layer, rows, n, k, a16, static_cast<const bf16*>(d.weights16[l].get()), bias, act,
                                d.h16[l].get())
-                   .after(last);
+                   .after(*last);
         a16 = d.h16[l].get();
       } else {
         last = fk::matmul(g, layer, rows, n, k, a16, static_cast<const bf16*>(d.weights16[l].get()), bias, act, d.h[l].get())
-                   .after(last);
+                   .after(*last);
       }
     } else {
       last = fk::matmul(g, layer, rows, n, k, a32, static_cast<const float*>(d.weights32[l].get()), bias, act, d.h[l].get())
-                 .after(last);
+                 .after(*last);
       a32 = d.h[l].get();
     }
   }
-  last = fk::softmax(g, "softmax", rows, m.classes(), static_cast<const float*>(d.h.back().get()), d.probs.get()).after(last);
-  auto download = g.memcpy("download", out, d.probs.get(), output_bytes).after(last);
-  return BucketGraph{rows, p, std::move(g), upload, download, d.x.get(), d.probs.get(), input_bytes, output_bytes};
+  b.softmax = fk::softmax(g, "softmax", rows, m.classes(), static_cast<const float*>(d.h.back().get()),
+                          mapped ? out : d.probs.get());
+  b.softmax->after(*last);
+  if (!mapped) b.download = g.memcpy("download", out, d.probs.get(), b.output_bytes).after(*b.softmax);
+  return b;
 }
 
 /// What one batch in flight owns on the host: its staging input (pinned; rows past the batch are
