@@ -7,11 +7,17 @@
 namespace flowdsl::kernels {
 namespace detail {
 namespace {
-/// A thread per vector_width * elementwise_unroll elements, from the element count n.
+/// A thread per vector (vector_width elements) while that takes at most small_grid blocks: a
+/// short kernel spreads over the multiprocessors and its threads run no loop (transform() takes
+/// one vector a thread when the grid has a thread for each). Larger n: a thread per
+/// elementwise_unroll vectors, the loads of each thread in flight together.
 struct Transform : Descriptor {
+  static constexpr std::int64_t small_grid = 256;
   template <class... T, class... A>
   static LaunchShape shape(i64 n, const A&...) {
-    return {blocks_for(n, std::int64_t{elementwise_block} * vector_width<T...>() * elementwise_unroll), elementwise_block};
+    const std::int64_t per_block = std::int64_t{elementwise_block} * vector_width<T...>();
+    const std::uint32_t spread = blocks_for(n, per_block);
+    return {spread <= small_grid ? spread : blocks_for(n, per_block * elementwise_unroll), elementwise_block};
   }
 };
 /// bias_activation: grid.x a block per 256 columns, grid.y a block per row up to 8192 (the
@@ -22,6 +28,14 @@ struct ByColumn : Descriptor {
   static LaunchShape shape(i64 rows, i32 cols, const A&...) {
     return {Dim3(blocks_for(cols, elementwise_block), static_cast<std::uint32_t>(std::max<i64>(1, std::min<i64>(rows, 8192)))),
             elementwise_block};
+  }
+};
+/// The random fills: a thread per elementwise_unroll vectors at every n (their blocks cover
+/// unrolled strides; a grid of a thread a vector would leave most of its blocks idle).
+struct Unrolled : Descriptor {
+  template <class... T, class... A>
+  static LaunchShape shape(i64 n, const A&...) {
+    return {blocks_for(n, std::int64_t{elementwise_block} * vector_width<T...>() * elementwise_unroll), elementwise_block};
   }
 };
 struct Casts : Transform {
@@ -39,9 +53,9 @@ struct Casts : Transform {
   X(BiasActivation, ByColumn, "bias_activation",                                                                           \
     "y[r, c] = act(x[r, c] + bias[c]); activation none, relu, gelu or silu", bias_activation_kernel<T...>, "rows", \
     "cols", "activation: " FLOWDSL_ACTIVATION_NAMES, "x: rows * cols", "bias: cols", "y: rows * cols")                                                                                \
-  X(RandomUniform, Transform, "random_uniform", "out[i] uniform in [lo, hi), counter-based on (seed, i)",                 \
+  X(RandomUniform, Unrolled, "random_uniform", "out[i] uniform in [lo, hi), counter-based on (seed, i)",                 \
     random_uniform_kernel<T...>, "n", "seed", "lo", "hi", "out: n")                                                           \
-  X(RandomNormal, Transform, "random_normal", "out[i] normal(mean, stddev), counter-based on (seed, i)",                  \
+  X(RandomNormal, Unrolled, "random_normal", "out[i] normal(mean, stddev), counter-based on (seed, i)",                  \
     random_normal_kernel<T...>, "n", "seed", "mean", "stddev", "out: n")                                                      \
   X(Cast, Casts, "cast", "y[i] = x[i] in the second type, rounding to nearest even", cast_kernel<T...>, "n", "x: n", "y: n")
 FLOWDSL_ELEMENTWISE_KERNELS(FLOWDSL_KERNEL)

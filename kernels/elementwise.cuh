@@ -52,23 +52,12 @@ __device__ __forceinline__ void load_vectors(Vec<T, V> (&dst)[U], const T* p, st
   }
 }
 
-/// out[i] = op(i, in[i]...) for i < n, zero to two inputs.
-/// Op: `float operator()(std::int64_t i, float...) const`.
-template <class Op, class Out, class... In>
-__device__ __forceinline__ void transform(std::int64_t n, const Op& op, Out* __restrict__ out,
-                                          const In* __restrict__... in) {
-  static_assert(sizeof...(In) <= 2, "transform takes at most two inputs");
-  constexpr int V = vector_width<Out, In...>();
-  constexpr int U = elementwise_unroll;
-  const std::int64_t head = scalar_head<V>(n, out, in...);
-  const std::int64_t vectors = (n - head) / V;
-  const std::int64_t tail = head + vectors * V;
-  const std::int64_t thread = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+/// The vectors [0, vectors) of out (from out + head, the inputs likewise): U vectors in flight a
+/// thread, a block covering U * blockDim.x consecutive vectors, the grid striding.
+template <int V, int U, class Op, class Out, class... In>
+__device__ __forceinline__ void transform_vectors(std::int64_t head, std::int64_t vectors, const Op& op, Out* __restrict__ out,
+                                                  const In* __restrict__... in) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-
-  for (std::int64_t i = thread; i < head; i += stride) out[i] = from_float<Out>(op(i, to_float(in[i])...));
-  for (std::int64_t i = tail + thread; i < n; i += stride) out[i] = from_float<Out>(op(i, to_float(in[i])...));
-
   Vec<Out, V>* out_v = reinterpret_cast<Vec<Out, V>*>(out + head);
   for (std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U + threadIdx.x; base < vectors;
        base += stride * U) {
@@ -114,6 +103,31 @@ __device__ __forceinline__ void transform(std::int64_t n, const Op& op, Out* __r
       const std::int64_t v = base + static_cast<std::int64_t>(u) * blockDim.x;
       if (v < vectors) out_v[v] = result[u];
     }
+  }
+}
+
+/// out[i] = op(i, in[i]...) for i < n, zero to two inputs.
+/// Op: `float operator()(std::int64_t i, float...) const`.
+/// A grid with a thread for every vector (the launch rule's for small n) takes one vector a
+/// thread: a short kernel then spreads over as many multiprocessors as it can, and each thread
+/// runs no loop.
+template <class Op, class Out, class... In>
+__device__ __forceinline__ void transform(std::int64_t n, const Op& op, Out* __restrict__ out,
+                                          const In* __restrict__... in) {
+  static_assert(sizeof...(In) <= 2, "transform takes at most two inputs");
+  constexpr int V = vector_width<Out, In...>();
+  const std::int64_t head = scalar_head<V>(n, out, in...);
+  const std::int64_t vectors = (n - head) / V;
+  const std::int64_t tail = head + vectors * V;
+  const std::int64_t thread = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+
+  for (std::int64_t i = thread; i < head; i += stride) out[i] = from_float<Out>(op(i, to_float(in[i])...));
+  for (std::int64_t i = tail + thread; i < n; i += stride) out[i] = from_float<Out>(op(i, to_float(in[i])...));
+  if (vectors <= stride) {
+    transform_vectors<V, 1>(head, vectors, op, out, in...);
+  } else {
+    transform_vectors<V, elementwise_unroll>(head, vectors, op, out, in...);
   }
 }
 
