@@ -1,7 +1,9 @@
 // Loading graph files: what `flowdsl validate` does (read_graph_file + check_graph with the
 // built-in kernels), per size, and a hostile file. Needs no GPU. Each load runs in a child
 // process, so that its peak resident memory (ru_maxrss from wait4) is its own; the figure per
-// node is that peak less the peak of a child that only registers the kernels.
+// node is that peak less the peak of a child that only registers the kernels. Beside each load,
+// the floor of any loader on nlohmann: reading the same file and a SAX pass over it whose
+// handler keeps nothing (same run, own child).
 // `--quick` loads 1,000 nodes (a ctest smoke test; no timing is asserted).
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -13,6 +15,8 @@
 #include <fstream>
 #include <random>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "bench_util.hpp"
 #include "flowdsl/flowdsl.hpp"
@@ -52,14 +56,34 @@ void write_empty_nodes(const std::string& path, int n) {
   out << "]}\n";
 }
 
+/// A SAX handler that accepts everything and keeps nothing.
+struct NullHandler : nlohmann::json_sax<nlohmann::json> {
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return true; }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+};
+
+enum class Pass { nothing, load, sax };
+
 struct Load {
-  double ms = 0;          ///< read + check, in the child
+  double ms = 0;          ///< read + check (or read + SAX pass), in the child
   long peak_kib = 0;      ///< the child's peak resident memory
   bool refused = false;   ///< a JsonError
 };
 
-// Runs read_graph_file + check_graph on `path` (or nothing, when empty) in a child process.
-Load load_in_child(const std::string& path) {
+// Runs read_graph_file + check_graph on `path` (Pass::load), or reads it and runs the null SAX
+// pass (Pass::sax), or nothing, in a child process.
+Load load_in_child(const std::string& path, Pass pass = Pass::load) {
   int pipe_fds[2];
   if (pipe(pipe_fds) != 0) return {};
   const pid_t pid = fork();
@@ -68,7 +92,7 @@ Load load_in_child(const std::string& path) {
     flowdsl::KernelRegistry registry;
     flowdsl::kernels::register_builtins(registry);
     Load load;
-    if (!path.empty()) {
+    if (pass == Pass::load) {
       const double t0 = bench::now_us();
       try {
         const flowdsl::GraphSpec spec = flowdsl::read_graph_file(path);
@@ -76,6 +100,13 @@ Load load_in_child(const std::string& path) {
       } catch (const flowdsl::JsonError&) {
         load.refused = true;
       }
+      load.ms = (bench::now_us() - t0) / 1000;
+    } else if (pass == Pass::sax) {
+      const double t0 = bench::now_us();
+      std::ifstream in(path, std::ios::binary);
+      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      NullHandler handler;
+      load.refused = !nlohmann::json::sax_parse(text, &handler);
       load.ms = (bench::now_us() - t0) / 1000;
     }
     const ssize_t written = write(pipe_fds[1], &load, sizeof load);
@@ -99,15 +130,17 @@ int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const std::string dir = std::filesystem::temp_directory_path() / ("flowdsl_load_bench." + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
-  const long baseline = load_in_child("").peak_kib;
+  const long baseline = load_in_child("", Pass::nothing).peak_kib;
   std::printf("loading graph files (read_graph_file + check_graph, as `flowdsl validate`), baseline peak %ld KiB\n",
               baseline);
-  std::printf("%-28s %10s %10s %14s\n", "file", "MB", "ms", "peak B/node");
+  std::printf("%-28s %10s %10s %14s %12s %12s\n", "file", "MB", "ms", "peak B/node", "SAX pass ms", "ms / SAX");
   const auto report = [&](const std::string& name, const std::string& path, int n, bool expect_refusal) {
     const Load load = load_in_child(path);
+    const Load sax = load_in_child(path, Pass::sax);
     const double mb = static_cast<double>(std::filesystem::file_size(path)) / 1e6;
     const double per_node = static_cast<double>(load.peak_kib - baseline) * 1024.0 / n;
-    std::printf("%-28s %10.1f %10.1f %14.0f%s\n", name.c_str(), mb, load.ms, per_node,
+    std::printf("%-28s %10.1f %10.1f %14.0f %12.1f %12.2f%s\n", name.c_str(), mb, load.ms, per_node, sax.ms,
+                load.ms / sax.ms,
                 load.refused == expect_refusal ? "" : (expect_refusal ? "  (NOT refused)" : "  (refused)"));
     std::filesystem::remove(path);
     return load.refused == expect_refusal;
