@@ -1,7 +1,8 @@
 // What the native graph calls cost on this machine, per node: the runtime's
 // cudaGraphAddKernelNode against the driver's cuGraphAddKernelNode given the function's driver
 // handle (what flowdsl's emitter calls), each followed by the same instantiation and first launch
-// (the host time of the cudaGraphLaunch call); and the two per-node update calls. Chains of tiny kernels, N = 100, 1000 and 10000 nodes, widths 1 and 8.
+// (the host time of the cudaGraphLaunch call); then the host time of hit launches of each kind of
+// executable; and the two per-node update calls. Chains of tiny kernels, N = 100, 1000 and 10000 nodes, widths 1 and 8.
 // Every variant's graph is launched once and its result checked. Run by hand (no ctest);
 // `--quick` runs N = 100 only.
 #include <cuda.h>
@@ -160,6 +161,33 @@ int main(int argc, char** argv) {
       std::printf("%6d %5d %12.3f %12.3f %12.3f %12.3f %14.3f %14.3f %18.3f\n", n, width, bench::median(add[0]),
                   bench::median(add[1]), bench::median(inst[0]), bench::median(inst[1]), bench::median(launch[0]),
                   bench::median(launch[1]), total[1] / total[0]);
+    }
+  }
+
+  // Hit launches: the host time of cudaGraphLaunch of an executable kept, its nodes added by the
+  // runtime's call or the driver's (the emitter's), the two taking turns, the stream drained
+  // before each call.
+  std::printf("\nhit launch, host µs per cudaGraphLaunch call (median of 201, taking turns)\n");
+  std::printf("%6s %5s %14s %14s %16s\n", "N", "width", "runtime nodes", "driver nodes", "driver/runtime");
+  for (int n : sizes) {
+    for (int width : {1, 8}) {
+      Chain runtime_chain(n, width, slots), driver_chain(n, width, slots);
+      cudaGraph_t graphs[2] = {runtime_chain.build(false, calls), driver_chain.build(true, calls)};
+      flowdsl::NativeExecutable execs[2] = {bench::instantiate_uploaded(graphs[0], stream),
+                                            bench::instantiate_uploaded(graphs[1], stream)};
+      std::vector<double> times[2];
+      for (int rep = 0; rep < 211; ++rep) {
+        for (int driver = 0; driver < 2; ++driver) {
+          CHECK_CUDA(cudaStreamSynchronize(stream));
+          const double t0 = bench::now_us();
+          CHECK_CUDA(cudaGraphLaunch(execs[driver].get(), stream));
+          if (rep >= 10) times[driver].push_back(bench::now_us() - t0);
+        }
+      }
+      CHECK_CUDA(cudaStreamSynchronize(stream));
+      for (cudaGraph_t g : graphs) CHECK_CUDA(cudaGraphDestroy(g));
+      std::printf("%6d %5d %14.2f %14.2f %16.3f\n", n, width, bench::median(times[0]), bench::median(times[1]),
+                  bench::median(times[1]) / bench::median(times[0]));
     }
   }
 

@@ -2,7 +2,8 @@
 // link reading what the one before it wrote) with full edges and with programmatic edges,
 // through flowdsl and built by hand with CUDA's graph API, in one process and one run.
 // Figure: GPU time of one launch (CUDA events) over N, median of the launches, the four
-// variants sampled in turn. Checked: every variant's output equals the host's, bit for bit
+// variants sampled in turn; then, by hand with full edges, scale.f32 at other launch shapes and a
+// bare one-vector-a-thread kernel (where a plain-edge link's time goes). Checked: every variant's output equals the host's, bit for bit
 // equal across the variants.
 //
 //   programmatic_bench [--quick] [--json FILE]
@@ -16,7 +17,9 @@
 #include "bench_cuda.hpp"
 #include "bench_util.hpp"
 #include "flowdsl/flowdsl.hpp"
+#include "flowdsl/device.cuh"
 #include "flowdsl/kernels.hpp"
+#include "../kernels/elementwise.cuh"
 
 
 namespace fk = flowdsl::kernels;
@@ -61,10 +64,47 @@ flowdsl::Graph flowdsl_chain(int links, bool programmatic, const Buffers& buf) {
   return g;
 }
 
-/// The same chain by hand: the function and launch shape of flowdsl's first node, the same
-/// arguments, programmatic edges added with cudaGraphAddDependencies and their edge data.
+/// y = a x with one float4 a thread and nothing else (no alignment peel, no grid stride, no
+/// programmatic prologue): the least a link can be, to tell the kernel's cost from the launch's.
+__global__ void bare_scale(std::int64_t n, float a, const float* x, float* y) {
+  const std::int64_t i = 4 * (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x);
+  if (i + 3 < n) {
+    const float4 v = *reinterpret_cast<const float4*>(x + i);
+    *reinterpret_cast<float4*>(y + i) = make_float4(a * v.x, a * v.y, a * v.z, a * v.w);
+  }
+}
+
+/// bare_scale after the programmatic prologue every built-in kernel starts with.
+__global__ void bare_scale_prologue(std::int64_t n, float a, const float* x, float* y) {
+  flowdsl::device::programmatic_prologue();
+  const std::int64_t i = 4 * (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x);
+  if (i + 3 < n) {
+    const float4 v = *reinterpret_cast<const float4*>(x + i);
+    *reinterpret_cast<float4*>(y + i) = make_float4(a * v.x, a * v.y, a * v.z, a * v.w);
+  }
+}
+
+/// The built-in scale's body (transform: alignment peel, tail, vectors) without the prologue.
+__global__ void transform_scale(std::int64_t n, float a, const float* x, float* y) {
+  flowdsl::kernels::detail::transform(n, flowdsl::kernels::detail::ScaleOp{a}, y, x);
+}
+
+struct RawKernel {
+  const void* function;
+  dim3 grid, block;
+};
+
+/// The same chain by hand: `kernel` (by default the function and launch shape of flowdsl's
+/// first node), the same arguments, programmatic edges added with cudaGraphAddDependencies and
+/// their edge data.
+flowdsl::NativeGraph raw_chain(int links, bool programmatic, const Buffers& buf, const RawKernel& kernel);
 flowdsl::NativeGraph raw_chain(int links, bool programmatic, const Buffers& buf, const flowdsl::Graph& like) {
   const auto& op = std::get<flowdsl::KernelOp>(like.description().nodes[0].op);
+  return raw_chain(links, programmatic, buf,
+                   RawKernel{op.function, dim3(op.launch.grid.x, op.launch.grid.y, op.launch.grid.z),
+                             dim3(op.launch.block.x, op.launch.block.y, op.launch.block.z)});
+}
+flowdsl::NativeGraph raw_chain(int links, bool programmatic, const Buffers& buf, const RawKernel& kernel) {
   cudaGraph_t graph = nullptr;
   CHECK_CUDA(cudaGraphCreate(&graph, 0));
   flowdsl::NativeGraph owned(graph);
@@ -76,9 +116,9 @@ flowdsl::NativeGraph raw_chain(int links, bool programmatic, const Buffers& buf,
     float* to = i % 2 ? buf.a : buf.b;
     void* args[] = {&n, &a, &from, &to};
     cudaKernelNodeParams p{};
-    p.func = const_cast<void*>(op.function);
-    p.gridDim = dim3(op.launch.grid.x, op.launch.grid.y, op.launch.grid.z);
-    p.blockDim = dim3(op.launch.block.x, op.launch.block.y, op.launch.block.z);
+    p.func = const_cast<void*>(kernel.function);
+    p.gridDim = kernel.grid;
+    p.blockDim = kernel.block;
     p.kernelParams = args;
     cudaGraphNode_t node = nullptr;
     const bool full_edge = previous != nullptr && !programmatic;
@@ -173,6 +213,51 @@ int main(int argc, char** argv) {
       if (r >= 2) us[v].push_back(1000.0 * ms / links);
     }
   }
+  // Where a plain-edge link's time goes: the same chain by hand with full edges, the built-in
+  // function at other launch shapes and a bare kernel, each checked against the host, timed in turn.
+  const auto& scale_op = std::get<flowdsl::KernelOp>(flow_full.description().nodes[0].op);
+  const RawKernel shapes[] = {{scale_op.function, dim3(1), dim3(256)},   {scale_op.function, dim3(4), dim3(256)},
+                              {scale_op.function, dim3(8), dim3(128)},   {scale_op.function, dim3(16), dim3(64)},
+                              {reinterpret_cast<const void*>(bare_scale), dim3(4), dim3(256)},
+                              {reinterpret_cast<const void*>(bare_scale), dim3(8), dim3(128)},
+                              {reinterpret_cast<const void*>(bare_scale_prologue), dim3(4), dim3(256)},
+                              {reinterpret_cast<const void*>(transform_scale), dim3(4), dim3(256)}};
+  const char* shape_names[] = {"scale.f32, 1 x 256", "scale.f32, 4 x 256", "scale.f32, 8 x 128", "scale.f32, 16 x 64",
+                               "bare kernel, 4 x 256", "bare kernel, 8 x 128", "bare + prologue, 4 x 256",
+                               "scale's body, no prologue, 4 x 256"};
+  constexpr int shape_count = sizeof(shapes) / sizeof(shapes[0]);
+  std::vector<flowdsl::NativeGraph> shape_graphs;
+  std::vector<flowdsl::NativeExecutable> shape_execs;
+  for (const RawKernel& k : shapes) {
+    shape_graphs.push_back(raw_chain(links, false, buf, k));
+    shape_execs.push_back(bench::instantiate_uploaded(shape_graphs.back().get(), stream.get()));
+  }
+  for (int v = 0; v < shape_count; ++v) {
+    CHECK_CUDA(cudaMemcpy(buf.a, input.data(), elements * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemset(buf.b, 0xff, elements * sizeof(float)));
+    CHECK_CUDA(cudaGraphLaunch(shape_execs[v].get(), stream.get()));
+    CHECK_CUDA(cudaStreamSynchronize(stream.get()));
+    std::vector<float> got(elements);
+    CHECK_CUDA(cudaMemcpy(got.data(), out, elements * sizeof(float), cudaMemcpyDeviceToHost));
+    std::size_t wrong = 0;
+    for (std::int64_t i = 0; i < elements; ++i) wrong += !(std::fabs(got[i] - want[i]) <= 1e-4f * std::fabs(want[i]));
+    if (wrong != 0) {
+      std::fprintf(stderr, "%s: %zu elements off the host's\n", shape_names[v], wrong);
+      ok = false;
+    }
+  }
+  std::vector<double> shape_us[shape_count];
+  for (int r = 0; r < reps + 2; ++r) {
+    for (int v = 0; v < shape_count; ++v) {
+      CHECK_CUDA(cudaEventRecord(start.get(), stream.get()));
+      CHECK_CUDA(cudaGraphLaunch(shape_execs[v].get(), stream.get()));
+      CHECK_CUDA(cudaEventRecord(stop.get(), stream.get()));
+      CHECK_CUDA(cudaEventSynchronize(stop.get()));
+      float ms = 0;
+      CHECK_CUDA(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+      if (r >= 2) shape_us[v].push_back(1000.0 * ms / links);
+    }
+  }
   const flowdsl::RuntimeStatistics st = runtime.statistics();
   std::printf("chain of %d scale.f32 kernels (%lld floats each), GPU us per node (median of %d launches)\n", links,
               static_cast<long long>(elements), reps);
@@ -180,6 +265,11 @@ int main(int argc, char** argv) {
   for (int v = 0; v < 4; ++v) {
     std::printf("  %-32s %8.3f\n", names[v], bench::median(us[v]));
     figures.push_back(bench::Figure{"chain, GPU per node", names[v], links, 1, 0, bench::median(us[v])});
+  }
+  std::printf("by hand, full edges, other kernels and launch shapes (GPU us per node):\n");
+  for (int v = 0; v < shape_count; ++v) {
+    std::printf("  %-32s %8.3f\n", shape_names[v], bench::median(shape_us[v]));
+    figures.push_back(bench::Figure{"chain, GPU per node", shape_names[v], links, 1, 0, bench::median(shape_us[v])});
   }
   const double raw_gain = bench::median(us[0]) / bench::median(us[1]);
   const double flow_gain = bench::median(us[2]) / bench::median(us[3]);

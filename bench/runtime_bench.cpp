@@ -73,6 +73,14 @@ int main(int argc, char** argv) {
   const int calls = quick ? 2000 : 200000;
   std::printf("the runtime's own work per launch, on a backend that does nothing (ns, median of %d)\n", reps);
 
+  // A hit costs the same whatever the graph's size: nothing in it walks the nodes.
+  for (const int n : {1000, 10000}) {
+    auto rt = nop_runtime();
+    const flowdsl::Graph g = chain(n);
+    rt.launch(g, stream(0));
+    const std::string name = "hit, " + std::to_string(n) + "-node chain";
+    std::printf("%-52s %10.1f\n", name.c_str(), ns_per_call(reps, calls, [&](int) { rt.launch(g, stream(0)); }));
+  }
   {
     auto rt = nop_runtime();
     flowdsl::Graph g;
