@@ -7,17 +7,24 @@
 namespace flowdsl::kernels {
 namespace detail {
 namespace {
+/// A thread per elementwise_unroll vectors: the random fills (their blocks cover unrolled strides,
+/// so a grid of a thread a vector would leave most of its blocks idle), and the others at large n.
+struct Unrolled : Descriptor {
+  template <class... T, class... A>
+  static LaunchShape shape(i64 n, const A&...) {
+    return {blocks_for(n, std::int64_t{elementwise_block} * vector_width<T...>() * elementwise_unroll), elementwise_block};
+  }
+};
 /// A thread per vector (vector_width elements) while that takes at most small_grid blocks: a
 /// short kernel spreads over the multiprocessors and its threads run no loop (transform() takes
-/// one vector a thread when the grid has a thread for each). Larger n: a thread per
-/// elementwise_unroll vectors, the loads of each thread in flight together.
+/// one vector a thread when the grid has a thread for each). Larger n: Unrolled's, the loads of
+/// each thread in flight together.
 struct Transform : Descriptor {
   static constexpr std::int64_t small_grid = 256;
   template <class... T, class... A>
-  static LaunchShape shape(i64 n, const A&...) {
-    const std::int64_t per_block = std::int64_t{elementwise_block} * vector_width<T...>();
-    const std::uint32_t spread = blocks_for(n, per_block);
-    return {spread <= small_grid ? spread : blocks_for(n, per_block * elementwise_unroll), elementwise_block};
+  static LaunchShape shape(i64 n, const A&... args) {
+    const std::uint32_t spread = blocks_for(n, std::int64_t{elementwise_block} * vector_width<T...>());
+    return spread <= small_grid ? LaunchShape{spread, elementwise_block} : Unrolled::shape<T...>(n, args...);
   }
 };
 /// bias_activation: grid.x a block per 256 columns, grid.y a block per row up to 8192 (the
@@ -28,14 +35,6 @@ struct ByColumn : Descriptor {
   static LaunchShape shape(i64 rows, i32 cols, const A&...) {
     return {Dim3(blocks_for(cols, elementwise_block), static_cast<std::uint32_t>(std::max<i64>(1, std::min<i64>(rows, 8192)))),
             elementwise_block};
-  }
-};
-/// The random fills: a thread per elementwise_unroll vectors at every n (their blocks cover
-/// unrolled strides; a grid of a thread a vector would leave most of its blocks idle).
-struct Unrolled : Descriptor {
-  template <class... T, class... A>
-  static LaunchShape shape(i64 n, const A&...) {
-    return {blocks_for(n, std::int64_t{elementwise_block} * vector_width<T...>() * elementwise_unroll), elementwise_block};
   }
 };
 struct Casts : Transform {

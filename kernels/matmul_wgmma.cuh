@@ -576,6 +576,23 @@ __device__ __forceinline__ void matmul_narrow_tile(std::int32_t m, std::int32_t 
   }
   cluster.sync();  // no block leaves while another still reads its shared memory
 }
+
+/// The narrow tile of width BN; a product of at most 64 rows takes the swapped operands, m on
+/// wgmma's N side (16, 32 or 64).
+template <class T, class Out, int BN>
+__device__ __forceinline__ void matmul_narrow_tile_for_rows(std::int32_t m, std::int32_t n, std::int32_t k,
+                                                            const float* bias, std::int32_t act, Out* c,
+                                                            const MatmulMaps& maps, unsigned char* shared, int split) {
+  if (m <= 16) {
+    matmul_narrow_tile<T, Out, BN, 16>(m, n, k, bias, act, c, maps, shared, split);
+  } else if (m <= 32) {
+    matmul_narrow_tile<T, Out, BN, 32>(m, n, k, bias, act, c, maps, shared, split);
+  } else if (m <= 64) {
+    matmul_narrow_tile<T, Out, BN, 64>(m, n, k, bias, act, c, maps, shared, split);
+  } else {
+    matmul_narrow_tile<T, Out, BN>(m, n, k, bias, act, c, maps, shared, split);
+  }
+}
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 /// Threads 0 .. 255 compute the block's 128 x 256 tile as two 128 x 128 halves on mma.sync.
@@ -631,27 +648,10 @@ __global__ void __launch_bounds__(wg::threads, 1)
     const unsigned cluster_z = cooperative_groups::this_cluster().dim_blocks().z;
     const int split = cluster_z > 1 && cluster_z == gridDim.z && bn < 256 ? static_cast<int>(cluster_z) : 1;
     if (split == 1 && blockIdx.z > 0) return;
-    // At most 64 rows: the operands' roles swapped, m on wgmma's N side (16, 32 or 64).
     if (bn == 64) {
-      if (m <= 16) {
-        matmul_narrow_tile<T, Out, 64, 16>(m, n, k, bias, act, c, maps, matmul_shared, split);
-      } else if (m <= 32) {
-        matmul_narrow_tile<T, Out, 64, 32>(m, n, k, bias, act, c, maps, matmul_shared, split);
-      } else if (m <= 64) {
-        matmul_narrow_tile<T, Out, 64, 64>(m, n, k, bias, act, c, maps, matmul_shared, split);
-      } else {
-        matmul_narrow_tile<T, Out, 64>(m, n, k, bias, act, c, maps, matmul_shared, split);
-      }
+      matmul_narrow_tile_for_rows<T, Out, 64>(m, n, k, bias, act, c, maps, matmul_shared, split);
     } else if (bn == 128) {
-      if (m <= 16) {
-        matmul_narrow_tile<T, Out, 128, 16>(m, n, k, bias, act, c, maps, matmul_shared, split);
-      } else if (m <= 32) {
-        matmul_narrow_tile<T, Out, 128, 32>(m, n, k, bias, act, c, maps, matmul_shared, split);
-      } else if (m <= 64) {
-        matmul_narrow_tile<T, Out, 128, 64>(m, n, k, bias, act, c, maps, matmul_shared, split);
-      } else {
-        matmul_narrow_tile<T, Out, 128>(m, n, k, bias, act, c, maps, matmul_shared, split);
-      }
+      matmul_narrow_tile_for_rows<T, Out, 128>(m, n, k, bias, act, c, maps, matmul_shared, split);
     } else {
       matmul_wgmma_tile<T>(m, n, k, bias, act, c, maps, matmul_shared);
     }
