@@ -1,10 +1,12 @@
 // Elementwise kernels: a vectorised grid-stride transform and the operations built on it
 // (fill, iota, scale, axpy, add, multiply, clamp), plus the fused bias + activation.
 //
-// transform() peels the elements before the first 16-byte boundary of the output, runs the
-// middle as 16-byte vectors (UNROLL vectors in flight per thread), and finishes the tail
-// element by element. When the inputs do not share the output's alignment it falls back to a
-// scalar grid-stride loop, so any element-aligned pointers are correct.
+// transform() runs n divisible into 16-byte vectors at aligned pointers straight (one vector a
+// thread when the grid has a thread for each). Otherwise it peels the elements before the first
+// 16-byte boundary of the output, runs the middle as 16-byte vectors (UNROLL vectors in flight per
+// thread), and finishes the tail element by element. When the inputs do not share the output's
+// alignment it falls back to a scalar grid-stride loop, so any element-aligned pointers are
+// correct.
 #pragma once
 
 #include <algorithm>
@@ -106,6 +108,34 @@ __device__ __forceinline__ void transform_vectors(std::int64_t head, std::int64_
   }
 }
 
+/// Vector v of out from vector v of each input (all of them vector-aligned): the whole work of a
+/// thread in a grid with a thread for every vector.
+template <int V, class Op, class Out, class... In>
+__device__ __forceinline__ void transform_vector(std::int64_t v, const Op& op, Out* __restrict__ out,
+                                                 const In* __restrict__... in) {
+  const std::int64_t first = v * V;
+  Vec<Out, V> result;
+  if constexpr (sizeof...(In) == 0) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) result.v[j] = from_float<Out>(op(first + j));
+  } else if constexpr (sizeof...(In) == 1) {
+    const auto* a = (in, ...);
+    using A = std::remove_cv_t<std::remove_pointer_t<decltype(a)>>;
+    const Vec<A, V> va = reinterpret_cast<const Vec<A, V>*>(a)[v];
+#pragma unroll
+    for (int j = 0; j < V; ++j) result.v[j] = from_float<Out>(op(first + j, to_float(va.v[j])));
+  } else {
+    const auto pointers = Pair<In...>{in...};
+    using A = std::remove_cv_t<std::remove_pointer_t<decltype(pointers.a)>>;
+    using B = std::remove_cv_t<std::remove_pointer_t<decltype(pointers.b)>>;
+    const Vec<A, V> va = reinterpret_cast<const Vec<A, V>*>(pointers.a)[v];
+    const Vec<B, V> vb = reinterpret_cast<const Vec<B, V>*>(pointers.b)[v];
+#pragma unroll
+    for (int j = 0; j < V; ++j) result.v[j] = from_float<Out>(op(first + j, to_float(va.v[j]), to_float(vb.v[j])));
+  }
+  reinterpret_cast<Vec<Out, V>*>(out)[v] = result;
+}
+
 /// out[i] = op(i, in[i]...) for i < n, zero to two inputs.
 /// Op: `float operator()(std::int64_t i, float...) const`.
 /// A grid with a thread for every vector (the launch rule's for small n) takes one vector a
@@ -116,11 +146,21 @@ __device__ __forceinline__ void transform(std::int64_t n, const Op& op, Out* __r
                                           const In* __restrict__... in) {
   static_assert(sizeof...(In) <= 2, "transform takes at most two inputs");
   constexpr int V = vector_width<Out, In...>();
+  const std::int64_t thread = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  // Whole vectors at aligned pointers, the common case: no head or tail to peel.
+  if (n % V == 0 && aligned<V * sizeof(Out)>(out) && (aligned<V * sizeof(In)>(in) && ...)) {
+    const std::int64_t vectors = n / V;
+    if (vectors <= stride) {
+      if (thread < vectors) transform_vector<V>(thread, op, out, in...);
+    } else {
+      transform_vectors<V, elementwise_unroll>(0, vectors, op, out, in...);
+    }
+    return;
+  }
   const std::int64_t head = scalar_head<V>(n, out, in...);
   const std::int64_t vectors = (n - head) / V;
   const std::int64_t tail = head + vectors * V;
-  const std::int64_t thread = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
 
   for (std::int64_t i = thread; i < head; i += stride) out[i] = from_float<Out>(op(i, to_float(in[i])...));
   for (std::int64_t i = tail + thread; i < n; i += stride) out[i] = from_float<Out>(op(i, to_float(in[i])...));
