@@ -2,14 +2,17 @@
 # The runtime's speed figures three times in one device call (a goal holds when it holds in each
 # run), with the GPU tests first:
 #   0. ctest -L gpu, and compute-sanitizer memcheck over the element-wise and random kernels
-#      (PARTS="tests runtime torch random" by default: any of them, in that order)
 #   1. RUNS (default 3) times: flowdsl_bench (builds, hit launches, replay, updates, streams)
 #      and programmatic_bench (a chain of scale.f32 with full and programmatic edges)
 #   2. bench/torch_compare.py (its own three repetitions, PyTorch in the same process pair)
 #   3. RUNS times kernels_bench --only random (the random fills against the copy of the same
 #      run), then Nsight Compute's issue and pipe utilisation of random_normal and its SASS size
-# Logs go under $OUT (one file a step); the output ends with a summary. Exits non-zero when a
-# step failed. Uses the build folder $BUILD (default build/, carried from the development machine).
+#   4. RUNS times flowdsl_bench_host (declare, validate, plan, hash at 100 000 nodes; host only)
+#   5. the whole kernels_bench once (every built-in kernel against the copy and cuBLAS)
+# Parts: PARTS="tests runtime torch random host kernels" by default, any of them, in that order.
+# Logs go under $OUT (one file a step) and into $OUT.tar.gz; the output ends with a summary. Exits
+# non-zero when a step failed. Uses the build folder $BUILD (default build/, carried from the
+# development machine).
 #
 #   bash bench/speed_device.sh
 set -u
@@ -17,7 +20,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
 OUT=${OUT:-/tmp/speed_device}
 RUNS=${RUNS:-3}
-PARTS=${PARTS:-tests runtime torch random}
+PARTS=${PARTS:-tests runtime torch random host kernels}
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 mkdir -p "$OUT"
 status=0
@@ -64,6 +67,12 @@ if has random; then
       awk '/Function : /{f = index($0, "random_normal_kernelIfE") > 0} f' >"$OUT/sass_random_normal.txt"
   fi
 fi
+if has host; then
+  for i in $(seq 1 "$RUNS"); do step "host_$i" "$BUILD/bench/flowdsl_bench_host"; done
+fi
+if has kernels; then
+  step kernels "$BUILD/bench/kernels_bench" --json "$OUT/kernels.json"
+fi
 
 echo
 echo "== summary ($(tail -n 1 "$OUT/gpu.txt"))"
@@ -93,4 +102,15 @@ if has random; then
   [ -s "$OUT/sass_random_normal.txt" ] &&
     echo "random_normal<float> SASS lines: $(grep -c '/\*[0-9a-f]*\*/' "$OUT/sass_random_normal.txt")"
 fi
+if has host; then
+  for i in $(seq 1 "$RUNS"); do
+    echo "-- run $i: flowdsl_bench_host"
+    grep -E "^[0-9]|caller" "$OUT/host_$i.log"
+  done
+fi
+if has kernels; then
+  echo "-- kernels_bench: % of copy"
+  grep -E "%$" "$OUT/kernels.log" | awk '{print $0}' | cut -c1-90
+fi
+tar -C "$(dirname "$OUT")" -czf "$OUT.tar.gz" "$(basename "$OUT")"
 exit $status
