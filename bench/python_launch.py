@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""The host cost of launching from Python: flowdsl's Runtime.launch of a cached graph and a tensor
+swap (Node.set + launch), against the same from C++ (bench/torch_compare_bench, a subprocess of
+this run) and against torch.cuda.CUDAGraph.replay() of the same chain.
+
+The chain: N kernels scaling one float32 buffer of 4096 elements in place (factors 1.0625 and
+0.9375 alternating): flowdsl's scale.f32 on a PyTorch tensor, PyTorch's x.mul_(a) captured.
+Host clock around one call, the device drained before each, median of --replays; --repeats
+repetitions of everything, reported as median (min-max). Results of both sides are checked
+against each other.
+
+    python3 bench/python_launch.py --flowdsl build/bench/torch_compare_bench [--json FILE]
+(with the flowdsl package importable: pip install ./python, or PYTHONPATH=<build>/python)
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+import flowdsl
+
+FACTORS = (1.0625, 0.9375)
+
+
+def timed(call, replays):
+    samples = []
+    for i in range(replays + 2):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter_ns()
+        call(i)
+        t1 = time.perf_counter_ns()
+        if i >= 2:
+            samples.append((t1 - t0) / 1000.0)
+    torch.cuda.synchronize()
+    return statistics.median(samples)
+
+
+def python_side(n, elements, replays):
+    stream = torch.cuda.Stream()
+    source = torch.rand(elements, device="cuda") + 0.5
+    x = source.clone()
+    other = source.clone()
+    with torch.cuda.stream(stream):
+        g = flowdsl.Graph()
+        previous = None
+        first = None
+        for i in range(n):
+            node = g.kernel(f"mul{i}", "scale.f32", n=elements, a=FACTORS[i % 2], x=x, y=x)
+            if previous is not None:
+                node.after(previous)
+            first = first or node
+            previous = node
+        rt = flowdsl.Runtime()
+        assert rt.launch(g, stream=stream)["kind"] == "instantiated"
+        stream.synchronize()
+        x.copy_(source)
+        rt.launch(g, stream=stream)
+        stream.synchronize()
+        flowdsl_result = x.clone()
+
+        hit = timed(lambda i: rt.launch(g, stream=stream), replays)
+        assert rt.launch(g, stream=stream)["kind"] == "hit"
+
+        def swap(i):
+            first.set(x=other if i % 2 == 0 else x)
+            rt.launch(g, stream=stream)
+
+        swapped = timed(swap, replays)
+        first.set(x=x)
+        stats = rt.stats
+        assert stats["reinstantiations"] == 0 and stats["misses"] == 1, stats
+
+        # PyTorch's CUDA graph of the same chain.
+        y = source.clone()
+        graph = torch.cuda.CUDAGraph()
+        torch.cuda.synchronize()
+        with torch.cuda.graph(graph, stream=stream):
+            for i in range(n):
+                y.mul_(FACTORS[i % 2])
+        y.copy_(source)
+        graph.replay()
+        stream.synchronize()
+        torch_result = y.clone()
+        replay = timed(lambda i: graph.replay(), replays)
+    error = ((flowdsl_result - torch_result).abs() / torch_result.abs()).max().item()
+    return {"python launch": hit, "python swap + launch": swapped, "torch replay": replay, "max_rel_error": error}
+
+
+def cpp_side(binary, sizes, elements, replays):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "cpp.json")
+        cmd = [binary, "--n", ",".join(map(str, sizes)), "--elements", str(elements), "--builds", "2",
+               "--replays", str(replays), "--json", path]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.exit(f"python_launch: {' '.join(cmd)} exited {done.returncode}:\n{done.stdout}{done.stderr}")
+        report = json.load(open(path))
+    out = {}
+    for f in report["figures"]:
+        if f["variant"] == "flowdsl" and f["figure"] in ("replay call, host", "swap + launch, host"):
+            out.setdefault(f["n"], {})["c++ launch" if f["figure"].startswith("replay") else "c++ swap + launch"] = f["us"]
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--flowdsl", required=True, help="path of bench/torch_compare_bench")
+    parser.add_argument("--n", default="100,1000,2000")
+    parser.add_argument("--elements", type=int, default=4096)
+    parser.add_argument("--replays", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.n.split(",")]
+    runs = []
+    for _ in range(args.repeats):
+        cpp = cpp_side(args.flowdsl, sizes, args.elements, args.replays)
+        runs.append({n: {**python_side(n, args.elements, args.replays), **cpp[n]} for n in sizes})
+
+    def spread(n, key):
+        v = [r[n][key] for r in runs]
+        return f"{statistics.median(v):.2f} ({min(v):.2f}-{max(v):.2f})"
+
+    ok = True
+    print(f"GPU: {torch.cuda.get_device_name()}, PyTorch {torch.__version__}; host µs a call, "
+          f"median (min-max) of {args.repeats} repetitions\n")
+    print("| N | Python launch | C++ launch | Python − C++ (≤ 1.5) | torch replay() | Python / torch (≤ 0.5) "
+          "| Python swap + launch | C++ swap + launch | Python − C++ (≤ 2) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for n in sizes:
+        gap = [r[n]["python launch"] - r[n]["c++ launch"] for r in runs]
+        ratio = [r[n]["python launch"] / r[n]["torch replay"] for r in runs]
+        swap_gap = [r[n]["python swap + launch"] - r[n]["c++ swap + launch"] for r in runs]
+        met = max(gap) <= 1.5 and max(ratio) <= 0.5 and max(swap_gap) <= 2.0
+        ok = ok and all(r[n]["max_rel_error"] < 1e-5 for r in runs)
+        print(f"| {n} | {spread(n, 'python launch')} | {spread(n, 'c++ launch')} | {min(gap):+.2f} to {max(gap):+.2f} "
+              f"| {spread(n, 'torch replay')} | {min(ratio):.2f}-{max(ratio):.2f} | {spread(n, 'python swap + launch')} "
+              f"| {spread(n, 'c++ swap + launch')} | {min(swap_gap):+.2f} to {max(swap_gap):+.2f} |"
+              + ("" if met else "  (goal missed)"))
+    print("\nresults: flowdsl's chain and PyTorch's agree" if ok else "\nRESULTS DIFFER")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"gpu": torch.cuda.get_device_name(), "runs": [{str(k): v for k, v in r.items()} for r in runs]}, f,
+                      indent=1)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,736 @@
+// flowdsl's Python module: graphs built node by node or loaded from JSON, on the caller's
+// tensors (no copies), validated, cached and launched on the caller's stream by a Runtime.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "flowdsl/dot.hpp"
+#include "flowdsl/flowdsl.hpp"
+#include "flowdsl/json.hpp"
+#include "flowdsl/kernels.hpp"
+#include "tensors.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace flowdsl::python {
+namespace {
+
+// A Python object whose memory a node uses: kept alive while it does, its size checked
+// against the kernel's extents.
+struct Held {
+  nb::object object;
+  std::size_t bytes = 0;  // 0: unknown (an address)
+};
+
+// A Graph and the Python objects whose memory its nodes use.
+struct PyGraph {
+  Graph graph;
+  std::map<std::pair<NodeId, std::string>, Held> held;  // (node, parameter) -> object
+  std::map<std::string, nb::object> buffers;            // named buffers' objects
+};
+
+// A node: its graph and the registry entry it launches, if any.
+struct PyNode {
+  std::shared_ptr<PyGraph> owner;
+  NodeId id;
+  const KernelInfo* entry = nullptr;  // registered kernel or library call
+  bool conditional = false;
+
+  NodeHandle handle() const { return NodeHandle(&owner->graph.state(), id); }
+  std::string name() const { return handle().name(); }
+};
+
+// A body of a child or conditional node.
+struct PyBody {
+  std::shared_ptr<PyGraph> owner;
+  NodeId parent;
+  std::uint32_t index;
+  Body body() const { return Body(&owner->graph.state(), parent, index); }
+};
+
+const KernelRegistry& registry() {
+  static const KernelRegistry& r = [] () -> const KernelRegistry& {
+    KernelRegistry& global = KernelRegistry::global();
+    if (global.find("scale.f32") == nullptr) kernels::register_builtins(global);
+    return global;
+  }();
+  return r;
+}
+
+std::string q(const std::string& s) { return quoted_name(s); }
+
+[[noreturn]] void usage(const std::string& message) { throw UsageError("flowdsl: " + message); }
+
+// Checks each tensor given to a kernel node's pointer parameters against the parameter's
+// extent, evaluated with the node's arguments and launch shape as they are now (an extent that
+// reads an unbound parameter or device memory is left to validation).
+void check_extents(const PyGraph& g, NodeId id, const KernelInfo& entry) {
+  const auto* op = std::get_if<KernelOp>(&g.graph.description().nodes[id].op);
+  if (op == nullptr) return;
+  for (std::size_t i = 0; i < entry.params.size() && i < entry.extents.size(); ++i) {
+    const KernelParam& p = entry.params[i];
+    const auto held = g.held.find({id, p.name});
+    if (!p.type.pointer || entry.extents[i].empty() || held == g.held.end() || held->second.bytes == 0) continue;
+    const Extent::Value v = entry.extents[i].evaluate(op->args, op->launch);
+    if (v.kind != Extent::Value::Kind::known) continue;
+    const std::uint64_t needed = v.elements * size_of(p.type.scalar);
+    if (needed > held->second.bytes) {
+      usage("node " + q(detail::node_name(g.graph.state(), id)) + ", parameter " + q(p.name) + ": the kernel reaches " +
+            std::to_string(v.elements) + " elements (" + entry.extents[i].text() + ") but the tensor holds " +
+            std::to_string(held->second.bytes / size_of(p.type.scalar)));
+    }
+  }
+}
+
+// A Python number (or an enumerator's name) as the bytes of a scalar parameter.
+std::array<unsigned char, 8> scalar_bytes(const KernelParam& p, nb::handle value, const std::string& where) {
+  std::array<unsigned char, 8> out{};
+  const ScalarType type = p.type.scalar;
+  const bool is_float = type == ScalarType::f16 || type == ScalarType::bf16 || type == ScalarType::f32 ||
+                        type == ScalarType::f64;
+  if (nb::isinstance<nb::str>(value)) {
+    const std::string text = nb::cast<std::string>(value);
+    for (std::size_t i = 0; i < p.enumerators.size(); ++i) {
+      if (p.enumerators[i] == text) {
+        return visit_scalar(type, [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          if constexpr (std::is_integral_v<T>) {
+            const T v = static_cast<T>(i);
+            std::memcpy(out.data(), &v, sizeof v);
+          }
+          return out;
+        });
+      }
+    }
+    usage(where + ": " + q(text) + " is not a value of this parameter" +
+          (p.enumerators.empty() ? std::string(" (it takes a number)") : ""));
+  }
+  if (!nb::isinstance<nb::int_>(value) && !nb::isinstance<nb::float_>(value)) {
+    usage(where + ": expected a number for a " + std::string(to_string(type)) + " parameter, got " +
+          nb::cast<std::string>(nb::str(value.type())));
+  }
+  if (is_float) {
+    const double v = nb::cast<double>(value);
+    return visit_scalar(type, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) {
+        const T h = T::from_double(v);
+        std::memcpy(out.data(), &h, sizeof h);
+      } else if constexpr (std::is_floating_point_v<T>) {
+        const T f = static_cast<T>(v);
+        std::memcpy(out.data(), &f, sizeof f);
+      }
+      return out;
+    });
+  }
+  if (nb::isinstance<nb::float_>(value)) {
+    const double v = nb::cast<double>(value);
+    if (v != std::floor(v)) usage(where + ": " + std::to_string(v) + " is not an integer");
+  }
+  // Python ints are unbounded: range-check against the parameter's type.
+  nb::object as_int = nb::int_(value);
+  return visit_scalar(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_integral_v<T>) {
+      const nb::object lo = nb::int_(static_cast<long long>(std::numeric_limits<T>::min()));
+      nb::object hi = std::is_signed_v<T> ? nb::object(nb::int_(static_cast<long long>(std::numeric_limits<T>::max())))
+                                          : nb::object(nb::int_(static_cast<unsigned long long>(std::numeric_limits<T>::max())));
+      if (as_int < lo || as_int > hi) {
+        usage(where + ": " + nb::cast<std::string>(nb::str(value)) + " is out of range for " +
+              std::string(to_string(type)));
+      }
+      const T v = std::is_signed_v<T> ? static_cast<T>(nb::cast<long long>(as_int))
+                                      : static_cast<T>(nb::cast<unsigned long long>(as_int));
+      std::memcpy(out.data(), &v, sizeof v);
+    }
+    return out;
+  });
+}
+
+// Binds `value` to parameter `p` of node `node` (of entry `entry`): a tensor or address for a
+// pointer (its element type checked), a number for a scalar, a conditional node for a condition.
+template <class Node>
+void bind_argument(PyGraph& g, Node& node, NodeId id, const KernelInfo& entry, const KernelParam& p, nb::handle value) {
+  const std::string where = "node " + q(node.name()) + ", parameter " + q(p.name);
+  if (p.type.condition) {
+    if (!nb::isinstance<PyNode>(value) || !nb::cast<const PyNode&>(value).conditional) {
+      usage(where + ": expects a conditional node (if_then, if_else, while_loop or switch_cases)");
+    }
+    const PyNode& c = nb::cast<const PyNode&>(value);
+    node.set(p.name, ConditionalNode(&g.graph.state(), c.id).condition());
+    return;
+  }
+  if (p.type.pointer) {
+    const Memory m = memory_of(value, where);
+    if (m.dtype && *m.dtype != p.type.scalar && !(size_of(*m.dtype) == size_of(p.type.scalar) && p.type.scalar == ScalarType::u8)) {
+      usage(where + ": expects " + std::string(dtype_name(p.type.scalar)) + " elements (" + to_string(p.type) + "), got a " +
+            m.what);
+    }
+    if (!m.device) usage(where + ": expects device memory, got a " + m.what + " in host memory");
+    const void* address = reinterpret_cast<const void*>(m.address);
+    node.set_bytes(p.name, &address, sizeof address);
+    if (!nb::isinstance<nb::int_>(value)) {
+      g.held[{id, p.name}] = Held{nb::borrow(value), m.bytes};
+    } else {
+      g.held.erase({id, p.name});
+    }
+    (void)entry;
+    return;
+  }
+  const std::array<unsigned char, 8> bytes = scalar_bytes(p, value, where);
+  node.set_bytes(p.name, bytes.data(), p.type.size());
+}
+
+const KernelParam& param_of(const KernelInfo& entry, const std::string& node, const std::string& name) {
+  const std::size_t i = entry.index_of(name);
+  if (i == entry.params.size()) {
+    std::string known;
+    for (const KernelParam& p : entry.params) known += (known.empty() ? "" : ", ") + p.name;
+    usage("node " + q(node) + ": " + q(entry.name) + " has no parameter " + q(name) + " (it takes " +
+          known + ")");
+  }
+  return entry.params[i];
+}
+
+Dim3 dim_of(nb::handle v, const std::string& where) {
+  if (nb::isinstance<nb::int_>(v)) return Dim3(nb::cast<std::uint32_t>(v));
+  if (nb::isinstance<nb::tuple>(v) || nb::isinstance<nb::list>(v)) {
+    std::vector<std::uint32_t> d = nb::cast<std::vector<std::uint32_t>>(v);
+    if (d.empty() || d.size() > 3) usage(where + ": expected 1 to 3 extents");
+    return Dim3(d[0], d.size() > 1 ? d[1] : 1, d.size() > 2 ? d[2] : 1);
+  }
+  usage(where + ": expected an int or a tuple of up to 3 ints");
+}
+
+const KernelInfo& entry_named(const std::string& name, const std::string& node) {
+  const KernelInfo* info = registry().find(name);
+  if (info == nullptr) usage("node " + q(node) + ": no kernel or library call is registered as " + q(name));
+  return *info;
+}
+
+// g.kernel(name, kernel, grid=, block=, shared_bytes=, cluster=, **arguments)
+template <class Builder>
+PyNode add_kernel(const std::shared_ptr<PyGraph>& g, Builder& b, std::string name, const std::string& kernel,
+                  nb::kwargs kwargs) {
+  const KernelInfo& info = entry_named(kernel, name);
+  if (info.is_call()) usage("node " + q(name) + ": " + q(kernel) + " is a library call (use library())");
+  std::optional<Dim3> grid, block, cluster;
+  std::optional<std::uint32_t> shared;
+  std::vector<std::pair<const KernelParam*, nb::handle>> args;
+  for (auto [key, value] : kwargs) {
+    const std::string k = nb::cast<std::string>(key);
+    if (k == "grid") {
+      grid = dim_of(value, "node " + q(name) + ", grid");
+    } else if (k == "block") {
+      block = dim_of(value, "node " + q(name) + ", block");
+    } else if (k == "cluster") {
+      cluster = dim_of(value, "node " + q(name) + ", cluster");
+    } else if (k == "shared_bytes") {
+      shared = nb::cast<std::uint32_t>(value);
+    } else {
+      args.emplace_back(&param_of(info, name, k), value);
+    }
+  }
+  RegisteredKernelNode node = b.kernel(name, info);
+  PyNode out{g, node.id(), &info};
+  for (auto& [p, value] : args) bind_argument(*g, node, node.id(), info, *p, value);
+  if (grid || block) {
+    if (!grid || !block) usage("node " + q(name) + ": give both grid and block, or neither (the kernel's rule)");
+    node.grid(*grid).block(*block);
+    if (shared) node.shared_memory(*shared);
+    if (cluster) node.cluster(*cluster);
+  } else if (info.launch && args.size() == info.params.size()) {
+    // The kernel's own rule, as its C++ launcher and graph files apply it.
+    const KernelOp& op = std::get<KernelOp>(g->graph.description().nodes[node.id()].op);
+    std::vector<const void*> pointers(info.params.size());
+    for (std::size_t i = 0; i < pointers.size(); ++i) pointers[i] = op.args.data(i);
+    node.launch(info.launch.shape(pointers.data()));
+  }
+  check_extents(*g, node.id(), info);
+  return out;
+}
+
+template <class Builder>
+PyNode add_library(const std::shared_ptr<PyGraph>& g, Builder& b, std::string name, const std::string& call,
+                   nb::kwargs kwargs) {
+  const KernelInfo& info = entry_named(call, name);
+  if (!info.is_call()) usage("node " + q(name) + ": " + q(call) + " is a kernel (use kernel())");
+  RegisteredLibraryNode node = b.library(name, info);
+  for (auto [key, value] : kwargs) {
+    const KernelParam& p = param_of(info, name, nb::cast<std::string>(key));
+    bind_argument(*g, node, node.id(), info, p, value);
+  }
+  check_extents(*g, node.id(), info);
+  return PyNode{g, node.id(), &info};
+}
+
+// Methods every builder (Graph, Body) has.
+template <class Class, class GetBuilder>
+void builder_methods(Class& cls, GetBuilder get) {
+  cls.def(
+      "kernel",
+      [get](typename Class::Type& self, std::string name, const std::string& kernel, nb::kwargs kwargs) {
+        auto [g, b] = get(self);
+        return add_kernel(g, b, std::move(name), kernel, kwargs);
+      },
+      "name"_a, "kernel"_a, "kwargs"_a,
+      "Declares a kernel node of the registered kernel `kernel` (e.g. \"scale.f32\"). Keywords: grid, block,\n"
+      "shared_bytes, cluster (else the kernel's own launch rule), then one per parameter: a tensor or address\n"
+      "for a pointer (its dtype checked), a number (or an enumerator's name) for a scalar, a conditional node\n"
+      "for a condition.");
+  cls.def(
+      "library",
+      [get](typename Class::Type& self, std::string name, const std::string& call, nb::kwargs kwargs) {
+        auto [g, b] = get(self);
+        return add_library(g, b, std::move(name), call, kwargs);
+      },
+      "name"_a, "call"_a, "kwargs"_a, "Declares a library node of the registered call `call` (e.g. \"matmul.cublaslt.f16\").");
+  cls.def(
+      "memcpy",
+      [get](typename Class::Type& self, std::string name, nb::handle dst, nb::handle src, std::optional<std::size_t> bytes) {
+        auto [g, b] = get(self);
+        const Memory d = memory_of(dst, "node " + q(name) + ", dst");
+        const Memory s = memory_of(src, "node " + q(name) + ", src");
+        std::size_t n = bytes ? *bytes : std::min(d.bytes ? d.bytes : s.bytes, s.bytes ? s.bytes : d.bytes);
+        if (n == 0) usage("node " + q(name) + ": give bytes (neither end has a known size)");
+        if ((d.bytes && n > d.bytes) || (s.bytes && n > s.bytes)) {
+          usage("node " + q(name) + ": " + std::to_string(n) + " bytes exceed " + (d.bytes && n > d.bytes ? "dst's " + std::to_string(d.bytes) : "src's " + std::to_string(s.bytes)));
+        }
+        MemcpyNode node = b.memcpy(name, reinterpret_cast<void*>(d.address), reinterpret_cast<const void*>(s.address), n);
+        if (!nb::isinstance<nb::int_>(dst)) g->held[{node.id(), "dst"}] = Held{nb::borrow(dst), d.bytes};
+        if (!nb::isinstance<nb::int_>(src)) g->held[{node.id(), "src"}] = Held{nb::borrow(src), s.bytes};
+        return PyNode{g, node.id()};
+      },
+      "name"_a, "dst"_a, "src"_a, "bytes"_a = nb::none(),
+      "Declares a copy of `bytes` bytes (default: the smaller of the two arrays) from src to dst.");
+  cls.def(
+      "memset",
+      [get](typename Class::Type& self, std::string name, nb::handle dst, std::uint32_t value, std::optional<std::size_t> count,
+            std::uint32_t element_size) {
+        auto [g, b] = get(self);
+        const Memory d = memory_of(dst, "node " + q(name) + ", dst");
+        const std::size_t n = count ? *count : (element_size ? d.bytes / element_size : 0);
+        if (n == 0) usage("node " + q(name) + ": give count (dst has no known size)");
+        if (d.bytes && n * element_size > d.bytes) {
+          usage("node " + q(name) + ": " + std::to_string(n) + " elements of " + std::to_string(element_size) +
+                " bytes exceed dst's " + std::to_string(d.bytes) + " bytes");
+        }
+        MemsetNode node = b.memset(name, reinterpret_cast<void*>(d.address), value, n, element_size);
+        if (!nb::isinstance<nb::int_>(dst)) g->held[{node.id(), "dst"}] = Held{nb::borrow(dst), d.bytes};
+        return PyNode{g, node.id()};
+      },
+      "name"_a, "dst"_a, "value"_a, "count"_a = nb::none(), "element_size"_a = 1,
+      "Declares a fill of `count` elements of `element_size` bytes (1, 2 or 4) with `value`.");
+  cls.def(
+      "empty", [get](typename Class::Type& self, std::string name) {
+        auto [g, b] = get(self);
+        return PyNode{g, b.empty(std::move(name)).id()};
+      },
+      "name"_a, "Declares a node that does nothing (a join point for edges).");
+  cls.def(
+      "child", [get](typename Class::Type& self, std::string name) {
+        auto [g, b] = get(self);
+        return PyNode{g, b.child(std::move(name)).id()};
+      },
+      "name"_a, "Declares a child-graph node; declare its nodes in `node.body()`.");
+  cls.def(
+      "if_then", [get](typename Class::Type& self, std::string name, std::optional<std::uint32_t> initial) {
+        auto [g, b] = get(self);
+        std::optional<ConditionDefault> d;
+        if (initial) d = ConditionDefault{*initial};
+        return PyNode{g, b.if_then(std::move(name), d).id(), nullptr, true};
+      },
+      "name"_a, "initial"_a = nb::none(), "Declares an IF node: body(0) runs when its condition is non-zero.");
+  cls.def(
+      "if_else", [get](typename Class::Type& self, std::string name, std::optional<std::uint32_t> initial) {
+        auto [g, b] = get(self);
+        std::optional<ConditionDefault> d;
+        if (initial) d = ConditionDefault{*initial};
+        return PyNode{g, b.if_else(std::move(name), d).id(), nullptr, true};
+      },
+      "name"_a, "initial"_a = nb::none(), "Declares an IF node with an else: body(0) or body(1).");
+  cls.def(
+      "while_loop", [get](typename Class::Type& self, std::string name, std::optional<std::uint32_t> initial) {
+        auto [g, b] = get(self);
+        std::optional<ConditionDefault> d;
+        if (initial) d = ConditionDefault{*initial};
+        return PyNode{g, b.while_loop(std::move(name), d).id(), nullptr, true};
+      },
+      "name"_a, "initial"_a = nb::none(), "Declares a WHILE node: body(0) runs while its condition is non-zero.");
+  cls.def(
+      "switch_cases",
+      [get](typename Class::Type& self, std::string name, std::uint32_t cases, std::optional<std::uint32_t> initial) {
+        auto [g, b] = get(self);
+        std::optional<ConditionDefault> d;
+        if (initial) d = ConditionDefault{*initial};
+        return PyNode{g, b.switch_cases(std::move(name), cases, d).id(), nullptr, true};
+      },
+      "name"_a, "cases"_a, "initial"_a = nb::none(), "Declares a SWITCH node of `cases` bodies.");
+  cls.def(
+      "alloc", [get](typename Class::Type& self, std::string name, std::size_t bytes) {
+        auto [g, b] = get(self);
+        return PyNode{g, b.alloc(std::move(name), bytes).id()};
+      },
+      "name"_a, "bytes"_a, "Declares graph memory of `bytes` bytes (its address: `node.address`).");
+  cls.def(
+      "free", [get](typename Class::Type& self, std::string name, const PyNode& alloc) {
+        auto [g, b] = get(self);
+        return PyNode{g, b.free(std::move(name), AllocNode(&g->graph.state(), alloc.id)).id()};
+      },
+      "name"_a, "alloc"_a, "Declares the release of an alloc node's memory.");
+}
+
+// A Python error type per flowdsl error, keeping the details as attributes.
+nb::object validation_error, json_error, usage_error, cuda_error, flowdsl_error;
+
+void translate(const std::exception_ptr& p, void*) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const ValidationError& e) {
+    nb::list diagnostics;
+    for (const Diagnostic& d : e.diagnostics()) {
+      nb::dict item;
+      item["nodes"] = nb::cast(d.nodes);
+      item["message"] = d.message;
+      item["member"] = d.member;
+      diagnostics.append(item);
+    }
+    nb::object error = validation_error(e.what());
+    error.attr("diagnostics") = diagnostics;
+    PyErr_SetObject(validation_error.ptr(), error.ptr());
+  } catch (const JsonError& e) {
+    nb::list problems;
+    for (const JsonProblem& j : e.problems()) {
+      nb::dict item;
+      item["pointer"] = j.pointer;
+      item["message"] = j.message;
+      problems.append(item);
+    }
+    nb::object error = json_error(e.what());
+    error.attr("diagnostics") = problems;
+    error.attr("source") = e.source();
+    PyErr_SetObject(json_error.ptr(), error.ptr());
+  } catch (const UsageError& e) {
+    PyErr_SetString(usage_error.ptr(), e.what());
+  } catch (const CudaError& e) {
+    PyErr_SetString(cuda_error.ptr(), e.what());
+  } catch (const Error& e) {
+    PyErr_SetString(flowdsl_error.ptr(), e.what());
+  }
+}
+
+// Garbage collection: a Graph's tensors (and a node's graph) are references Python's collector
+// must see, or a cycle through them (a tensor whose module holds the graph) would never be freed.
+int graph_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self)) return 0;
+  const PyGraph* g = nb::inst_ptr<PyGraph>(self);
+  for (const auto& entry : g->held) Py_VISIT(entry.second.object.ptr());
+  for (const auto& entry : g->buffers) Py_VISIT(entry.second.ptr());
+  return 0;
+}
+int graph_clear(PyObject* self) {
+  PyGraph* g = nb::inst_ptr<PyGraph>(self);
+  g->held.clear();
+  g->buffers.clear();
+  return 0;
+}
+int node_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self)) return 0;
+  const PyNode* n = nb::inst_ptr<PyNode>(self);
+  if (n->owner) {
+    nb::handle graph = nb::find(n->owner.get());
+    Py_VISIT(graph.ptr());
+  }
+  return 0;
+}
+int node_clear(PyObject* self) {
+  nb::inst_ptr<PyNode>(self)->owner.reset();
+  return 0;
+}
+PyType_Slot graph_slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(graph_traverse)},
+                             {Py_tp_clear, reinterpret_cast<void*>(graph_clear)},
+                             {0, nullptr}};
+PyType_Slot node_slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(node_traverse)},
+                            {Py_tp_clear, reinterpret_cast<void*>(node_clear)},
+                            {0, nullptr}};
+
+cudaStream_t stream_of(nb::handle stream) {
+  if (stream.is_none()) return nullptr;
+  if (nb::isinstance<nb::int_>(stream)) return reinterpret_cast<cudaStream_t>(nb::cast<std::uintptr_t>(stream));
+  // torch.cuda.Stream: cuda_stream; cupy.cuda.Stream: ptr; anything with __cuda_stream__ (the
+  // CUDA Python protocol): (version, handle).
+  if (nb::hasattr(stream, "__cuda_stream__")) {
+    nb::tuple t = nb::cast<nb::tuple>(stream.attr("__cuda_stream__")());
+    return reinterpret_cast<cudaStream_t>(nb::cast<std::uintptr_t>(t[1]));
+  }
+  if (nb::hasattr(stream, "cuda_stream")) return reinterpret_cast<cudaStream_t>(nb::cast<std::uintptr_t>(stream.attr("cuda_stream")));
+  if (nb::hasattr(stream, "ptr")) return reinterpret_cast<cudaStream_t>(nb::cast<std::uintptr_t>(stream.attr("ptr")));
+  throw nb::type_error("stream: expected None, an int handle, a torch.cuda.Stream, a cupy.cuda.Stream or an object with "
+                       "__cuda_stream__");
+}
+
+nb::dict launch_report(const LaunchReport& r) {
+  nb::dict d;
+  d["kind"] = to_string(r.kind);
+  d["nodes_updated"] = r.nodes_updated;
+  if (!r.reason.empty()) d["reason"] = r.reason;
+  return d;
+}
+
+}  // namespace
+}  // namespace flowdsl::python
+
+NB_MODULE(_flowdsl, m) {
+  using namespace flowdsl;
+  using namespace flowdsl::python;
+  m.doc() = "flowdsl: explicit CUDA graphs, validated, cached by topology and updated in place.";
+
+  flowdsl_error = nb::borrow(PyExc_RuntimeError);
+  nb::object base = nb::module_::import_("builtins").attr("type")("Error", nb::make_tuple(nb::handle(PyExc_RuntimeError)), nb::dict());
+  base.attr("__module__") = "flowdsl";
+  base.attr("__doc__") = "Every error flowdsl raises.";
+  flowdsl_error = base;
+  auto subclass = [&](const char* name, nb::handle parent, const char* doc) {
+    nb::object t = nb::module_::import_("builtins").attr("type")(name, nb::make_tuple(base, parent), nb::dict());
+    t.attr("__module__") = "flowdsl";
+    t.attr("__doc__") = doc;
+    m.attr(name) = t;
+    return t;
+  };
+  m.attr("Error") = base;
+  usage_error = subclass("UsageError", PyExc_ValueError, "A call the API does not allow (named node and parameter).");
+  validation_error = subclass("ValidationError", PyExc_ValueError,
+                              "The graph is not valid; `diagnostics` lists every problem (nodes, message, member).");
+  json_error = subclass("JsonError", PyExc_ValueError,
+                        "A graph file is malformed or invalid; `diagnostics` lists each problem at its JSON pointer.");
+  cuda_error = subclass("CudaError", PyExc_RuntimeError, "A CUDA call failed (the call and node are in the message).");
+  nb::register_exception_translator(translate);
+
+  nb::class_<PyNode>(m, "Node", "A node of a graph; keeps its graph alive.", nb::type_slots(node_slots))
+      .def_prop_ro("name", &PyNode::name)
+      .def_prop_ro("kernel", [](const PyNode& n) { return n.entry ? std::optional<std::string>(n.entry->name) : std::nullopt; })
+      .def(
+          "after",
+          [](PyNode& self, nb::args nodes, bool programmatic) {
+            NodeHandle h = self.handle();
+            for (nb::handle n : nodes) {
+              if (nb::isinstance<PyNode>(n)) {
+                const PyNode& other = nb::cast<const PyNode&>(n);
+                if (other.owner != self.owner) usage("node " + quoted_name(self.name()) + ": after() a node of another graph");
+                NodeHandle o = other.handle();
+                if (programmatic) h.after(o, flowdsl::programmatic); else h.after(o);
+              } else {
+                const std::string name = nb::cast<std::string>(n);
+                if (programmatic) h.after(name, flowdsl::programmatic); else h.after(name);
+              }
+            }
+            return self;
+          },
+          "nodes"_a, "programmatic"_a = false,
+          "Runs this node after each of `nodes` (nodes or names in the same body); programmatic: the\n"
+          "dependent may launch early (built-in kernels wait for their producers' writes).")
+      .def(
+          "set",
+          [](PyNode& self, nb::kwargs kwargs) {
+            if (self.entry == nullptr) usage("node " + quoted_name(self.name()) + ": set() is for kernel and library nodes");
+            PyGraph& g = *self.owner;
+            for (auto [key, value] : kwargs) {
+              const KernelParam& p = param_of(*self.entry, self.name(), nb::cast<std::string>(key));
+              if (self.entry->is_call()) {
+                RegisteredLibraryNode node(&g.graph.state(), self.id, self.entry);
+                bind_argument(g, node, self.id, *self.entry, p, value);
+              } else {
+                RegisteredKernelNode node(&g.graph.state(), self.id, self.entry);
+                bind_argument(g, node, self.id, *self.entry, p, value);
+              }
+            }
+            check_extents(g, self.id, *self.entry);
+            return self;
+          },
+          "kwargs"_a,
+          "Changes arguments by parameter name: a parameter change, applied to the cached executable in place\n"
+          "at the next launch (a tensor of the same dtype for a pointer, a number for a scalar).")
+      .def(
+          "body",
+          [](const PyNode& self, std::uint32_t index) {
+            (void)self.handle().body(index);  // checks the node has that body
+            return PyBody{self.owner, self.id, index};
+          },
+          "index"_a = 0, "Body `index` of a child or conditional node, to declare nodes in.")
+      .def_prop_ro("address", [](const PyNode& self) {
+            const auto* op = std::get_if<AllocOp>(&self.owner->graph.description().nodes[self.id].op);
+            if (op == nullptr) usage("node " + quoted_name(self.name()) + ": only alloc nodes have an address");
+            return reinterpret_cast<std::uintptr_t>(AllocNode(&self.owner->graph.state(), self.id).ptr());
+          }, "The address of an alloc node's memory (a symbol resolved at launch).")
+      .def("__repr__", [](const PyNode& n) { return "<flowdsl.Node " + quoted_name(n.name()) + ">"; });
+
+  nb::class_<PyBody> body(m, "Body", "A body of a child or conditional node: declare its nodes here.");
+  builder_methods(body, [](PyBody& self) {
+    struct Pair {
+      std::shared_ptr<PyGraph> g;
+      Body b;
+    };
+    return std::pair<std::shared_ptr<PyGraph>, Body>(self.owner, self.body());
+  });
+
+  nb::class_<PyGraph> graph(m, "Graph", "A graph declared node by node (see docs/python.md).", nb::type_slots(graph_slots));
+  graph.def(nb::new_([]() { return std::make_shared<PyGraph>(); }))
+      .def(
+          "buffer",
+          [](PyGraph& self, std::string name, nb::handle tensor, std::optional<std::size_t> bytes) {
+            const Memory mem = memory_of(tensor, "buffer " + quoted_name(name));
+            const std::size_t n = bytes ? *bytes : mem.bytes;
+            if (n == 0) usage("buffer " + quoted_name(name) + ": give bytes (an address has no size)");
+            self.graph.buffer(name, reinterpret_cast<const void*>(mem.address), n);
+            self.buffers[name] = nb::borrow(tensor);
+            return &self;
+          },
+          "name"_a, "tensor"_a, "bytes"_a = nb::none(), nb::rv_policy::reference,
+          "Names a tensor's memory: validation checks every registered kernel's pointer into it against its\n"
+          "end, and messages and DOT name it.")
+      .def("check_hazards", [](PyGraph& self, bool on) { self.graph.check_hazards(on); return &self; }, "on"_a,
+           nb::rv_policy::reference)
+      .def("programmatic_edges", [](PyGraph& self, bool on) { self.graph.programmatic_edges(on); return &self; }, "on"_a,
+           nb::rv_policy::reference, "Makes every edge between built-in kernels programmatic.")
+      .def("validate", [](const PyGraph& self) { (void)self.graph.plan(); },
+           "Validates the graph (and plans it); raises ValidationError listing every problem.")
+      .def_prop_ro("topology_hash", [](const PyGraph& self) { return self.graph.topology_hash(); })
+      .def("__len__", [](const PyGraph& self) { return self.graph.size(); })
+      .def(
+          "to_dot",
+          [](const PyGraph& self, bool data_flow) {
+            DotOptions options;
+            options.data_flow = data_flow;
+            return to_dot(self.graph, options);
+          },
+          "data_flow"_a = false, "The graph in Graphviz's DOT language.")
+      .def(
+          "describe",
+          [](const PyGraph& self, std::string name) {
+            std::vector<BufferSpec> specs;
+            BufferAddresses addresses;
+            for (const auto& [buffer, object] : self.buffers) {
+              const Memory mem = memory_of(object, "buffer " + quoted_name(buffer));
+              if (!mem.dtype) usage("describe: buffer " + quoted_name(buffer) + " has no element type (an address)");
+              BufferSpec spec;
+              spec.name = buffer;
+              spec.type = *mem.dtype;
+              spec.count = static_cast<std::uint64_t>(mem.elements);
+              specs.push_back(spec);
+              addresses[buffer] = reinterpret_cast<void*>(mem.address);
+            }
+            return to_json_text(describe_graph(self.graph, std::move(name), std::move(specs), addresses, registry()));
+          },
+          "name"_a = "graph",
+          "The graph as JSON text (flowdsl's graph-file format); every pointer must lie in a named buffer.");
+  builder_methods(graph, [](PyGraph& self) {
+    // The shared owner of `self` (Graph objects are held by shared_ptr).
+    std::shared_ptr<PyGraph> owner = nb::cast<std::shared_ptr<PyGraph>>(nb::find(&self));
+    return std::pair<std::shared_ptr<PyGraph>, Graph&>(owner, self.graph);
+  });
+
+  m.def(
+      "load",
+      [](const std::string& path, std::map<std::string, nb::object> buffers) {
+        GraphSpec spec = read_graph_file(path);
+        BufferAddresses addresses;
+        auto g = std::make_shared<PyGraph>();
+        for (const BufferSpec& b : spec.buffers) {
+          const auto it = buffers.find(b.name);
+          if (it == buffers.end()) usage(path + ": buffer " + quoted_name(b.name) + " of the file was not given");
+          const Memory mem = memory_of(it->second, "buffer " + quoted_name(b.name));
+          if (mem.dtype && size_of(*mem.dtype) != size_of(b.type)) {
+            usage(path + ": buffer " + quoted_name(b.name) + " holds " + std::string(to_string(b.type)) + " elements, got a " + mem.what);
+          }
+          if (mem.bytes && mem.bytes < b.bytes()) {
+            usage(path + ": buffer " + quoted_name(b.name) + " needs " + std::to_string(b.bytes()) + " bytes, got a " + mem.what);
+          }
+          addresses[b.name] = reinterpret_cast<void*>(mem.address);
+          g->buffers[b.name] = it->second;
+        }
+        for (const auto& [name, object] : buffers) {
+          if (addresses.find(name) == addresses.end()) usage(path + ": the file has no buffer " + quoted_name(name));
+        }
+        g->graph = bind_graph(spec, addresses, registry(), {}, path);
+        return g;
+      },
+      "path"_a, "buffers"_a = std::map<std::string, nb::object>{},
+      "Loads a graph file (untrusted input: checked within limits) on the given tensors, one per buffer\n"
+      "the file declares; raises JsonError listing each problem at its JSON pointer.");
+  m.def(
+      "check_file",
+      [](const std::string& path) {
+        const GraphSpec spec = read_graph_file(path);
+        check_graph(spec, registry());
+      },
+      "path"_a, "Validates a graph file without a GPU or buffers (what `flowdsl validate` does).");
+  m.def(
+      "kernels",
+      []() {
+        std::vector<std::string> names;
+        for (const KernelInfo* k : registry().list()) names.push_back(k->name);
+        return names;
+      },
+      "The names of the registered kernels and library calls.");
+  m.def(
+      "kernel_params",
+      [](const std::string& name) {
+        const KernelInfo& info = entry_named(name, "?");
+        std::vector<std::pair<std::string, std::string>> out;
+        for (const KernelParam& p : info.params) out.emplace_back(p.name, to_string(p.type));
+        return out;
+      },
+      "name"_a, "The parameters of a registered kernel: (name, type) pairs, e.g. ('x', 'const f32*').");
+
+  nb::class_<Runtime>(m, "Runtime", "Keeps executables by topology; launches graphs, updating them in place.")
+      .def(nb::init<>())
+      .def(
+          "launch",
+          [](Runtime& self, const PyGraph& g, nb::handle stream) {
+            const cudaStream_t s = stream_of(stream);
+            (void)g.graph.plan();  // validation errors raised with the GIL held
+            LaunchReport r;
+            {
+              nb::gil_scoped_release release;
+              r = self.launch(g.graph, s);
+            }
+            return launch_report(r);
+          },
+          "graph"_a, "stream"_a = nb::none(),
+          "Launches the graph on `stream` (None: the legacy default stream; an int handle, a torch or CuPy\n"
+          "stream) with the GIL released. Returns {'kind': 'hit' | 'updated' | 'instantiated' | ..., 'nodes_updated'}.")
+      .def(
+          "explain",
+          [](const Runtime& self, const PyGraph& g, nb::handle stream) { return self.explain(g.graph, stream_of(stream)).text(); },
+          "graph"_a, "stream"_a = nb::none(), "What the next launch would do and why, as text.")
+      .def_prop_ro("stats", [](const Runtime& self) {
+            const RuntimeStatistics s = self.statistics();
+            nb::dict d;
+            d["launches"] = s.launches;
+            d["hits"] = s.hits;
+            d["misses"] = s.misses;
+            d["node_updates"] = s.node_updates;
+            d["reinstantiations"] = s.reinstantiations;
+            d["evictions"] = s.evictions;
+            d["value_diffs"] = s.value_diffs;
+            d["busy_misses"] = s.busy_misses;
+            d["busy_launches"] = s.busy_launches;
+            return d;
+          }, "Counters: launches, hits, misses, node updates, re-instantiations, evictions, ...");
+}

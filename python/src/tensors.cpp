@@ -1,0 +1,146 @@
+#include "tensors.hpp"
+
+#include <nanobind/ndarray.h>
+
+#include <string_view>
+
+namespace nb = nanobind;
+
+namespace flowdsl::python {
+namespace {
+
+// typestr of __cuda_array_interface__ ("<f4", "|u1", ...) as a scalar type.
+std::optional<ScalarType> from_typestr(std::string_view t) {
+  if (t.size() < 3 || (t[0] != '<' && t[0] != '|' && t[0] != '=')) return std::nullopt;
+  const char kind = t[1];
+  const std::string_view size = t.substr(2);
+  if (kind == 'f') {
+    if (size == "2") return ScalarType::f16;
+    if (size == "4") return ScalarType::f32;
+    if (size == "8") return ScalarType::f64;
+  } else if (kind == 'i') {
+    if (size == "1") return ScalarType::i8;
+    if (size == "2") return ScalarType::i16;
+    if (size == "4") return ScalarType::i32;
+    if (size == "8") return ScalarType::i64;
+  } else if (kind == 'u' || kind == 'b') {
+    if (size == "1") return ScalarType::u8;
+    if (size == "2" && kind == 'u') return ScalarType::u16;
+    if (size == "4" && kind == 'u') return ScalarType::u32;
+    if (size == "8" && kind == 'u') return ScalarType::u64;
+  }
+  return std::nullopt;
+}
+
+std::optional<ScalarType> from_dlpack(nb::dlpack::dtype d) {
+  if (d.lanes != 1) return std::nullopt;
+  switch (d.code) {
+    case static_cast<std::uint8_t>(nb::dlpack::dtype_code::Int):
+      return d.bits == 8 ? ScalarType::i8 : d.bits == 16 ? ScalarType::i16 : d.bits == 32 ? ScalarType::i32
+           : d.bits == 64 ? std::optional(ScalarType::i64) : std::nullopt;
+    case static_cast<std::uint8_t>(nb::dlpack::dtype_code::UInt):
+    case static_cast<std::uint8_t>(nb::dlpack::dtype_code::Bool):
+      return d.bits == 8 ? ScalarType::u8 : d.bits == 16 ? ScalarType::u16 : d.bits == 32 ? ScalarType::u32
+           : d.bits == 64 ? std::optional(ScalarType::u64) : std::nullopt;
+    case static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float):
+      return d.bits == 16 ? ScalarType::f16 : d.bits == 32 ? ScalarType::f32
+           : d.bits == 64 ? std::optional(ScalarType::f64) : std::nullopt;
+    case static_cast<std::uint8_t>(nb::dlpack::dtype_code::Bfloat):
+      return d.bits == 16 ? std::optional(ScalarType::bf16) : std::nullopt;
+    default:
+      return std::nullopt;
+  }
+}
+
+std::string describe(const Memory& m, std::string_view source) {
+  std::string out = std::string(source) + " of " + std::to_string(m.elements) + " ";
+  out += m.dtype ? dtype_name(*m.dtype) : "elements of an unsupported type";
+  return out;
+}
+
+Memory from_interface(nb::handle object, const std::string& where) {
+  nb::dict cai = nb::cast<nb::dict>(object.attr("__cuda_array_interface__"));
+  const nb::tuple shape = nb::cast<nb::tuple>(cai["shape"]);
+  const std::string typestr = nb::cast<std::string>(cai["typestr"]);
+  const nb::tuple data = nb::cast<nb::tuple>(cai["data"]);
+  Memory m;
+  m.address = nb::cast<std::uintptr_t>(data[0]);
+  m.dtype = from_typestr(typestr);
+  std::int64_t elements = 1;
+  for (nb::handle extent : shape) elements *= nb::cast<std::int64_t>(extent);
+  m.elements = elements;
+  const std::size_t item = typestr.size() > 2 ? static_cast<std::size_t>(std::stoul(typestr.substr(2))) : 0;
+  m.bytes = static_cast<std::size_t>(elements) * item;
+  if (cai.contains("strides") && !cai["strides"].is_none()) {
+    const nb::tuple strides = nb::cast<nb::tuple>(cai["strides"]);
+    std::int64_t expected = static_cast<std::int64_t>(item);
+    for (std::size_t i = shape.size(); i-- > 0;) {
+      const std::int64_t extent = nb::cast<std::int64_t>(shape[i]);
+      if (extent != 1 && nb::cast<std::int64_t>(strides[i]) != expected) {
+        throw nb::type_error((where + ": the array is not contiguous (kernels take dense buffers)").c_str());
+      }
+      expected *= extent;
+    }
+  }
+  m.what = describe(m, "array");
+  return m;
+}
+
+Memory from_dlpack_object(nb::handle object, const std::string& where) {
+  nb::ndarray<> array;
+  try {
+    array = nb::cast<nb::ndarray<>>(object);
+  } catch (const nb::cast_error&) {
+    throw nb::type_error((where + ": the object's __dlpack__ gave no array flowdsl can read").c_str());
+  }
+  Memory m;
+  m.address = reinterpret_cast<std::uintptr_t>(array.data());
+  m.dtype = from_dlpack(array.dtype());
+  m.elements = static_cast<std::int64_t>(array.size());
+  m.bytes = array.nbytes();
+  m.device = array.device_type() == nb::device::cuda::value || array.device_type() == nb::device::cuda_managed::value;
+  std::int64_t expected = 1;
+  for (std::size_t i = array.ndim(); i-- > 0;) {
+    if (array.shape(i) != 1 && array.stride(i) != expected) {
+      throw nb::type_error((where + ": the tensor is not contiguous (kernels take dense buffers)").c_str());
+    }
+    expected *= static_cast<std::int64_t>(array.shape(i));
+  }
+  m.what = describe(m, m.device ? "tensor" : "host array");
+  return m;
+}
+
+}  // namespace
+
+const char* dtype_name(ScalarType type) noexcept {
+  switch (type) {
+    case ScalarType::i8: return "int8";
+    case ScalarType::i16: return "int16";
+    case ScalarType::i32: return "int32";
+    case ScalarType::i64: return "int64";
+    case ScalarType::u8: return "uint8";
+    case ScalarType::u16: return "uint16";
+    case ScalarType::u32: return "uint32";
+    case ScalarType::u64: return "uint64";
+    case ScalarType::f16: return "float16";
+    case ScalarType::bf16: return "bfloat16";
+    case ScalarType::f32: return "float32";
+    case ScalarType::f64: return "float64";
+  }
+  return "?";
+}
+
+Memory memory_of(nb::handle object, const std::string& where) {
+  if (nb::isinstance<nb::int_>(object) && !nb::isinstance<nb::bool_>(object)) {
+    Memory m;
+    m.address = nb::cast<std::uintptr_t>(object);
+    m.what = "address";
+    return m;
+  }
+  if (nb::hasattr(object, "__cuda_array_interface__")) return from_interface(object, where);
+  if (nb::hasattr(object, "__dlpack__")) return from_dlpack_object(object, where);
+  throw nb::type_error((where + ": expected a device array (an object with __cuda_array_interface__ or __dlpack__) "
+                                "or an integer address, got " + nb::cast<std::string>(nb::str(object.type()))).c_str());
+}
+
+}  // namespace flowdsl::python

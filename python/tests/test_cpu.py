@@ -1,0 +1,214 @@
+"""flowdsl's Python API without a GPU: building, validation, DOT, JSON and every error type.
+
+Device arrays are stand-ins (objects with __cuda_array_interface__ at made-up addresses): these
+tests declare and validate graphs, which reads no memory; nothing is launched.
+"""
+
+import json
+
+import pytest
+
+import flowdsl
+
+
+class FakeArray:
+    """A device array as CuPy and Numba describe theirs; the address is never dereferenced."""
+
+    def __init__(self, address, shape, typestr="<f4", strides=None):
+        self.__cuda_array_interface__ = {
+            "shape": tuple(shape),
+            "typestr": typestr,
+            "data": (address, False),
+            "strides": strides,
+            "version": 3,
+        }
+
+
+N = 4096
+
+
+@pytest.fixture
+def arrays():
+    return FakeArray(0x7F0000000000, (N,)), FakeArray(0x7F0000100000, (N,)), FakeArray(0x7F0000200000, (N,))
+
+
+def test_registry_names_the_builtin_kernels():
+    names = flowdsl.kernels()
+    assert "scale.f32" in names and "random_normal.bf16" in names
+    params = dict(flowdsl.kernel_params("scale.f32"))
+    assert params["x"] == "const f32*" and params["y"] == "f32*" and params["a"] == "f32"
+
+
+def test_a_chain_validates_and_draws(arrays):
+    x, y, z = arrays
+    g = flowdsl.Graph()
+    a = g.kernel("scale", "scale.f32", n=N, a=2.0, x=x, y=y)
+    b = g.kernel("shift", "scale.f32", n=N, a=0.5, x=y, y=z).after(a)
+    assert len(g) == 2 and a.name == "scale" and b.kernel == "scale.f32"
+    g.validate()
+    assert isinstance(g.topology_hash, int)
+    dot = g.to_dot()
+    assert dot.lstrip().startswith("digraph") and "scale" in dot and "shift" in dot and "->" in dot
+
+
+def test_edges_by_name_and_programmatic(arrays):
+    x, y, _ = arrays
+    g = flowdsl.Graph()
+    g.kernel("first", "scale.f32", n=N, a=2.0, x=x, y=y)
+    second = g.kernel("second", "scale.f32", n=N, a=2.0, x=y, y=x)
+    second.after("first", programmatic=True)
+    g.validate()
+    plain = flowdsl.Graph()
+    plain.kernel("first", "scale.f32", n=N, a=2.0, x=x, y=y)
+    plain.kernel("second", "scale.f32", n=N, a=2.0, x=y, y=x).after("first")
+    assert plain.topology_hash != g.topology_hash
+
+
+def test_dtype_of_a_pointer_argument_is_checked(arrays):
+    x, y, _ = arrays
+    g = flowdsl.Graph()
+    half = FakeArray(0x7F0000300000, (N,), typestr="<f2")
+    with pytest.raises(flowdsl.UsageError, match=r"node 'scale', parameter 'x'.*float32.*float16"):
+        g.kernel("scale", "scale.f32", n=N, a=2.0, x=half, y=y)
+
+
+def test_extents_are_checked_against_the_tensors(arrays):
+    x, _, _ = arrays
+    short = FakeArray(0x7F0000400000, (100,))
+    g = flowdsl.Graph()
+    with pytest.raises(flowdsl.UsageError, match=r"node 'scale', parameter 'y': the kernel reaches 4096 elements \(n\) "
+                                                 r"but the tensor holds 100"):
+        g.kernel("scale", "scale.f32", n=N, a=2.0, x=x, y=short)
+    k = g.kernel("fits", "scale.f32", n=100, a=2.0, x=x, y=short)
+    with pytest.raises(flowdsl.UsageError, match="the tensor holds 100"):
+        k.set(n=101)
+    # Named buffers: validation checks every kernel's pointer into them against their end.
+    named = flowdsl.Graph()
+    named.buffer("y", short)
+    named.kernel("scale", "scale.f32", grid=16, block=256, n=N, a=2.0, x=x, y=0x7F0000400000)
+    with pytest.raises(flowdsl.ValidationError) as error:
+        named.validate()
+    assert any("scale" in p["nodes"] for p in error.value.diagnostics)
+
+
+def test_every_problem_is_reported_at_once(arrays):
+    x, y, _ = arrays
+    g = flowdsl.Graph()
+    g.kernel("a", "scale.f32", n=N, a=2.0, x=x, y=y).after("b")
+    g.kernel("b", "scale.f32", n=N, a=2.0, x=y, y=x).after("a")
+    g.kernel("c", "scale.f32", grid=4, block=256, x=x, y=y)  # n and a unset
+    with pytest.raises(flowdsl.ValidationError) as error:
+        g.validate()
+    named = {n for p in error.value.diagnostics for n in p["nodes"]}
+    assert {"a", "c"} <= named or {"b", "c"} <= named
+    assert len(error.value.diagnostics) >= 2
+
+
+def test_bad_arguments_name_node_and_parameter(arrays):
+    x, y, _ = arrays
+    g = flowdsl.Graph()
+    with pytest.raises(flowdsl.UsageError, match="no kernel or library call is registered as 'scale.f99'"):
+        g.kernel("k", "scale.f99", n=N)
+    with pytest.raises(flowdsl.UsageError, match=r"'scale.f32' has no parameter 'alpha' \(it takes n, a, x, y\)"):
+        g.kernel("k2", "scale.f32", alpha=1.0)
+    with pytest.raises(flowdsl.UsageError, match="out of range for i64"):
+        g.kernel("k3", "scale.f32", n=2**70, a=1.0, x=x, y=y)
+    with pytest.raises(flowdsl.UsageError, match="it takes a number"):
+        g.kernel("k4", "scale.f32", n=N, a="two", x=x, y=y)
+    with pytest.raises(TypeError, match="device array"):
+        g.kernel("k5", "scale.f32", n=N, a=1.0, x=[1.0, 2.0], y=y)
+    strided = FakeArray(0x7F0000500000, (N, 2), strides=(4, 4 * N))
+    with pytest.raises(TypeError, match="not contiguous"):
+        g.kernel("k6", "scale.f32", n=N, a=1.0, x=strided, y=y)
+    with pytest.raises(flowdsl.UsageError, match="give both grid and block"):
+        g.kernel("k7", "scale.f32", grid=4, n=N, a=1.0, x=x, y=y)
+    # The graph stays usable after each refusal.
+    g.kernel("ok", "scale.f32", n=N, a=1.0, x=x, y=y)
+    assert issubclass(flowdsl.UsageError, flowdsl.Error) and issubclass(flowdsl.ValidationError, flowdsl.Error)
+
+
+def test_set_changes_arguments_with_the_same_checks(arrays):
+    x, y, z = arrays
+    g = flowdsl.Graph()
+    k = g.kernel("scale", "scale.f32", n=N, a=2.0, x=x, y=y)
+    before = g.topology_hash
+    k.set(a=3.0, x=z)
+    assert g.topology_hash == before  # arguments are parameters, not topology
+    with pytest.raises(flowdsl.UsageError, match="parameter 'x'"):
+        k.set(x=FakeArray(0x7F0000600000, (N,), typestr="<i4"))
+    g.validate()
+
+
+def test_bodies_conditionals_memory_and_copies(arrays):
+    x, y, _ = arrays
+    g = flowdsl.Graph()
+    loop = g.while_loop("loop", initial=1)
+    body = loop.body()
+    body.kernel("step", "scale.f32", n=N, a=0.5, x=x, y=y)
+    level = FakeArray(0x7F0000800000, (1,))
+    body.kernel("decide", "condition.less.f32", value=level, threshold=1.0, cond=loop).after("step")
+    child = g.child("inner").after(loop)
+    child.body().memset("clear", y, 0, count=N, element_size=4)
+    alloc = g.alloc("scratch", N * 4)
+    g.memcpy("stage", alloc.address, x, bytes=N * 4).after(alloc)
+    g.free("release", alloc).after("stage")
+    g.empty("join").after("release", child)
+    g.validate()
+    assert "loop" in g.to_dot() and "step" in g.to_dot()
+
+
+def test_json_round_trip(tmp_path, arrays):
+    x, y, _ = arrays
+    g = flowdsl.Graph()
+    g.buffer("x", x).buffer("y", y)
+    g.kernel("scale", "scale.f32", n=N, a=2.0, x=x, y=y)
+    g.kernel("again", "scale.f32", n=N, a=0.5, x=y, y=x).after("scale")
+    text = g.describe("pipeline")
+    spec = json.loads(text)
+    assert spec["name"] == "pipeline" and [n["name"] for n in spec["nodes"]] == ["scale", "again"]
+    path = tmp_path / "pipeline.json"
+    path.write_text(text)
+    flowdsl.check_file(str(path))
+    loaded = flowdsl.load(str(path), buffers={"x": x, "y": y})
+    assert loaded.topology_hash == g.topology_hash and len(loaded) == 2
+
+
+def test_graph_files_report_problems_at_their_pointer(tmp_path, arrays):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"version": 1, "name": "g", "buffers": [], "nodes": [{"name": "k", "kind": "kernel", '
+                   '"kernel": "scale.f32", "args": {"n": "many"}}]}')
+    with pytest.raises(flowdsl.JsonError) as error:
+        flowdsl.check_file(str(bad))
+    assert any(p["pointer"].startswith("/nodes/0") for p in error.value.diagnostics)
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"nodes": [')
+    with pytest.raises(flowdsl.JsonError, match="malformed JSON"):
+        flowdsl.check_file(str(broken))
+    x, _, _ = arrays
+    good = tmp_path / "good.json"
+    good.write_text('{"version": 1, "name": "g", "buffers": [{"name": "x", "type": "f32", "count": 4096}], '
+                    '"nodes": [{"name": "k", "kind": "kernel", "kernel": "scale.f32", '
+                    '"args": {"n": 4096, "a": 2.0, "x": "x", "y": "x"}}]}')
+    with pytest.raises(flowdsl.UsageError, match="buffer 'x' of the file was not given"):
+        flowdsl.load(str(good))
+    with pytest.raises(flowdsl.UsageError, match="needs 16384 bytes"):
+        flowdsl.load(str(good), buffers={"x": FakeArray(0x7F0000700000, (10,))})
+    assert len(flowdsl.load(str(good), buffers={"x": x})) == 1
+
+
+def docs_examples(kind):
+    """The ```python blocks of docs/python.md marked `<!-- snippet: kind -->`."""
+    import pathlib
+    import re
+
+    text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "python.md").read_text()
+    return re.findall(r"<!-- snippet: " + kind + r" -->\n```python\n(.*?)```", text, re.S)
+
+
+def test_the_docs_cpu_examples_run(capsys):
+    examples = docs_examples("cpu")
+    assert examples
+    for code in examples:
+        exec(compile(code, "docs/python.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "digraph" in out and "tensor holds 100" in out and "cycle" in out

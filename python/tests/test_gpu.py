@@ -1,0 +1,118 @@
+"""flowdsl's Python API on a GPU: PyTorch and CuPy tensors, results against references, updates
+by tensor swap with no re-instantiation, conditional bodies, graph files on tensors.
+
+Skipped (not passed) where there is no CUDA device or no PyTorch.
+"""
+
+import pytest
+
+import flowdsl
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device", allow_module_level=True)
+
+pytestmark = pytest.mark.gpu
+N = (1 << 20) + 3
+
+
+def poisoned(n, dtype=torch.float32):
+    return torch.full((n,), float("nan"), device="cuda", dtype=dtype)
+
+
+def test_a_chain_on_torch_tensors_matches_torch():
+    x = torch.randn(N, device="cuda")
+    y, z = poisoned(N), poisoned(N)
+    g = flowdsl.Graph()
+    g.kernel("scale", "scale.f32", n=N, a=2.0, x=x, y=y)
+    g.kernel("axpy", "axpy.f32", n=N, a=0.5, x=x, y=y).after("scale")
+    g.kernel("copy", "scale.f32", n=N, a=1.0, x=y, y=z).after("axpy")
+    rt = flowdsl.Runtime()
+    stream = torch.cuda.current_stream()
+    report = rt.launch(g, stream=stream)
+    assert report["kind"] == "instantiated"
+    stream.synchronize()
+    torch.testing.assert_close(z, 2.0 * x + 0.5 * x)
+    assert rt.launch(g, stream=stream)["kind"] == "hit"
+
+
+def test_swapping_a_tensor_updates_in_place():
+    x0, x1 = torch.randn(N, device="cuda"), torch.randn(N, device="cuda")
+    y = poisoned(N)
+    g = flowdsl.Graph()
+    k = g.kernel("scale", "scale.f32", n=N, a=3.0, x=x0, y=y)
+    rt = flowdsl.Runtime()
+    s = torch.cuda.Stream()
+    rt.launch(g, stream=s)
+    s.synchronize()
+    torch.testing.assert_close(y, 3.0 * x0)
+    for i in range(5):
+        x = x1 if i % 2 == 0 else x0
+        k.set(x=x, a=float(i))
+        report = rt.launch(g, stream=s)
+        assert report["kind"] == "updated" and report["nodes_updated"] == 1
+        s.synchronize()
+        torch.testing.assert_close(y, float(i) * x)
+    stats = rt.stats
+    assert stats["misses"] == 1 and stats["reinstantiations"] == 0 and stats["node_updates"] == 5
+
+
+def test_dtypes_other_than_float32():
+    x = torch.randn(N, device="cuda", dtype=torch.bfloat16)
+    y = poisoned(N, torch.bfloat16)
+    g = flowdsl.Graph()
+    g.kernel("scale", "scale.bf16", n=N, a=0.5, x=x, y=y)
+    flowdsl.Runtime().launch(g)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y, (x.float() * 0.5).bfloat16())
+    with pytest.raises(flowdsl.UsageError, match="bfloat16"):
+        g.kernel("wrong", "scale.f32", n=N, a=0.5, x=x, y=y)
+
+
+def test_a_while_loop_runs_its_body_until_the_condition_clears():
+    value = torch.zeros(1, device="cuda")
+    one = torch.ones(1, device="cuda")
+    g = flowdsl.Graph()
+    loop = g.while_loop("loop", initial=1)
+    body = loop.body()
+    body.kernel("count", "add.f32", n=1, a=value, b=one, out=value)
+    body.kernel("decide", "condition.less.f32", value=value, threshold=10.0, cond=loop).after("count")
+    flowdsl.Runtime().launch(g)
+    torch.cuda.synchronize()
+    assert float(value.item()) == 10.0
+
+
+def test_graph_files_load_on_torch_tensors(tmp_path):
+    x = torch.randn(4096, device="cuda")
+    y = poisoned(4096)
+    path = tmp_path / "g.json"
+    path.write_text('{"version": 1, "name": "g", "buffers": [{"name": "x", "type": "f32", "count": 4096}, '
+                    '{"name": "y", "type": "f32", "count": 4096}], "nodes": [{"name": "k", "kind": "kernel", '
+                    '"kernel": "scale.f32", "args": {"n": 4096, "a": 4.0, "x": "x", "y": "y"}}]}')
+    g = flowdsl.load(str(path), buffers={"x": x, "y": y})
+    flowdsl.Runtime().launch(g)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y, 4.0 * x)
+
+
+def test_cupy_arrays():
+    cupy = pytest.importorskip("cupy")
+    x = cupy.random.standard_normal(N, dtype=cupy.float32)
+    y = cupy.full(N, cupy.nan, dtype=cupy.float32)
+    g = flowdsl.Graph()
+    g.kernel("scale", "scale.f32", n=N, a=-1.5, x=x, y=y)
+    stream = cupy.cuda.Stream()
+    flowdsl.Runtime().launch(g, stream=stream)
+    stream.synchronize()
+    assert cupy.allclose(y, -1.5 * x)
+
+
+def test_the_docs_gpu_examples_run(capsys):
+    from test_cpu import docs_examples
+
+    examples = docs_examples("gpu")
+    assert examples
+    for code in examples:
+        exec(compile(code, "docs/python.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "'updated'" in out and "instantiated" in out
