@@ -49,6 +49,7 @@ def test_swapping_a_tensor_updates_in_place():
     for i in range(5):
         x = x1 if i % 2 == 0 else x0
         k.set(x=x, a=float(i))
+        assert "scale" in rt.explain(g, stream=s)  # the node the next launch updates
         report = rt.launch(g, stream=s)
         assert report["kind"] == "updated" and report["nodes_updated"] == 1
         s.synchronize()
@@ -116,3 +117,21 @@ def test_the_docs_gpu_examples_run(capsys):
         exec(compile(code, "docs/python.md", "exec"), {})
     out = capsys.readouterr().out
     assert "'updated'" in out and "instantiated" in out
+
+
+def test_the_profiler_names_the_nodes():
+    x = torch.randn(N, device="cuda")
+    y = poisoned(N)
+    g = flowdsl.Graph()
+    g.kernel("scale", "scale.f32", n=N, a=2.0, x=x, y=y)
+    g.kernel("again", "scale.f32", n=N, a=0.5, x=y, y=y).after("scale")
+    rt = flowdsl.Runtime()
+    with flowdsl.Profiler(rt) as profiler:
+        profiler.name(g, "pair")
+        for _ in range(3):
+            profiler.launch(g)
+        table = profiler.report()
+        trace = profiler.trace()
+    assert "scale" in table and "again" in table
+    assert '"scale"' in trace or "scale" in trace
+    torch.testing.assert_close(y, x)
