@@ -2,7 +2,9 @@
 // cudaGraphAddKernelNode against the driver's cuGraphAddKernelNode given the function's driver
 // handle (what flowdsl's emitter calls), each followed by the same instantiation and first launch
 // (the host time of the cudaGraphLaunch call); then the host time of hit launches of each kind of
-// executable; and the two per-node update calls. Chains of tiny kernels, N = 100, 1000 and 10000 nodes, widths 1 and 8.
+// executable (nodes added by the runtime, by the driver given the function's CUfunction or its
+// context-independent CUkernel) beside flowdsl's Runtime::launch of the same chain; and the two
+// per-node update calls. Chains of tiny kernels, N = 100, 1000 and 10000 nodes, widths 1 and 8.
 // Every variant's graph is launched once and its result checked. Run by hand (no ctest);
 // `--quick` runs N = 100 only.
 #include <cuda.h>
@@ -14,6 +16,7 @@
 
 #include "bench_cuda.hpp"
 #include "bench_util.hpp"
+#include "flowdsl/flowdsl.hpp"
 
 namespace {
 
@@ -38,7 +41,11 @@ struct Calls {
   PFN_cuGraphExecKernelNodeSetParams_v12000 set =
       driver_call<PFN_cuGraphExecKernelNodeSetParams_v12000>("cuGraphExecKernelNodeSetParams");
   cudaFunction_t function = nullptr;
+  cudaKernel_t kernel = nullptr;
 };
+
+// How a chain's nodes are added.
+enum class Adder { runtime, driver_function, driver_kernel };
 
 // One chain graph's arguments: node i adds values[i] to slot (i % width).
 struct Chain {
@@ -56,9 +63,11 @@ struct Chain {
     p.kernelParams = args[i].data();
     return p;
   }
-  CUDA_KERNEL_NODE_PARAMS driver_params(int i, cudaFunction_t function) {
+  // With a CUfunction, or (function null) the context-independent CUkernel.
+  CUDA_KERNEL_NODE_PARAMS driver_params(int i, cudaFunction_t function, cudaKernel_t kernel = nullptr) {
     CUDA_KERNEL_NODE_PARAMS p{};
     p.func = function;
+    p.kern = function == nullptr ? reinterpret_cast<CUkernel>(kernel) : nullptr;
     p.gridDimX = p.gridDimY = p.gridDimZ = 1;
     p.blockDimX = threads;
     p.blockDimY = p.blockDimZ = 1;
@@ -66,13 +75,15 @@ struct Chain {
     return p;
   }
   // Builds the graph with the runtime's calls (driver == false) or the driver's.
-  cudaGraph_t build(bool driver, const Calls& calls) {
+  cudaGraph_t build(bool driver, const Calls& calls) { return build(driver ? Adder::driver_function : Adder::runtime, calls); }
+  cudaGraph_t build(Adder adder, const Calls& calls) {
     cudaGraph_t graph = nullptr;
     CHECK_CUDA(cudaGraphCreate(&graph, 0));
     for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
       const cudaGraphNode_t* dep = i >= width ? &nodes[i - width] : nullptr;
-      if (driver) {
-        const CUDA_KERNEL_NODE_PARAMS p = driver_params(i, calls.function);
+      if (adder != Adder::runtime) {
+        const CUDA_KERNEL_NODE_PARAMS p = adder == Adder::driver_function ? driver_params(i, calls.function)
+                                                                          : driver_params(i, nullptr, calls.kernel);
         CHECK_CU(calls.add(reinterpret_cast<CUgraphNode*>(&nodes[i]), graph, dep, dep ? 1 : 0, &p));
       } else {
         const cudaKernelNodeParams p = runtime_params(i);
@@ -122,6 +133,7 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaStreamSynchronize(stream));
   Calls calls;
   CHECK_CUDA(cudaGetFuncBySymbol(&calls.function, reinterpret_cast<const void*>(tiny)));
+  CHECK_CUDA(cudaGetKernel(&calls.kernel, reinterpret_cast<const void*>(tiny)));
 
   bool ok = true;
   std::printf("per node, µs (medians); add: adding the nodes; inst: instantiate with upload; launch: the first\n"
@@ -165,29 +177,53 @@ int main(int argc, char** argv) {
   }
 
   // Hit launches: the host time of cudaGraphLaunch of an executable kept, its nodes added by the
-  // runtime's call or the driver's (the emitter's), the two taking turns, the stream drained
-  // before each call.
-  std::printf("\nhit launch, host µs per cudaGraphLaunch call (median of 201, taking turns)\n");
-  std::printf("%6s %5s %14s %14s %16s\n", "N", "width", "runtime nodes", "driver nodes", "driver/runtime");
+  // runtime's call, the driver's given the CUfunction (the emitter's) or the CUkernel, and of
+  // flowdsl's Runtime::launch of the same chain, all four taking turns, the stream drained before
+  // each call.
+  std::printf("\nhit launch, host µs per call (median of 201, taking turns)\n");
+  std::printf("%6s %5s %14s %14s %14s %14s %16s %16s %16s\n", "N", "width", "runtime nodes", "CUfunction",
+              "CUkernel", "flowdsl", "CUfunction/rt", "CUkernel/rt", "flowdsl/rt");
   for (int n : sizes) {
     for (int width : {1, 8}) {
-      Chain runtime_chain(n, width, slots), driver_chain(n, width, slots);
-      cudaGraph_t graphs[2] = {runtime_chain.build(false, calls), driver_chain.build(true, calls)};
-      flowdsl::NativeExecutable execs[2] = {bench::instantiate_uploaded(graphs[0], stream),
-                                            bench::instantiate_uploaded(graphs[1], stream)};
-      std::vector<double> times[2];
+      Chain chains[3] = {Chain(n, width, slots), Chain(n, width, slots), Chain(n, width, slots)};
+      const Adder adders[3] = {Adder::runtime, Adder::driver_function, Adder::driver_kernel};
+      cudaGraph_t graphs[3];
+      flowdsl::NativeExecutable execs[3];
+      for (int k = 0; k < 3; ++k) {
+        graphs[k] = chains[k].build(adders[k], calls);
+        execs[k] = bench::instantiate_uploaded(graphs[k], stream);
+      }
+      flowdsl::Graph graph;
+      std::vector<flowdsl::KernelNode<float*, float>> kernels;
+      kernels.reserve(static_cast<std::size_t>(n));
+      for (int i = 0; i < n; ++i) {
+        kernels.push_back(graph.kernel("k" + std::to_string(i), tiny).grid(1).block(threads).args(slots + (i % width) * threads, 1.0f));
+        if (i >= width) kernels.back().after(kernels[static_cast<std::size_t>(i - width)]);
+      }
+      flowdsl::Runtime runtime;
+      CHECK_CUDA(cudaMemset(slots, 0, 8 * threads * sizeof(float)));
+      runtime.launch(graph, stream);
+      CHECK_CUDA(cudaStreamSynchronize(stream));
+      ok = ok && verify(slots, n, width, "flowdsl");
+      std::vector<double> times[4];
       for (int rep = 0; rep < 211; ++rep) {
-        for (int driver = 0; driver < 2; ++driver) {
+        for (int k = 0; k < 4; ++k) {
           CHECK_CUDA(cudaStreamSynchronize(stream));
           const double t0 = bench::now_us();
-          CHECK_CUDA(cudaGraphLaunch(execs[driver].get(), stream));
-          if (rep >= 10) times[driver].push_back(bench::now_us() - t0);
+          if (k < 3) {
+            CHECK_CUDA(cudaGraphLaunch(execs[k].get(), stream));
+          } else {
+            runtime.launch(graph, stream);
+          }
+          if (rep >= 10) times[k].push_back(bench::now_us() - t0);
         }
       }
       CHECK_CUDA(cudaStreamSynchronize(stream));
       for (cudaGraph_t g : graphs) CHECK_CUDA(cudaGraphDestroy(g));
-      std::printf("%6d %5d %14.2f %14.2f %16.3f\n", n, width, bench::median(times[0]), bench::median(times[1]),
-                  bench::median(times[1]) / bench::median(times[0]));
+      double median[4];
+      for (int k = 0; k < 4; ++k) median[k] = bench::median(times[k]);
+      std::printf("%6d %5d %14.2f %14.2f %14.2f %14.2f %16.3f %16.3f %16.3f\n", n, width, median[0], median[1], median[2],
+                  median[3], median[1] / median[0], median[2] / median[0], median[3] / median[0]);
     }
   }
 

@@ -110,6 +110,56 @@ Memory from_dlpack_object(nb::handle object, const std::string& where) {
   return m;
 }
 
+// PyTorch tensors are read through their own attributes: cheaper than building either protocol's
+// description (a dict, or a DLPack capsule) each time a tensor is bound. Only when torch is
+// already imported; the type and dtypes looked up once are kept for the process (never freed:
+// they outlive any use at interpreter exit).
+struct TorchTypes {
+  PyObject* tensor = nullptr;
+  std::pair<PyObject*, ScalarType> dtypes[12] = {};
+};
+
+const TorchTypes* torch_types() {
+  static const TorchTypes* types = nullptr;
+  if (types != nullptr) return types;
+  PyObject* modules = PyImport_GetModuleDict();
+  PyObject* torch = PyDict_GetItemString(modules, "torch");  // borrowed; null if not imported
+  if (torch == nullptr) return nullptr;
+  auto* t = new TorchTypes;
+  nb::handle module(torch);
+  t->tensor = module.attr("Tensor").inc_ref().ptr();
+  const std::pair<const char*, ScalarType> names[12] = {
+      {"float32", ScalarType::f32}, {"float16", ScalarType::f16}, {"bfloat16", ScalarType::bf16},
+      {"float64", ScalarType::f64}, {"int32", ScalarType::i32},   {"int64", ScalarType::i64},
+      {"int8", ScalarType::i8},     {"int16", ScalarType::i16},   {"uint8", ScalarType::u8},
+      {"uint16", ScalarType::u16},  {"uint32", ScalarType::u32},  {"uint64", ScalarType::u64}};
+  for (int i = 0; i < 12; ++i) {
+    t->dtypes[i] = {nb::hasattr(module, names[i].first) ? module.attr(names[i].first).inc_ref().ptr() : nullptr,
+                    names[i].second};
+  }
+  types = t;
+  return types;
+}
+
+std::optional<Memory> from_torch(nb::handle object, const std::string& where) {
+  const TorchTypes* t = torch_types();
+  if (t == nullptr || !PyObject_TypeCheck(object.ptr(), reinterpret_cast<PyTypeObject*>(t->tensor))) return std::nullopt;
+  Memory m;
+  const nb::object dtype = object.attr("dtype");
+  for (const auto& [known, type] : t->dtypes) {
+    if (known != nullptr && dtype.ptr() == known) m.dtype = type;
+  }
+  m.device = nb::cast<bool>(object.attr("is_cuda"));
+  if (!nb::cast<bool>(object.attr("is_contiguous")())) {
+    throw nb::type_error((where + ": the tensor is not contiguous (kernels take dense buffers)").c_str());
+  }
+  m.address = nb::cast<std::uintptr_t>(object.attr("data_ptr")());
+  m.elements = nb::cast<std::int64_t>(object.attr("numel")());
+  m.bytes = static_cast<std::size_t>(m.elements) * nb::cast<std::size_t>(object.attr("element_size")());
+  m.what = describe(m, m.device ? "tensor" : "host tensor");
+  return m;
+}
+
 }  // namespace
 
 const char* dtype_name(ScalarType type) noexcept {
@@ -137,8 +187,10 @@ Memory memory_of(nb::handle object, const std::string& where) {
     m.what = "address";
     return m;
   }
-  if (nb::hasattr(object, "__cuda_array_interface__")) return from_interface(object, where);
+  if (std::optional<Memory> tensor = from_torch(object, where)) return *tensor;
+  // DLPack first: it carries types the interface's typestr cannot name (bfloat16).
   if (nb::hasattr(object, "__dlpack__")) return from_dlpack_object(object, where);
+  if (nb::hasattr(object, "__cuda_array_interface__")) return from_interface(object, where);
   throw nb::type_error((where + ": expected a device array (an object with __cuda_array_interface__ or __dlpack__) "
                                 "or an integer address, got " + nb::cast<std::string>(nb::str(object.type()))).c_str());
 }
