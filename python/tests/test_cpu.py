@@ -197,12 +197,12 @@ def test_graph_files_report_problems_at_their_pointer(tmp_path, arrays):
 
 
 def docs_examples(kind):
-    """The ```python blocks of docs/python.md marked `<!-- snippet: kind -->`."""
+    """The ```python blocks of docs/python.md marked `<!-- python example: kind -->`."""
     import pathlib
     import re
 
     text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "python.md").read_text()
-    return re.findall(r"<!-- snippet: " + kind + r" -->\n```python\n(.*?)```", text, re.S)
+    return re.findall(r"<!-- python example: " + kind + r" -->\n```python\n(.*?)```", text, re.S)
 
 
 def test_the_docs_cpu_examples_run(capsys):
