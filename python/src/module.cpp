@@ -40,7 +40,7 @@ struct Held {
 // A Graph and the Python objects whose memory its nodes use.
 struct PyGraph {
   Graph graph;
-  std::map<std::pair<NodeId, std::string>, Held> held;  // (node, parameter) -> object
+  std::map<std::pair<NodeId, std::uint32_t>, Held> held;  // (node, parameter index) -> object
   std::map<std::string, nb::object> buffers;            // named buffers' objects
 };
 
@@ -84,7 +84,7 @@ void check_extents(const PyGraph& g, NodeId id, const KernelInfo& entry) {
   if (op == nullptr) return;
   for (std::size_t i = 0; i < entry.params.size() && i < entry.extents.size(); ++i) {
     const KernelParam& p = entry.params[i];
-    const auto held = g.held.find({id, p.name});
+    const auto held = g.held.find({id, static_cast<std::uint32_t>(i)});
     if (!p.type.pointer || entry.extents[i].empty() || held == g.held.end() || held->second.bytes == 0) continue;
     const Extent::Value v = entry.extents[i].evaluate(op->args, op->launch);
     if (v.kind != Extent::Value::Kind::known) continue;
@@ -98,7 +98,7 @@ void check_extents(const PyGraph& g, NodeId id, const KernelInfo& entry) {
 }
 
 // A Python number (or an enumerator's name) as the bytes of a scalar parameter.
-std::array<unsigned char, 8> scalar_bytes(const KernelParam& p, nb::handle value, const std::string& where) {
+std::array<unsigned char, 8> scalar_bytes(const KernelParam& p, nb::handle value, const Where& where) {
   std::array<unsigned char, 8> out{};
   const ScalarType type = p.type.scalar;
   const bool is_float = type == ScalarType::f16 || type == ScalarType::bf16 || type == ScalarType::f32 ||
@@ -117,11 +117,11 @@ std::array<unsigned char, 8> scalar_bytes(const KernelParam& p, nb::handle value
         });
       }
     }
-    usage(where + ": " + q(text) + " is not a value of this parameter" +
+    usage(where() + ": " + q(text) + " is not a value of this parameter" +
           (p.enumerators.empty() ? std::string(" (it takes a number)") : ""));
   }
   if (!nb::isinstance<nb::int_>(value) && !nb::isinstance<nb::float_>(value)) {
-    usage(where + ": expected a number for a " + std::string(to_string(type)) + " parameter, got " +
+    usage(where() + ": expected a number for a " + std::string(to_string(type)) + " parameter, got " +
           nb::cast<std::string>(nb::str(value.type())));
   }
   if (is_float) {
@@ -140,7 +140,7 @@ std::array<unsigned char, 8> scalar_bytes(const KernelParam& p, nb::handle value
   }
   if (nb::isinstance<nb::float_>(value)) {
     const double v = nb::cast<double>(value);
-    if (v != std::floor(v)) usage(where + ": " + std::to_string(v) + " is not an integer");
+    if (v != std::floor(v)) usage(where() + ": " + std::to_string(v) + " is not an integer");
   }
   // Python ints are unbounded: range-check against the parameter's type.
   nb::object as_int = nb::int_(value);
@@ -151,7 +151,7 @@ std::array<unsigned char, 8> scalar_bytes(const KernelParam& p, nb::handle value
       nb::object hi = std::is_signed_v<T> ? nb::object(nb::int_(static_cast<long long>(std::numeric_limits<T>::max())))
                                           : nb::object(nb::int_(static_cast<unsigned long long>(std::numeric_limits<T>::max())));
       if (as_int < lo || as_int > hi) {
-        usage(where + ": " + nb::cast<std::string>(nb::str(value)) + " is out of range for " +
+        usage(where() + ": " + nb::cast<std::string>(nb::str(value)) + " is out of range for " +
               std::string(to_string(type)));
       }
       const T v = std::is_signed_v<T> ? static_cast<T>(nb::cast<long long>(as_int))
@@ -166,10 +166,11 @@ std::array<unsigned char, 8> scalar_bytes(const KernelParam& p, nb::handle value
 // pointer (its element type checked), a number for a scalar, a conditional node for a condition.
 template <class Node>
 void bind_argument(PyGraph& g, Node& node, NodeId id, const KernelInfo& entry, const KernelParam& p, nb::handle value) {
-  const std::string where = "node " + q(node.name()) + ", parameter " + q(p.name);
+  const Where where = [&node, &p] { return "node " + q(node.name()) + ", parameter " + q(p.name); };
+  const auto index = static_cast<std::uint32_t>(&p - entry.params.data());
   if (p.type.condition) {
     if (!nb::isinstance<PyNode>(value) || !nb::cast<const PyNode&>(value).conditional) {
-      usage(where + ": expects a conditional node (if_then, if_else, while_loop or switch_cases)");
+      usage(where() + ": expects a conditional node (if_then, if_else, while_loop or switch_cases)");
     }
     const PyNode& c = nb::cast<const PyNode&>(value);
     node.set(p.name, ConditionalNode(&g.graph.state(), c.id).condition());
@@ -178,18 +179,17 @@ void bind_argument(PyGraph& g, Node& node, NodeId id, const KernelInfo& entry, c
   if (p.type.pointer) {
     const Memory m = memory_of(value, where);
     if (m.dtype && *m.dtype != p.type.scalar && !(size_of(*m.dtype) == size_of(p.type.scalar) && p.type.scalar == ScalarType::u8)) {
-      usage(where + ": expects " + std::string(dtype_name(p.type.scalar)) + " elements (" + to_string(p.type) + "), got a " +
+      usage(where() + ": expects " + std::string(dtype_name(p.type.scalar)) + " elements (" + to_string(p.type) + "), got a " +
             m.what);
     }
-    if (!m.device) usage(where + ": expects device memory, got a " + m.what + " in host memory");
+    if (!m.device) usage(where() + ": expects device memory, got a " + m.what + " in host memory");
     const void* address = reinterpret_cast<const void*>(m.address);
     node.set_bytes(p.name, &address, sizeof address);
     if (!nb::isinstance<nb::int_>(value)) {
-      g.held[{id, p.name}] = Held{nb::borrow(value), m.bytes};
+      g.held[{id, index}] = Held{nb::borrow(value), m.bytes};
     } else {
-      g.held.erase({id, p.name});
+      g.held.erase({id, index});
     }
-    (void)entry;
     return;
   }
   const std::array<unsigned char, 8> bytes = scalar_bytes(p, value, where);
@@ -304,16 +304,16 @@ void builder_methods(Class& cls, GetBuilder get) {
       "memcpy",
       [get](typename Class::Type& self, std::string name, nb::handle dst, nb::handle src, std::optional<std::size_t> bytes) {
         auto [g, b] = get(self);
-        const Memory d = memory_of(dst, "node " + q(name) + ", dst");
-        const Memory s = memory_of(src, "node " + q(name) + ", src");
+        const Memory d = memory_of(dst, [&] { return std::string("node " + q(name) + ", dst"); });
+        const Memory s = memory_of(src, [&] { return std::string("node " + q(name) + ", src"); });
         std::size_t n = bytes ? *bytes : std::min(d.bytes ? d.bytes : s.bytes, s.bytes ? s.bytes : d.bytes);
         if (n == 0) usage("node " + q(name) + ": give bytes (neither end has a known size)");
         if ((d.bytes && n > d.bytes) || (s.bytes && n > s.bytes)) {
           usage("node " + q(name) + ": " + std::to_string(n) + " bytes exceed " + (d.bytes && n > d.bytes ? "dst's " + std::to_string(d.bytes) : "src's " + std::to_string(s.bytes)));
         }
         MemcpyNode node = b.memcpy(name, reinterpret_cast<void*>(d.address), reinterpret_cast<const void*>(s.address), n);
-        if (!nb::isinstance<nb::int_>(dst)) g->held[{node.id(), "dst"}] = Held{nb::borrow(dst), d.bytes};
-        if (!nb::isinstance<nb::int_>(src)) g->held[{node.id(), "src"}] = Held{nb::borrow(src), s.bytes};
+        if (!nb::isinstance<nb::int_>(dst)) g->held[{node.id(), 0}] = Held{nb::borrow(dst), d.bytes};
+        if (!nb::isinstance<nb::int_>(src)) g->held[{node.id(), 1}] = Held{nb::borrow(src), s.bytes};
         return PyNode{g, node.id()};
       },
       "name"_a, "dst"_a, "src"_a, "bytes"_a = nb::none(),
@@ -323,7 +323,7 @@ void builder_methods(Class& cls, GetBuilder get) {
       [get](typename Class::Type& self, std::string name, nb::handle dst, std::uint32_t value, std::optional<std::size_t> count,
             std::uint32_t element_size) {
         auto [g, b] = get(self);
-        const Memory d = memory_of(dst, "node " + q(name) + ", dst");
+        const Memory d = memory_of(dst, [&] { return std::string("node " + q(name) + ", dst"); });
         const std::size_t n = count ? *count : (element_size ? d.bytes / element_size : 0);
         if (n == 0) usage("node " + q(name) + ": give count (dst has no known size)");
         if (d.bytes && n * element_size > d.bytes) {
@@ -331,7 +331,7 @@ void builder_methods(Class& cls, GetBuilder get) {
                 " bytes exceed dst's " + std::to_string(d.bytes) + " bytes");
         }
         MemsetNode node = b.memset(name, reinterpret_cast<void*>(d.address), value, n, element_size);
-        if (!nb::isinstance<nb::int_>(dst)) g->held[{node.id(), "dst"}] = Held{nb::borrow(dst), d.bytes};
+        if (!nb::isinstance<nb::int_>(dst)) g->held[{node.id(), 0}] = Held{nb::borrow(dst), d.bytes};
         return PyNode{g, node.id()};
       },
       "name"_a, "dst"_a, "value"_a, "count"_a = nb::none(), "element_size"_a = 1,
@@ -604,7 +604,7 @@ NB_MODULE(_flowdsl, m) {
       .def(
           "buffer",
           [](PyGraph& self, std::string name, nb::handle tensor, std::optional<std::size_t> bytes) {
-            const Memory mem = memory_of(tensor, "buffer " + quoted_name(name));
+            const Memory mem = memory_of(tensor, [&] { return std::string("buffer " + quoted_name(name)); });
             const std::size_t n = bytes ? *bytes : mem.bytes;
             if (n == 0) usage("buffer " + quoted_name(name) + ": give bytes (an address has no size)");
             self.graph.buffer(name, reinterpret_cast<const void*>(mem.address), n);
@@ -635,8 +635,9 @@ NB_MODULE(_flowdsl, m) {
           [](const PyGraph& self, std::string name) {
             std::vector<BufferSpec> specs;
             BufferAddresses addresses;
-            for (const auto& [buffer, object] : self.buffers) {
-              const Memory mem = memory_of(object, "buffer " + quoted_name(buffer));
+            for (const auto& entry : self.buffers) {
+              const std::string& buffer = entry.first;
+              const Memory mem = memory_of(entry.second, [&buffer] { return "buffer " + quoted_name(buffer); });
               if (!mem.dtype) usage("describe: buffer " + quoted_name(buffer) + " has no element type (an address)");
               BufferSpec spec;
               spec.name = buffer;
@@ -664,7 +665,7 @@ NB_MODULE(_flowdsl, m) {
         for (const BufferSpec& b : spec.buffers) {
           const auto it = buffers.find(b.name);
           if (it == buffers.end()) usage(path + ": buffer " + quoted_name(b.name) + " of the file was not given");
-          const Memory mem = memory_of(it->second, "buffer " + quoted_name(b.name));
+          const Memory mem = memory_of(it->second, [&] { return std::string("buffer " + quoted_name(b.name)); });
           if (mem.dtype && size_of(*mem.dtype) != size_of(b.type)) {
             usage(path + ": buffer " + quoted_name(b.name) + " holds " + std::string(to_string(b.type)) + " elements, got a " + mem.what);
           }

@@ -58,7 +58,7 @@ std::string describe(const Memory& m, std::string_view source) {
   return out;
 }
 
-Memory from_interface(nb::handle object, const std::string& where) {
+Memory from_interface(nb::handle object, const Where& where) {
   nb::dict cai = nb::cast<nb::dict>(object.attr("__cuda_array_interface__"));
   const nb::tuple shape = nb::cast<nb::tuple>(cai["shape"]);
   const std::string typestr = nb::cast<std::string>(cai["typestr"]);
@@ -77,7 +77,7 @@ Memory from_interface(nb::handle object, const std::string& where) {
     for (std::size_t i = shape.size(); i-- > 0;) {
       const std::int64_t extent = nb::cast<std::int64_t>(shape[i]);
       if (extent != 1 && nb::cast<std::int64_t>(strides[i]) != expected) {
-        throw nb::type_error((where + ": the array is not contiguous (kernels take dense buffers)").c_str());
+        throw nb::type_error((where() + ": the array is not contiguous (kernels take dense buffers)").c_str());
       }
       expected *= extent;
     }
@@ -86,12 +86,12 @@ Memory from_interface(nb::handle object, const std::string& where) {
   return m;
 }
 
-Memory from_dlpack_object(nb::handle object, const std::string& where) {
+Memory from_dlpack_object(nb::handle object, const Where& where) {
   nb::ndarray<> array;
   try {
     array = nb::cast<nb::ndarray<>>(object);
   } catch (const nb::cast_error&) {
-    throw nb::type_error((where + ": the object's __dlpack__ gave no array flowdsl can read").c_str());
+    throw nb::type_error((where() + ": the object's __dlpack__ gave no array flowdsl can read").c_str());
   }
   Memory m;
   m.address = reinterpret_cast<std::uintptr_t>(array.data());
@@ -102,7 +102,7 @@ Memory from_dlpack_object(nb::handle object, const std::string& where) {
   std::int64_t expected = 1;
   for (std::size_t i = array.ndim(); i-- > 0;) {
     if (array.shape(i) != 1 && array.stride(i) != expected) {
-      throw nb::type_error((where + ": the tensor is not contiguous (kernels take dense buffers)").c_str());
+      throw nb::type_error((where() + ": the tensor is not contiguous (kernels take dense buffers)").c_str());
     }
     expected *= static_cast<std::int64_t>(array.shape(i));
   }
@@ -141,7 +141,7 @@ const TorchTypes* torch_types() {
   return types;
 }
 
-std::optional<Memory> from_torch(nb::handle object, const std::string& where) {
+std::optional<Memory> from_torch(nb::handle object, const Where& where) {
   const TorchTypes* t = torch_types();
   if (t == nullptr || !PyObject_TypeCheck(object.ptr(), reinterpret_cast<PyTypeObject*>(t->tensor))) return std::nullopt;
   Memory m;
@@ -151,7 +151,7 @@ std::optional<Memory> from_torch(nb::handle object, const std::string& where) {
   }
   m.device = nb::cast<bool>(object.attr("is_cuda"));
   if (!nb::cast<bool>(object.attr("is_contiguous")())) {
-    throw nb::type_error((where + ": the tensor is not contiguous (kernels take dense buffers)").c_str());
+    throw nb::type_error((where() + ": the tensor is not contiguous (kernels take dense buffers)").c_str());
   }
   m.address = nb::cast<std::uintptr_t>(object.attr("data_ptr")());
   m.elements = nb::cast<std::int64_t>(object.attr("numel")());
@@ -180,7 +180,7 @@ const char* dtype_name(ScalarType type) noexcept {
   return "?";
 }
 
-Memory memory_of(nb::handle object, const std::string& where) {
+Memory memory_of(nb::handle object, const Where& where) {
   if (nb::isinstance<nb::int_>(object) && !nb::isinstance<nb::bool_>(object)) {
     Memory m;
     m.address = nb::cast<std::uintptr_t>(object);
@@ -191,7 +191,7 @@ Memory memory_of(nb::handle object, const std::string& where) {
   // DLPack first: it carries types the interface's typestr cannot name (bfloat16).
   if (nb::hasattr(object, "__dlpack__")) return from_dlpack_object(object, where);
   if (nb::hasattr(object, "__cuda_array_interface__")) return from_interface(object, where);
-  throw nb::type_error((where + ": expected a device array (an object with __cuda_array_interface__ or __dlpack__) "
+  throw nb::type_error((where() + ": expected a device array (an object with __cuda_array_interface__ or __dlpack__) "
                                 "or an integer address, got " + nb::cast<std::string>(nb::str(object.type()))).c_str());
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -24,10 +25,14 @@ struct Memory {
   std::string what;                      ///< how to name it in messages ("tensor of 4096 float32")
 };
 
-/// \brief Reads `object` as memory: an int, or an object with __cuda_array_interface__ or
-/// __dlpack__. A non-contiguous array is refused (kernels take dense buffers).
+/// \brief Names what is being read, for messages ("node 'k', parameter 'x'"): made only when one
+/// is raised, not on every call.
+using Where = std::function<std::string()>;
+
+/// \brief Reads `object` as memory: an int, a torch.Tensor, or an object with __dlpack__ or
+/// __cuda_array_interface__. A non-contiguous array is refused (kernels take dense buffers).
 /// \throws nanobind::type_error naming `where` for anything else.
-Memory memory_of(nanobind::handle object, const std::string& where);
+Memory memory_of(nanobind::handle object, const Where& where);
 
 /// \brief "float32", "bfloat16", ... (the names PyTorch and NumPy use).
 const char* dtype_name(ScalarType type) noexcept;
