@@ -279,6 +279,12 @@ PyNode add_library(const std::shared_ptr<PyGraph>& g, Builder& b, std::string na
   return PyNode{g, node.id(), &info};
 }
 
+// A conditional node's initial value, if given.
+std::optional<ConditionDefault> condition_default(std::optional<std::uint32_t> initial) {
+  if (!initial) return std::nullopt;
+  return ConditionDefault{*initial};
+}
+
 // Methods every builder (Graph, Body) has.
 template <class Class, class GetBuilder>
 void builder_methods(Class& cls, GetBuilder get) {
@@ -351,34 +357,26 @@ void builder_methods(Class& cls, GetBuilder get) {
   cls.def(
       "if_then", [get](typename Class::Type& self, std::string name, std::optional<std::uint32_t> initial) {
         auto [g, b] = get(self);
-        std::optional<ConditionDefault> d;
-        if (initial) d = ConditionDefault{*initial};
-        return PyNode{g, b.if_then(std::move(name), d).id(), nullptr, true};
+        return PyNode{g, b.if_then(std::move(name), condition_default(initial)).id(), nullptr, true};
       },
       "name"_a, "initial"_a = nb::none(), "Declares an IF node: body(0) runs when its condition is non-zero.");
   cls.def(
       "if_else", [get](typename Class::Type& self, std::string name, std::optional<std::uint32_t> initial) {
         auto [g, b] = get(self);
-        std::optional<ConditionDefault> d;
-        if (initial) d = ConditionDefault{*initial};
-        return PyNode{g, b.if_else(std::move(name), d).id(), nullptr, true};
+        return PyNode{g, b.if_else(std::move(name), condition_default(initial)).id(), nullptr, true};
       },
       "name"_a, "initial"_a = nb::none(), "Declares an IF node with an else: body(0) or body(1).");
   cls.def(
       "while_loop", [get](typename Class::Type& self, std::string name, std::optional<std::uint32_t> initial) {
         auto [g, b] = get(self);
-        std::optional<ConditionDefault> d;
-        if (initial) d = ConditionDefault{*initial};
-        return PyNode{g, b.while_loop(std::move(name), d).id(), nullptr, true};
+        return PyNode{g, b.while_loop(std::move(name), condition_default(initial)).id(), nullptr, true};
       },
       "name"_a, "initial"_a = nb::none(), "Declares a WHILE node: body(0) runs while its condition is non-zero.");
   cls.def(
       "switch_cases",
       [get](typename Class::Type& self, std::string name, std::uint32_t cases, std::optional<std::uint32_t> initial) {
         auto [g, b] = get(self);
-        std::optional<ConditionDefault> d;
-        if (initial) d = ConditionDefault{*initial};
-        return PyNode{g, b.switch_cases(std::move(name), cases, d).id(), nullptr, true};
+        return PyNode{g, b.switch_cases(std::move(name), cases, condition_default(initial)).id(), nullptr, true};
       },
       "name"_a, "cases"_a, "initial"_a = nb::none(), "Declares a SWITCH node of `cases` bodies.");
   cls.def(
@@ -503,6 +501,20 @@ nb::dict launch_report(const LaunchReport& r) {
   return d;
 }
 
+// Launches `g` through `launcher` (a Runtime or a Profiler) on the Python stream object, the GIL
+// released while CUDA enqueues; validation errors are raised before, with the GIL held.
+template <class Launcher>
+nb::dict launch_on(Launcher& launcher, const PyGraph& g, nb::handle stream) {
+  const cudaStream_t s = stream_of(stream);
+  (void)g.graph.plan();
+  LaunchReport r;
+  {
+    nb::gil_scoped_release release;
+    r = launcher.launch(g.graph, s);
+  }
+  return launch_report(r);
+}
+
 }  // namespace
 }  // namespace flowdsl::python
 
@@ -592,10 +604,6 @@ NB_MODULE(_flowdsl, m) {
 
   nb::class_<PyBody> body(m, "Body", "A body of a child or conditional node: declare its nodes here.");
   builder_methods(body, [](PyBody& self) {
-    struct Pair {
-      std::shared_ptr<PyGraph> g;
-      Body b;
-    };
     return std::pair<std::shared_ptr<PyGraph>, Body>(self.owner, self.body());
   });
 
@@ -717,16 +725,7 @@ NB_MODULE(_flowdsl, m) {
            "runtime"_a, nb::keep_alive<1, 2>())
       .def(
           "launch",
-          [](PyProfiler& self, const PyGraph& g, nb::handle stream) {
-            const cudaStream_t s = stream_of(stream);
-            (void)g.graph.plan();
-            LaunchReport r;
-            {
-              nb::gil_scoped_release release;
-              r = self.get().launch(g.graph, s);
-            }
-            return launch_report(r);
-          },
+          [](PyProfiler& self, const PyGraph& g, nb::handle stream) { return launch_on(self.get(), g, stream); },
           "graph"_a, "stream"_a = nb::none(), "Launches and records the launch (as Runtime.launch).")
       .def("name", [](PyProfiler& self, const PyGraph& g, std::string name) { self.get().name(g.graph, std::move(name)); },
            "graph"_a, "name"_a, "Names the graph in the table and trace.")
@@ -744,16 +743,7 @@ NB_MODULE(_flowdsl, m) {
       .def(nb::init<>())
       .def(
           "launch",
-          [](Runtime& self, const PyGraph& g, nb::handle stream) {
-            const cudaStream_t s = stream_of(stream);
-            (void)g.graph.plan();  // validation errors raised with the GIL held
-            LaunchReport r;
-            {
-              nb::gil_scoped_release release;
-              r = self.launch(g.graph, s);
-            }
-            return launch_report(r);
-          },
+          [](Runtime& self, const PyGraph& g, nb::handle stream) { return launch_on(self, g, stream); },
           "graph"_a, "stream"_a = nb::none(),
           "Launches the graph on `stream` (None: the legacy default stream; an int handle, a torch or CuPy\n"
           "stream) with the GIL released. Returns {'kind': 'hit' | 'updated' | 'instantiated' | ..., 'nodes_updated'}.")
