@@ -13,13 +13,16 @@ namespace detail {
 
 std::size_t registered_slot(const KernelInfo& entry, const std::string& node, std::string_view param,
                             const ParamType* given, std::size_t size) {
-  const std::string who = "flowdsl: node " + quoted_name(node) + " (" +
-                          (entry.is_call() ? "library call " : "kernel ") + quoted_name(entry.name) + "): ";
+  // The message's start, made only when one is raised.
+  const auto who = [&] {
+    return "flowdsl: node " + quoted_name(node) + " (" + (entry.is_call() ? "library call " : "kernel ") +
+           quoted_name(entry.name) + "): ";
+  };
   const std::size_t index = entry.index_of(param);
   if (index == entry.params.size()) {
     std::string known;
     for (const KernelParam& p : entry.params) known += (known.empty() ? "" : ", ") + p.name;
-    throw UsageError(who + "no parameter named " + quoted_name(std::string(param)) + " (parameters: " + known + ")");
+    throw UsageError(who() + "no parameter named " + quoted_name(std::string(param)) + " (parameters: " + known + ")");
   }
   const ParamType& want = entry.params[index].type;
   // A pointer to non-const converts to a pointer to const, as in C++.
@@ -28,11 +31,11 @@ std::size_t registered_slot(const KernelInfo& entry, const std::string& node, st
                    (want.condition || (given->scalar == want.scalar && given->pointer == want.pointer &&
                                        (!given->is_const || want.is_const))));
   if (!ok) {
-    throw UsageError(who + "parameter " + quoted_name(std::string(param)) + " takes " + to_string(want) + ", not " +
+    throw UsageError(who() + "parameter " + quoted_name(std::string(param)) + " takes " + to_string(want) + ", not " +
                      to_string(*given));
   }
   if (size != want.size()) {
-    throw UsageError(who + "parameter " + quoted_name(std::string(param)) + " takes " + std::to_string(want.size()) +
+    throw UsageError(who() + "parameter " + quoted_name(std::string(param)) + " takes " + std::to_string(want.size()) +
                      " bytes, not " + std::to_string(size));
   }
   return index;
