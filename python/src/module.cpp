@@ -8,6 +8,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -76,23 +77,44 @@ std::string q(const std::string& s) { return quoted_name(s); }
 
 [[noreturn]] void usage(const std::string& message) { throw UsageError("flowdsl: " + message); }
 
-// Checks each tensor given to a kernel node's pointer parameters against the parameter's
-// extent, evaluated with the node's arguments and launch shape as they are now (an extent that
-// reads an unbound parameter or device memory is left to validation).
-void check_extents(const PyGraph& g, NodeId id, const KernelInfo& entry) {
-  const auto* op = std::get_if<KernelOp>(&g.graph.description().nodes[id].op);
-  if (op == nullptr) return;
+// One argument converted and checked, not yet applied to a node: a call that is refused
+// leaves the graph as it was.
+struct Argument {
+  const KernelParam* param = nullptr;
+  std::uint32_t index = 0;               // the parameter's position
+  std::array<unsigned char, 8> bytes{};  // the slot's value: an address, a number, a condition
+  nb::handle object;                     // the tensor to keep alive; null for numbers and addresses
+  std::size_t held_bytes = 0;            // the tensor's size (0: unknown)
+};
+
+// A pack laid out as a registered node's (one slot per parameter, unbound), for checks that
+// read arguments before they are applied.
+ArgumentPack empty_pack(const KernelInfo& entry) {
+  ArgumentPack pack;
+  const unsigned char zero[16] = {};
+  for (const KernelParam& p : entry.params) pack.append(zero, p.type.size(), p.type.align(), false, p.type.slot_kind());
+  return pack;
+}
+
+// Checks each tensor given to a node's pointer parameters against the parameter's extent,
+// evaluated with `args` and `launch` (a library call has no launch shape; an extent that names
+// an argument not bound yet, or a value in device memory, is checked at validation instead).
+// `held_bytes(i)` is the size of the tensor bound to parameter i (0: none, or unknown).
+template <class HeldBytes, class NodeName>
+void check_extents(const KernelInfo& entry, const ArgumentPack& args, const LaunchShape& launch,
+                   const HeldBytes& held_bytes, const NodeName& node_name) {
   for (std::size_t i = 0; i < entry.params.size() && i < entry.extents.size(); ++i) {
     const KernelParam& p = entry.params[i];
-    const auto held = g.held.find({id, static_cast<std::uint32_t>(i)});
-    if (!p.type.pointer || entry.extents[i].empty() || held == g.held.end() || held->second.bytes == 0) continue;
-    const Extent::Value v = entry.extents[i].evaluate(op->args, op->launch);
+    if (!p.type.pointer || entry.extents[i].empty()) continue;
+    const std::size_t bytes = held_bytes(static_cast<std::uint32_t>(i));
+    if (bytes == 0) continue;
+    const Extent::Value v = entry.extents[i].evaluate(args, launch);
     if (v.kind != Extent::Value::Kind::known) continue;
     const std::uint64_t needed = v.elements * size_of(p.type.scalar);
-    if (needed > held->second.bytes) {
-      usage("node " + q(detail::node_name(g.graph.state(), id)) + ", parameter " + q(p.name) + ": the kernel reaches " +
-            std::to_string(v.elements) + " elements (" + entry.extents[i].text() + ") but the tensor holds " +
-            std::to_string(held->second.bytes / size_of(p.type.scalar)));
+    if (needed > bytes) {
+      usage("node " + q(node_name()) + ", parameter " + q(p.name) + ": the " + (entry.is_call() ? "call" : "kernel") +
+            " reaches " + std::to_string(v.elements) + " elements (" + entry.extents[i].text() +
+            ") but the tensor holds " + std::to_string(bytes / size_of(p.type.scalar)));
     }
   }
 }
@@ -142,39 +164,62 @@ std::array<unsigned char, 8> scalar_bytes(const KernelParam& p, nb::handle value
     const double v = nb::cast<double>(value);
     if (v != std::floor(v)) usage(where() + ": " + std::to_string(v) + " is not an integer");
   }
-  // Python ints are unbounded: range-check against the parameter's type.
+  // Python ints are unbounded: range-check against the parameter's type, in C++ (the value as
+  // a long long, or as an unsigned long long when it is larger).
   nb::object as_int = nb::int_(value);
+  int overflow = 0;
+  const long long small = PyLong_AsLongLongAndOverflow(as_int.ptr(), &overflow);
+  if (small == -1 && PyErr_Occurred()) throw nb::python_error();
+  unsigned long long large = 0;
+  if (overflow > 0) {
+    large = PyLong_AsUnsignedLongLong(as_int.ptr());
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      overflow = 2;  // beyond any 64-bit type
+    }
+  }
   return visit_scalar(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_integral_v<T>) {
-      const nb::object lo = nb::int_(static_cast<long long>(std::numeric_limits<T>::min()));
-      nb::object hi = std::is_signed_v<T> ? nb::object(nb::int_(static_cast<long long>(std::numeric_limits<T>::max())))
-                                          : nb::object(nb::int_(static_cast<unsigned long long>(std::numeric_limits<T>::max())));
-      if (as_int < lo || as_int > hi) {
+      bool fits = false;
+      if (overflow == 0) {
+        fits = std::is_signed_v<T> ? small >= static_cast<long long>(std::numeric_limits<T>::min()) &&
+                                         small <= static_cast<long long>(std::numeric_limits<T>::max())
+                                   : small >= 0 && static_cast<unsigned long long>(small) <= std::numeric_limits<T>::max();
+      } else if (overflow == 1) {
+        fits = !std::is_signed_v<T> && large <= std::numeric_limits<T>::max();
+      }
+      if (!fits) {
         usage(where() + ": " + nb::cast<std::string>(nb::str(value)) + " is out of range for " +
               std::string(to_string(type)));
       }
-      const T v = std::is_signed_v<T> ? static_cast<T>(nb::cast<long long>(as_int))
-                                      : static_cast<T>(nb::cast<unsigned long long>(as_int));
+      const T v = overflow == 0 ? static_cast<T>(small) : static_cast<T>(large);
       std::memcpy(out.data(), &v, sizeof v);
     }
     return out;
   });
 }
 
-// Binds `value` to parameter `p` of node `node` (of entry `entry`): a tensor or address for a
-// pointer (its element type checked), a number for a scalar, a conditional node for a condition.
-template <class Node>
-void bind_argument(PyGraph& g, Node& node, NodeId id, const KernelInfo& entry, const KernelParam& p, nb::handle value) {
-  const Where where = [&node, &p] { return "node " + q(node.name()) + ", parameter " + q(p.name); };
-  const auto index = static_cast<std::uint32_t>(&p - entry.params.data());
+// Converts `value` for parameter `p` of `entry`: a conditional node for a condition, a tensor or
+// an address for a pointer (its dtype and device checked), a number or an enumerator's name for
+// a scalar.
+template <class NodeName>
+Argument convert_argument(PyGraph& g, const KernelInfo& entry, const KernelParam& p, nb::handle value,
+                          const NodeName& node_name) {
+  const Where where = [&node_name, &p] { return "node " + q(node_name()) + ", parameter " + q(p.name); };
+  Argument out;
+  out.param = &p;
+  out.index = static_cast<std::uint32_t>(&p - entry.params.data());
   if (p.type.condition) {
     if (!nb::isinstance<PyNode>(value) || !nb::cast<const PyNode&>(value).conditional) {
       usage(where() + ": expects a conditional node (if_then, if_else, while_loop or switch_cases)");
     }
     const PyNode& c = nb::cast<const PyNode&>(value);
-    node.set(p.name, ConditionalNode(&g.graph.state(), c.id).condition());
-    return;
+    if (c.owner.get() != &g) usage(where() + ": the conditional node belongs to another graph");
+    const Condition condition = ConditionalNode(&g.graph.state(), c.id).condition();
+    static_assert(sizeof condition <= sizeof out.bytes);
+    std::memcpy(out.bytes.data(), &condition, sizeof condition);
+    return out;
   }
   if (p.type.pointer) {
     const Memory m = memory_of(value, where);
@@ -184,16 +229,42 @@ void bind_argument(PyGraph& g, Node& node, NodeId id, const KernelInfo& entry, c
     }
     if (!m.device) usage(where() + ": expects device memory, got a " + m.what + " in host memory");
     const void* address = reinterpret_cast<const void*>(m.address);
-    node.set_bytes(p.name, &address, sizeof address);
+    std::memcpy(out.bytes.data(), &address, sizeof address);
     if (!nb::isinstance<nb::int_>(value)) {
-      g.held[{id, index}] = Held{nb::borrow(value), m.bytes};
-    } else {
-      g.held.erase({id, index});
+      out.object = value;
+      out.held_bytes = m.bytes;
     }
-    return;
+    return out;
   }
-  const std::array<unsigned char, 8> bytes = scalar_bytes(p, value, where);
-  node.set_bytes(p.name, bytes.data(), p.type.size());
+  out.bytes = scalar_bytes(p, value, where);
+  return out;
+}
+
+// Applies converted arguments to node `id` and keeps their tensors alive (an address given for a
+// parameter drops the tensor held for it before).
+template <class Node>
+void apply_arguments(PyGraph& g, Node& node, NodeId id, const std::vector<Argument>& args) {
+  for (const Argument& a : args) {
+    node.set_bytes(a.param->name, a.bytes.data(), a.param->type.size());
+    if (a.param->type.pointer) {
+      if (a.object.is_valid()) {
+        g.held[{id, a.index}] = Held{nb::borrow(a.object), a.held_bytes};
+      } else {
+        g.held.erase({id, a.index});
+      }
+    }
+  }
+}
+
+// The size of the tensor each parameter will hold once `args` apply to node `id` (0: none).
+auto held_after(const PyGraph& g, NodeId id, const std::vector<Argument>& args) {
+  return [&g, id, &args](std::uint32_t index) -> std::size_t {
+    for (const Argument& a : args) {
+      if (a.index == index) return a.held_bytes;
+    }
+    const auto held = g.held.find({id, index});
+    return held == g.held.end() ? 0 : held->second.bytes;
+  };
 }
 
 const KernelParam& param_of(const KernelInfo& entry, const std::string& node, const std::string& name) {
@@ -223,15 +294,17 @@ const KernelInfo& entry_named(const std::string& name, const std::string& node) 
   return *info;
 }
 
-// g.kernel(name, kernel, grid=, block=, shared_bytes=, cluster=, **arguments)
+// g.kernel(name, kernel, grid=, block=, shared_bytes=, cluster=, **arguments). Every argument
+// is converted and checked before the node is declared.
 template <class Builder>
 PyNode add_kernel(const std::shared_ptr<PyGraph>& g, Builder& b, std::string name, const std::string& kernel,
                   nb::kwargs kwargs) {
   const KernelInfo& info = entry_named(kernel, name);
   if (info.is_call()) usage("node " + q(name) + ": " + q(kernel) + " is a library call (use library())");
+  const auto node_name = [&name] { return name; };
   std::optional<Dim3> grid, block, cluster;
   std::optional<std::uint32_t> shared;
-  std::vector<std::pair<const KernelParam*, nb::handle>> args;
+  std::vector<Argument> args;
   for (auto [key, value] : kwargs) {
     const std::string k = nb::cast<std::string>(key);
     if (k == "grid") {
@@ -243,26 +316,35 @@ PyNode add_kernel(const std::shared_ptr<PyGraph>& g, Builder& b, std::string nam
     } else if (k == "shared_bytes") {
       shared = nb::cast<std::uint32_t>(value);
     } else {
-      args.emplace_back(&param_of(info, name, k), value);
+      args.push_back(convert_argument(*g, info, param_of(info, name, k), value, node_name));
     }
   }
-  RegisteredKernelNode node = b.kernel(name, info);
-  PyNode out{g, node.id(), &info};
-  for (auto& [p, value] : args) bind_argument(*g, node, node.id(), info, *p, value);
-  if (grid || block) {
-    if (!grid || !block) usage("node " + q(name) + ": give both grid and block, or neither (the kernel's rule)");
-    node.grid(*grid).block(*block);
-    if (shared) node.shared_memory(*shared);
-    if (cluster) node.cluster(*cluster);
+  if (grid.has_value() != block.has_value()) {
+    usage("node " + q(name) + ": give both grid and block, or neither (the kernel's rule)");
+  }
+  ArgumentPack trial = empty_pack(info);
+  for (const Argument& a : args) trial.set(a.index, a.bytes.data(), a.param->type.size());
+  std::optional<LaunchShape> launch;
+  if (grid) {
+    launch = LaunchShape{*grid, *block, shared.value_or(0), cluster.value_or(Dim3())};
   } else if (info.launch && args.size() == info.params.size()) {
     // The kernel's own rule, as its C++ launcher and graph files apply it.
-    const KernelOp& op = std::get<KernelOp>(g->graph.description().nodes[node.id()].op);
     std::vector<const void*> pointers(info.params.size());
-    for (std::size_t i = 0; i < pointers.size(); ++i) pointers[i] = op.args.data(i);
-    node.launch(info.launch.shape(pointers.data()));
+    for (std::size_t i = 0; i < pointers.size(); ++i) pointers[i] = trial.data(i);
+    launch = info.launch.shape(pointers.data());
   }
-  check_extents(*g, node.id(), info);
-  return out;
+  check_extents(info, trial, launch.value_or(LaunchShape{}), held_after(*g, no_node, args), node_name);
+
+  RegisteredKernelNode node = b.kernel(std::move(name), info);
+  apply_arguments(*g, node, node.id(), args);
+  if (grid) {
+    node.grid(launch->grid).block(launch->block);
+    if (shared) node.shared_memory(*shared);
+    if (cluster) node.cluster(*cluster);
+  } else if (launch) {
+    node.launch(*launch);
+  }
+  return PyNode{g, node.id(), &info};
 }
 
 template <class Builder>
@@ -270,12 +352,17 @@ PyNode add_library(const std::shared_ptr<PyGraph>& g, Builder& b, std::string na
                    nb::kwargs kwargs) {
   const KernelInfo& info = entry_named(call, name);
   if (!info.is_call()) usage("node " + q(name) + ": " + q(call) + " is a kernel (use kernel())");
-  RegisteredLibraryNode node = b.library(name, info);
+  const auto node_name = [&name] { return name; };
+  std::vector<Argument> args;
   for (auto [key, value] : kwargs) {
-    const KernelParam& p = param_of(info, name, nb::cast<std::string>(key));
-    bind_argument(*g, node, node.id(), info, p, value);
+    args.push_back(convert_argument(*g, info, param_of(info, name, nb::cast<std::string>(key)), value, node_name));
   }
-  check_extents(*g, node.id(), info);
+  ArgumentPack trial = empty_pack(info);
+  for (const Argument& a : args) trial.set(a.index, a.bytes.data(), a.param->type.size());
+  check_extents(info, trial, LaunchShape{}, held_after(*g, no_node, args), node_name);
+
+  RegisteredLibraryNode node = b.library(std::move(name), info);
+  apply_arguments(*g, node, node.id(), args);
   return PyNode{g, node.id(), &info};
 }
 
@@ -572,17 +659,31 @@ NB_MODULE(_flowdsl, m) {
           [](PyNode& self, nb::kwargs kwargs) {
             if (self.entry == nullptr) usage("node " + quoted_name(self.name()) + ": set() is for kernel and library nodes");
             PyGraph& g = *self.owner;
+            const KernelInfo& entry = *self.entry;
+            const auto node_name = [&self] { return self.name(); };
+            std::vector<Argument> args;
+            args.reserve(kwargs.size());
             for (auto [key, value] : kwargs) {
-              const KernelParam& p = param_of(*self.entry, self.name(), nb::cast<std::string>(key));
-              if (self.entry->is_call()) {
-                RegisteredLibraryNode node(&g.graph.state(), self.id, self.entry);
-                bind_argument(g, node, self.id, *self.entry, p, value);
-              } else {
-                RegisteredKernelNode node(&g.graph.state(), self.id, self.entry);
-                bind_argument(g, node, self.id, *self.entry, p, value);
-              }
+              const nb::str key_text = nb::borrow<nb::str>(key);
+              const char* name = key_text.c_str();
+              const std::size_t i = entry.index_of(name);
+              if (i == entry.params.size()) (void)param_of(entry, self.name(), name);  // raises, naming the parameters
+              args.push_back(convert_argument(g, entry, entry.params[i], value, node_name));
             }
-            check_extents(g, self.id, *self.entry);
+            // Checked on a copy of the node's arguments: a refusal changes nothing.
+            const Operation& op = g.graph.description().nodes[self.id].op;
+            const auto* kernel = std::get_if<KernelOp>(&op);
+            ArgumentPack trial = kernel != nullptr ? kernel->args : std::get<LibraryOp>(op).args;
+            for (const Argument& a : args) trial.set(a.index, a.bytes.data(), a.param->type.size());
+            check_extents(entry, trial, kernel != nullptr ? kernel->launch : LaunchShape{}, held_after(g, self.id, args),
+                          node_name);
+            if (entry.is_call()) {
+              RegisteredLibraryNode node(&g.graph.state(), self.id, &entry);
+              apply_arguments(g, node, self.id, args);
+            } else {
+              RegisteredKernelNode node(&g.graph.state(), self.id, &entry);
+              apply_arguments(g, node, self.id, args);
+            }
             return self;
           },
           "kwargs"_a,

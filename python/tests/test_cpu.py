@@ -91,6 +91,28 @@ def test_extents_are_checked_against_the_tensors(arrays):
     assert any("scale" in p["nodes"] for p in error.value.diagnostics)
 
 
+def test_library_calls_are_checked_like_kernels():
+    m, n, k = 64, 32, 128
+    a = FakeArray(0x7F0000000000, (m, k), "<f2")
+    b = FakeArray(0x7F0000100000, (k, n), "<f2")
+    bias = FakeArray(0x7F0000200000, (n,))
+    c = FakeArray(0x7F0000300000, (m, n))
+    g = flowdsl.Graph()
+    gemm = g.library("gemm", "cublaslt.matmul.f16.f32", m=m, n=n, k=k, a=a, b=b, bias=bias, epilogue="bias", c=c)
+    assert gemm.kernel == "cublaslt.matmul.f16.f32"
+    g.validate()
+    with pytest.raises(flowdsl.UsageError, match=r"node 'gemm', parameter 'c': the call reaches 2048 elements "
+                                                 r"\(m \* n\) but the tensor holds 2047"):
+        gemm.set(c=FakeArray(0x7F0000400000, (m * n - 1,)))
+    with pytest.raises(flowdsl.UsageError, match="the call reaches"):
+        gemm.set(m=m + 1)  # a[m * k] and c[m * n] no longer fit
+    with pytest.raises(flowdsl.UsageError, match="float16"):
+        g.library("wrong", "cublaslt.matmul.f16.f32", m=m, n=n, k=k, a=c, b=b, bias=bias, epilogue="bias", c=c)
+    with pytest.raises(flowdsl.UsageError, match="library call"):
+        g.kernel("not_a_kernel", "cublaslt.matmul.f16.f32", m=m)
+    g.validate()  # the refused calls left the graph as it was
+
+
 def test_every_problem_is_reported_at_once(arrays):
     x, y, _ = arrays
     g = flowdsl.Graph()
@@ -122,8 +144,10 @@ def test_bad_arguments_name_node_and_parameter(arrays):
         g.kernel("k6", "scale.f32", n=N, a=1.0, x=strided, y=y)
     with pytest.raises(flowdsl.UsageError, match="give both grid and block"):
         g.kernel("k7", "scale.f32", grid=4, n=N, a=1.0, x=x, y=y)
-    # The graph stays usable after each refusal.
+    # Each refusal left the graph as it was; it stays usable.
+    assert len(g) == 0
     g.kernel("ok", "scale.f32", n=N, a=1.0, x=x, y=y)
+    g.validate()
     assert issubclass(flowdsl.UsageError, flowdsl.Error) and issubclass(flowdsl.ValidationError, flowdsl.Error)
 
 
@@ -137,6 +161,13 @@ def test_set_changes_arguments_with_the_same_checks(arrays):
     with pytest.raises(flowdsl.UsageError, match="parameter 'x'"):
         k.set(x=FakeArray(0x7F0000600000, (N,), typestr="<i4"))
     g.validate()
+    # A refused set applies none of its arguments, the valid ones included.
+    for name, array in (("x", x), ("y", y), ("z", z)):
+        g.buffer(name, array)
+    before = g.describe("g")
+    with pytest.raises(flowdsl.UsageError, match="the tensor holds 4096"):
+        k.set(a=5.0, n=N + 1)
+    assert g.describe("g") == before
 
 
 def test_bodies_conditionals_memory_and_copies(arrays):

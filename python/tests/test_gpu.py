@@ -135,3 +135,38 @@ def test_the_profiler_names_the_nodes():
     assert "scale" in table and "again" in table
     assert '"scale"' in trace or "scale" in trace
     torch.testing.assert_close(y, x)
+
+
+def gelu_tanh(v):
+    return 0.5 * v * (1.0 + torch.tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)))
+
+
+def test_a_cublaslt_library_node_matches_torch_and_updates_by_tensor_swap():
+    m, n, k = 96, 256, 320
+    a0 = torch.randn(m, k, device="cuda").bfloat16()
+    a1 = torch.randn(m, k, device="cuda").bfloat16()
+    b = (torch.randn(k, n, device="cuda") * k ** -0.5).bfloat16()
+    bias = torch.randn(n, device="cuda")
+    c = poisoned(m * n).view(m, n)
+    g = flowdsl.Graph()
+    gemm = g.library("linear", "cublaslt.matmul.bf16.f32", m=m, n=n, k=k, a=a0, b=b, bias=bias,
+                     epilogue="bias_gelu", c=c)
+    rt = flowdsl.Runtime()
+    stream = torch.cuda.Stream()
+    assert rt.launch(g, stream=stream)["kind"] == "instantiated"
+    stream.synchronize()
+    torch.testing.assert_close(c, gelu_tanh(a0.float() @ b.float() + bias), rtol=2e-3, atol=2e-3)
+
+    for i, (a, epilogue) in enumerate([(a1, "bias_relu"), (a0, "bias")]):
+        c.fill_(float("nan"))
+        gemm.set(a=a, epilogue=epilogue)
+        report = rt.launch(g, stream=stream)
+        assert report["kind"] == "updated" and report["nodes_updated"] == 1, report
+        stream.synchronize()
+        want = a.float() @ b.float() + bias
+        torch.testing.assert_close(c, torch.relu(want) if epilogue == "bias_relu" else want, rtol=2e-3, atol=2e-3)
+    stats = rt.stats
+    assert stats["misses"] == 1 and stats["reinstantiations"] == 0, stats
+
+    with pytest.raises(flowdsl.UsageError, match="'c'"):
+        gemm.set(c=poisoned(m * n - 1))  # too short for m * n outputs
