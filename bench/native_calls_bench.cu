@@ -3,7 +3,8 @@
 // handle (what flowdsl's emitter calls), each followed by the same instantiation and first launch
 // (the host time of the cudaGraphLaunch call); then the host time of hit launches of each kind of
 // executable (nodes added by the runtime, by the driver given the function's CUfunction or its
-// context-independent CUkernel) beside flowdsl's Runtime::launch of the same chain; and the two
+// context-independent CUkernel, instantiated for device launch) beside flowdsl's own executable
+// of the same chain launched directly and through Runtime::launch; and the two
 // per-node update calls. Chains of tiny kernels, N = 100, 1000 and 10000 nodes, widths 1 and 8.
 // Every variant's graph is launched once and its result checked. Run by hand (no ctest);
 // `--quick` runs N = 100 only.
@@ -177,21 +178,32 @@ int main(int argc, char** argv) {
   }
 
   // Hit launches: the host time of cudaGraphLaunch of an executable kept, its nodes added by the
-  // runtime's call, the driver's given the CUfunction (the emitter's) or the CUkernel, and of
-  // flowdsl's Runtime::launch of the same chain, all four taking turns, the stream drained before
-  // each call.
-  std::printf("\nhit launch, host µs per call (median of 201, taking turns)\n");
-  std::printf("%6s %5s %14s %14s %14s %14s %16s %16s %16s\n", "N", "width", "runtime nodes", "CUfunction",
-              "CUkernel", "flowdsl", "CUfunction/rt", "CUkernel/rt", "flowdsl/rt");
+  // runtime's call, the driver's given the CUfunction (the emitter's) or the CUkernel; of the
+  // runtime-added graph instantiated for device launch (launched from the host here); of
+  // flowdsl's own executable of the same chain launched by cudaGraphLaunch directly, and of
+  // flowdsl's Runtime::launch of it: the last two split Runtime::launch's cost into what its
+  // executable costs to launch and what the runtime adds. All six take turns, the stream
+  // drained before each call.
+  std::printf("\nhit launch, host µs per call (median of 201, taking turns); ratios to runtime nodes\n");
+  std::printf("%6s %5s %9s %9s %9s %9s %9s %9s %7s %7s %7s %7s %7s %8s\n", "N", "width", "runtime", "CUfunc",
+              "CUkernel", "devlaunch", "fl exec", "flowdsl", "CUfunc", "CUkern", "devl", "exec", "flowdsl",
+              "rt-exec");
   for (int n : sizes) {
     for (int width : {1, 8}) {
-      Chain chains[3] = {Chain(n, width, slots), Chain(n, width, slots), Chain(n, width, slots)};
-      const Adder adders[3] = {Adder::runtime, Adder::driver_function, Adder::driver_kernel};
-      cudaGraph_t graphs[3];
-      flowdsl::NativeExecutable execs[3];
-      for (int k = 0; k < 3; ++k) {
+      Chain chains[4] = {Chain(n, width, slots), Chain(n, width, slots), Chain(n, width, slots), Chain(n, width, slots)};
+      const Adder adders[4] = {Adder::runtime, Adder::driver_function, Adder::driver_kernel, Adder::runtime};
+      cudaGraph_t graphs[4];
+      flowdsl::NativeExecutable execs[4];
+      for (int k = 0; k < 4; ++k) {
         graphs[k] = chains[k].build(adders[k], calls);
-        execs[k] = bench::instantiate_uploaded(graphs[k], stream);
+        if (k < 3) {
+          execs[k] = bench::instantiate_uploaded(graphs[k], stream);
+        } else {
+          cudaGraphExec_t exec = nullptr;
+          CHECK_CUDA(cudaGraphInstantiateWithFlags(&exec, graphs[k], cudaGraphInstantiateFlagDeviceLaunch));
+          execs[k] = flowdsl::NativeExecutable(exec);
+          CHECK_CUDA(cudaGraphUpload(exec, stream));
+        }
       }
       flowdsl::Graph graph;
       std::vector<flowdsl::KernelNode<float*, float>> kernels;
@@ -205,13 +217,25 @@ int main(int argc, char** argv) {
       runtime.launch(graph, stream);
       CHECK_CUDA(cudaStreamSynchronize(stream));
       ok = ok && verify(slots, n, width, "flowdsl");
-      std::vector<double> times[4];
+      cudaGraphExec_t own = nullptr;
+      runtime.inspect_executable(graph, [&](const flowdsl::Executable& e) { own = e.native_executable(); });
+      if (own == nullptr) {
+        std::fprintf(stderr, "flowdsl's executable has no native handle\n");
+        return 1;
+      }
+      CHECK_CUDA(cudaMemset(slots, 0, 8 * threads * sizeof(float)));
+      CHECK_CUDA(cudaGraphLaunch(execs[3].get(), stream));
+      CHECK_CUDA(cudaStreamSynchronize(stream));
+      ok = ok && verify(slots, n, width, "device-launch executable");
+      std::vector<double> times[6];
       for (int rep = 0; rep < 211; ++rep) {
-        for (int k = 0; k < 4; ++k) {
+        for (int k = 0; k < 6; ++k) {
           CHECK_CUDA(cudaStreamSynchronize(stream));
           const double t0 = bench::now_us();
-          if (k < 3) {
+          if (k < 4) {
             CHECK_CUDA(cudaGraphLaunch(execs[k].get(), stream));
+          } else if (k == 4) {
+            CHECK_CUDA(cudaGraphLaunch(own, stream));
           } else {
             runtime.launch(graph, stream);
           }
@@ -220,10 +244,12 @@ int main(int argc, char** argv) {
       }
       CHECK_CUDA(cudaStreamSynchronize(stream));
       for (cudaGraph_t g : graphs) CHECK_CUDA(cudaGraphDestroy(g));
-      double median[4];
-      for (int k = 0; k < 4; ++k) median[k] = bench::median(times[k]);
-      std::printf("%6d %5d %14.2f %14.2f %14.2f %14.2f %16.3f %16.3f %16.3f\n", n, width, median[0], median[1], median[2],
-                  median[3], median[1] / median[0], median[2] / median[0], median[3] / median[0]);
+      double median[6];
+      for (int k = 0; k < 6; ++k) median[k] = bench::median(times[k]);
+      std::printf("%6d %5d %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %7.3f %7.3f %7.3f %7.3f %7.3f %8.2f\n", n, width,
+                  median[0], median[1], median[2], median[3], median[4], median[5], median[1] / median[0],
+                  median[2] / median[0], median[3] / median[0], median[4] / median[0], median[5] / median[0],
+                  median[5] - median[4]);
     }
   }
 

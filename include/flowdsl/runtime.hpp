@@ -56,6 +56,9 @@ class Executable {
   /// back to the description read them (flowdsl::Profiler); the runtime itself never does.
   /// \return null when the backend has no native nodes (the default, e.g. a test's fake).
   virtual const std::vector<cudaGraphNode_t>* native_nodes() const noexcept { return nullptr; }
+  /// \brief The native executable itself, for tools that time or inspect it apart from the
+  /// runtime (it stays owned by this executable). Null when the backend has none (the default).
+  virtual cudaGraphExec_t native_executable() const noexcept { return nullptr; }
 };
 
 /// \brief Makes executables from lowered descriptions.

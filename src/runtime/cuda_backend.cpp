@@ -41,6 +41,7 @@ class CudaExecutable final : public Executable {
   }
 
   const std::vector<cudaGraphNode_t>* native_nodes() const noexcept override { return &nodes_; }
+  cudaGraphExec_t native_executable() const noexcept override { return exec_.get(); }
 
   void launch(cudaStream_t stream) override {
     check(cudaGraphLaunch(exec_.get(), stream), "cudaGraphLaunch");
