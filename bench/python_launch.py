@@ -67,9 +67,18 @@ def python_side(n, elements, replays):
         hit = timed(lambda i: rt.launch(g, stream=stream), replays)
         assert rt.launch(g, stream=stream)["kind"] == "hit"
 
+        # The swap, timed whole and in its two parts (Node.set, then the launch that updates).
+        parts = {"set": [], "launch": []}
+
         def swap(i):
+            t0 = time.perf_counter_ns()
             first.set(x=other if i % 2 == 0 else x)
+            t1 = time.perf_counter_ns()
             rt.launch(g, stream=stream)
+            t2 = time.perf_counter_ns()
+            if i >= 2:
+                parts["set"].append((t1 - t0) / 1000.0)
+                parts["launch"].append((t2 - t1) / 1000.0)
 
         swapped = timed(swap, replays)
         first.set(x=x)
@@ -89,7 +98,8 @@ def python_side(n, elements, replays):
         torch_result = y.clone()
         replay = timed(lambda i: graph.replay(), replays)
     error = ((flowdsl_result - torch_result).abs() / torch_result.abs()).max().item()
-    return {"python launch": hit, "python swap + launch": swapped, "torch replay": replay, "max_rel_error": error}
+    return {"python launch": hit, "python swap + launch": swapped, "python set": statistics.median(parts["set"]),
+            "python update launch": statistics.median(parts["launch"]), "torch replay": replay, "max_rel_error": error}
 
 
 def cpp_side(binary, sizes, elements, replays):
@@ -143,6 +153,9 @@ def main():
               f"| {spread(n, 'torch replay')} | {min(ratio):.2f}-{max(ratio):.2f} | {spread(n, 'python swap + launch')} "
               f"| {spread(n, 'c++ swap + launch')} | {min(swap_gap):+.2f} to {max(swap_gap):+.2f} |"
               + ("" if met else "  (goal missed)"))
+    print("\nThe swap's parts (Python): Node.set alone, then the launch that applies it")
+    for n in sizes:
+        print(f"N = {n}: set {spread(n, 'python set')}, update launch {spread(n, 'python update launch')}")
     print("\nresults: flowdsl's chain and PyTorch's agree" if ok else "\nRESULTS DIFFER")
     if args.json:
         with open(args.json, "w") as f:
