@@ -16,6 +16,7 @@
 /// | launches a kernel of its own | base LaunchFields | no |
 /// | its body is a CUDA child graph | `child_graph = true` | no |
 /// | repeats its body | `repeats_body = true` | no |
+/// | may be in a graph made for device launch | `device_launchable = true` | no |
 /// | holds symbols | `for_each_symbol(visit)` (and `remap_symbols(f)`) | none |
 
 #include <cstddef>
@@ -131,6 +132,10 @@ struct child_graph_rule : std::false_type {};
 template <class Op>
 struct child_graph_rule<Op, std::void_t<decltype(Op::child_graph)>> : std::bool_constant<Op::child_graph> {};
 template <class Op, class = void>
+struct device_launch_rule : std::false_type {};
+template <class Op>
+struct device_launch_rule<Op, std::void_t<decltype(Op::device_launchable)>> : std::bool_constant<Op::device_launchable> {};
+template <class Op, class = void>
 struct repeats_body_rule : std::false_type {};
 template <class Op>
 struct repeats_body_rule<Op, std::void_t<decltype(Op::repeats_body)>> : std::bool_constant<Op::repeats_body> {};
@@ -194,6 +199,13 @@ inline bool is_child_graph(const Operation& op) noexcept {
 /// a kernel inside the body must set the condition, or the loop never ends.
 inline bool repeats_body(const Operation& op) noexcept {
   return std::visit([](const auto& o) { return detail::repeats_body_rule<std::decay_t<decltype(o)>>::value; }, op);
+}
+
+/// \brief Whether CUDA allows an operation in a graph instantiated for device launch
+/// (cudaGraphInstantiateFlagDeviceLaunch: kernel, memcpy, memset and empty nodes). Such an
+/// executable can be launched from the host too, where its launch costs less for large graphs.
+inline bool is_device_launchable(const Operation& op) noexcept {
+  return std::visit([](const auto& o) { return detail::device_launch_rule<std::decay_t<decltype(o)>>::value; }, op);
 }
 
 }  // namespace flowdsl

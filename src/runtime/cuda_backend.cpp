@@ -1,7 +1,10 @@
 // The CUDA backend: executables made by the emitter, updated node by node, launched on streams.
 #include <algorithm>
 #include <string>
+#include <tuple>
+#include <utility>
 
+#include "flowdsl/kind_traits.hpp"
 #include "flowdsl/runtime.hpp"
 #include "log_internal.hpp"
 #include "lower/driver_calls.hpp"
@@ -105,6 +108,20 @@ std::string culprit(const Description& d, const Plan& plan, const lowering::Emit
   return {};
 }
 
+// Graphs of at least this many nodes, every one of a kind CUDA allows in a graph made for device
+// launch, are instantiated for it: their launch from the host then costs far less (measured on
+// an H200: 11.5 against 114 µs for a chain of 10 000 kernels, 29 against 51 µs for 8 chains of
+// 1250), while smaller graphs launch faster the ordinary way (4.3 against 3.1 µs at 1000 kernels).
+constexpr std::size_t device_launch_min_nodes = 2000;
+
+bool wants_device_launch(const Description& d) {
+  if (d.nodes.size() < device_launch_min_nodes) return false;
+  for (const Node& n : d.nodes) {
+    if (!is_device_launchable(n.op)) return false;
+  }
+  return true;
+}
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend() {
@@ -121,16 +138,36 @@ class CudaBackend final : public Backend {
         unfreed.push_back(reinterpret_cast<void*>(static_cast<std::uintptr_t>(emitted.values[position])));
       }
     }
-    cudaGraphInstantiateParams params{};
     // Memory no free node releases is freed by the next launch; without the flag, that launch fails.
-    params.flags = cudaGraphInstantiateFlagUpload | (unfreed.empty() ? 0 : cudaGraphInstantiateFlagAutoFreeOnLaunch);
-    params.uploadStream = stream;
-    cudaGraphExec_t exec = nullptr;
-    const cudaError_t code = cudaGraphInstantiateWithParams(&exec, emitted.graph.get(), &params);
-    NativeExecutable owned(exec);
-    if (code != cudaSuccess || params.result_out != cudaGraphInstantiateSuccess) {
-      check(code != cudaSuccess ? code : cudaErrorInvalidValue, "cudaGraphInstantiateWithParams",
-            culprit(d, plan, emitted, params.errNode_out).c_str());
+    const unsigned long long flags =
+        cudaGraphInstantiateFlagUpload | (unfreed.empty() ? 0 : cudaGraphInstantiateFlagAutoFreeOnLaunch);
+    cudaGraphInstantiateParams params{};
+    auto instantiate_with = [&](unsigned long long with) {
+      params = {};
+      params.flags = with;
+      params.uploadStream = stream;
+      cudaGraphExec_t exec = nullptr;
+      cudaError_t code = cudaGraphInstantiateWithParams(&exec, emitted.graph.get(), &params);
+      NativeExecutable owned(exec);
+      if (code == cudaSuccess && params.result_out != cudaGraphInstantiateSuccess) code = cudaErrorInvalidValue;
+      if (code != cudaSuccess) owned.reset();
+      return std::pair(code, std::move(owned));
+    };
+    cudaError_t code = cudaErrorInvalidValue;
+    NativeExecutable owned;
+    if (unfreed.empty() && wants_device_launch(d)) {
+      std::tie(code, owned) = instantiate_with(flags | cudaGraphInstantiateFlagDeviceLaunch);
+      if (code != cudaSuccess) {
+        // CUDA's rules for such graphs go beyond node kinds (a copy must not touch pageable
+        // host memory, for one): the executable is made the ordinary way instead.
+        FLOWDSL_DEBUG("{} nodes: not instantiable for device launch ({}), instantiated for the host only",
+                      d.nodes.size(), cudaGetErrorName(code));
+        (void)cudaGetLastError();
+      }
+    }
+    if (code != cudaSuccess) std::tie(code, owned) = instantiate_with(flags);
+    if (code != cudaSuccess) {
+      check(code, "cudaGraphInstantiateWithParams", culprit(d, plan, emitted, params.errNode_out).c_str());
     }
     return std::make_unique<CudaExecutable>(std::move(emitted), std::move(owned), std::move(unfreed));
   }

@@ -1,6 +1,8 @@
 // The runtime on a real GPU: results against host references on random data, in-place
 // updates, re-instantiation, refused updates, concurrency and device-dependent validation.
 #include <atomic>
+#include <cmath>
+#include <random>
 #include <string>
 #include <thread>
 
@@ -126,6 +128,74 @@ TEST_CASE("A relaunch with one changed argument updates one node and instantiate
   CHECK(s.node_updates == 1);
   CHECK(s.reinstantiations == 0);
   CHECK(mismatches(d.h_z.to_vector(), d.reference(input, 2.0f, 0.25f)) == 0);
+}
+
+TEST_CASE("Large graphs of device-launchable nodes run as device-launch executables, updates included",
+          "[gpu][update]") {
+  // 2500 nodes: a memset, then a chain of axpy kernels y += a_i x (a_i = 1 or 2, chosen at random),
+  // then a copy out; past the size where the runtime instantiates for device launch.
+  const int n = 1000;
+  const int links = 2498;
+  DeviceBuffer<float> x(n), y(n);
+  PinnedBuffer<float> out(n);
+  const auto input = random_floats(n, 11);
+  CUDA_REQUIRE(cudaMemcpy(x.get(), input.data(), x.bytes(), cudaMemcpyHostToDevice));
+  std::vector<float> factors(links);
+  std::mt19937 rng(5);
+  for (float& a : factors) a = static_cast<float>(1 + rng() % 2);
+  flowdsl::Graph g;
+  flowdsl::NodeHandle last = g.memset("clear", y.get(), 0, y.bytes());
+  std::vector<flowdsl::KernelNode<int, float, const float*, float*>> chain;
+  chain.reserve(links);
+  for (int i = 0; i < links; ++i) {
+    chain.push_back(g.kernel("axpy" + std::to_string(i), axpy_kernel)
+                        .grid(blocks_for(n)).block(block)
+                        .args(n, factors[i], static_cast<const float*>(x.get()), y.get())
+                        .after(last));
+    last = chain.back();
+  }
+  g.memcpy("download", out.get(), y.get(), y.bytes()).after(last);
+  REQUIRE(g.size() == 2500);
+  auto reference = [&] {
+    std::vector<float> want(n, 0.0f);
+    for (int i = 0; i < links; ++i) {
+      for (int j = 0; j < n; ++j) want[j] = std::fma(factors[i], input[j], want[j]);
+    }
+    return want;
+  };
+  auto stream = flowdsl::make_stream();
+  flowdsl::Runtime rt;
+  out.poison();
+  REQUIRE(rt.launch(g, stream.get()).kind == flowdsl::LaunchKind::instantiated);
+  CUDA_REQUIRE(cudaStreamSynchronize(stream.get()));
+  CHECK(mismatches(out.to_vector(), reference(), 1e-4f) == 0);
+  unsigned long long flags = 0;
+  REQUIRE(rt.inspect_executable(g, [&](const flowdsl::Executable& e) {
+    CUDA_REQUIRE(cudaGraphExecGetFlags(e.native_executable(), &flags));
+  }));
+  CHECK((flags & cudaGraphInstantiateFlagDeviceLaunch) != 0);
+
+  for (int round = 0; round < 3; ++round) {
+    factors[round * 100 + 7] = 3.0f + static_cast<float>(round);
+    chain[static_cast<std::size_t>(round * 100 + 7)].arg<1>(factors[round * 100 + 7]);
+    out.poison();
+    const auto report = rt.launch(g, stream.get());
+    CUDA_REQUIRE(cudaStreamSynchronize(stream.get()));
+    CHECK(report.kind == flowdsl::LaunchKind::updated);
+    CHECK(report.nodes_updated == 1);
+    CHECK(mismatches(out.to_vector(), reference(), 1e-4f) == 0);
+  }
+  CHECK(rt.statistics().reinstantiations == 0);
+
+  // Below that size, or with a node CUDA does not allow there, executables are the ordinary kind.
+  flowdsl::Graph small;
+  small.kernel("one", axpy_kernel).grid(blocks_for(n)).block(block).args(n, 1.0f, static_cast<const float*>(x.get()), y.get());
+  rt.launch(small, stream.get());
+  CUDA_REQUIRE(cudaStreamSynchronize(stream.get()));
+  REQUIRE(rt.inspect_executable(small, [&](const flowdsl::Executable& e) {
+    CUDA_REQUIRE(cudaGraphExecGetFlags(e.native_executable(), &flags));
+  }));
+  CHECK((flags & cudaGraphInstantiateFlagDeviceLaunch) == 0);
 }
 
 TEST_CASE("Rebinding buffers is a parameter-only update", "[gpu][update]") {

@@ -14,6 +14,7 @@ namespace flowdsl {
 struct EmptyOp {
   static constexpr std::string_view kind = "empty";
   static constexpr std::uint32_t body_count = 0;
+  static constexpr bool device_launchable = true;  ///< CUDA allows it in a graph made for device launch
   template <class Builder>
   class Factory;
 };

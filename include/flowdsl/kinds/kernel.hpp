@@ -50,6 +50,7 @@ struct LaunchFields {
 struct KernelOp : LaunchFields {
   static constexpr std::string_view kind = "kernel";
   static constexpr std::uint32_t body_count = 0;
+  static constexpr bool device_launchable = true;  ///< CUDA allows it in a graph made for device launch
   template <class Builder>
   class Factory;
 

@@ -17,6 +17,7 @@ namespace flowdsl {
 struct MemcpyOp {
   static constexpr std::string_view kind = "memcpy";
   static constexpr std::uint32_t body_count = 0;
+  static constexpr bool device_launchable = true;  ///< CUDA allows it in a graph made for device launch
   template <class Builder>
   class Factory;
 
