@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
               "cudaGraphLaunch call\n");
   std::printf("%6s %5s %12s %12s %12s %12s %14s %14s %18s\n", "N", "width", "runtime add", "driver add",
               "runtime inst", "driver inst", "runtime launch", "driver launch", "driver/runtime total");
-  const std::vector<int> sizes = options->quick ? std::vector<int>{100} : std::vector<int>{100, 1000, 10000};
+  const std::vector<int> sizes = options->quick ? std::vector<int>{100} : std::vector<int>{100, 1000, 2000, 10000};
   for (int n : sizes) {
     for (int width : {1, 8}) {
       std::vector<double> add[2], inst[2], launch[2];
@@ -251,6 +251,66 @@ int main(int argc, char** argv) {
                   median[2] / median[0], median[3] / median[0], median[4] / median[0], median[5] / median[0],
                   median[5] - median[4]);
     }
+  }
+
+  // One node changed, then a launch: the host time of both, for an ordinary executable, one made
+  // for device launch, and flowdsl's Runtime::launch after the node's argument changed, taking
+  // turns (the first node's value alternates between 2 and 1; it ends at 1 and is verified).
+  std::printf("\none node updated + launch, host µs per call (median of 201, taking turns), width 1\n");
+  std::printf("%6s %12s %12s %12s %12s %12s\n", "N", "ordinary", "devlaunch", "flowdsl", "devl/ord", "flowdsl/ord");
+  for (int n : sizes) {
+    Chain chains[2] = {Chain(n, 1, slots), Chain(n, 1, slots)};
+    cudaGraph_t graphs[2];
+    flowdsl::NativeExecutable execs[2];
+    for (int k = 0; k < 2; ++k) {
+      graphs[k] = chains[k].build(Adder::runtime, calls);
+      cudaGraphExec_t exec = nullptr;
+      CHECK_CUDA(cudaGraphInstantiateWithFlags(&exec, graphs[k], k == 0 ? 0 : cudaGraphInstantiateFlagDeviceLaunch));
+      execs[k] = flowdsl::NativeExecutable(exec);
+      CHECK_CUDA(cudaGraphUpload(exec, stream));
+    }
+    flowdsl::Graph graph;
+    std::vector<flowdsl::KernelNode<float*, float>> kernels;
+    kernels.reserve(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      kernels.push_back(graph.kernel("k" + std::to_string(i), tiny).grid(1).block(threads).args(slots, 1.0f));
+      if (i > 0) kernels.back().after(kernels[static_cast<std::size_t>(i - 1)]);
+    }
+    flowdsl::Runtime runtime;
+    runtime.launch(graph, stream);
+    std::vector<double> times[3];
+    for (int rep = 0; rep < 212; ++rep) {
+      const float value = rep % 2 == 0 ? 2.0f : 1.0f;
+      for (int k = 0; k < 3; ++k) {
+        CHECK_CUDA(cudaStreamSynchronize(stream));
+        const double t0 = bench::now_us();
+        if (k < 2) {
+          chains[k].values[0] = value;
+          const cudaKernelNodeParams p = chains[k].runtime_params(0);
+          CHECK_CUDA(cudaGraphExecKernelNodeSetParams(execs[k].get(), chains[k].nodes[0], &p));
+          CHECK_CUDA(cudaGraphLaunch(execs[k].get(), stream));
+        } else {
+          kernels[0].arg<1>(value);
+          runtime.launch(graph, stream);
+        }
+        if (rep >= 11) times[k].push_back(bench::now_us() - t0);
+      }
+    }
+    const char* who[3] = {"ordinary executable, updated", "device-launch executable, updated", "flowdsl, updated"};
+    for (int k = 0; k < 3; ++k) {
+      CHECK_CUDA(cudaStreamSynchronize(stream));
+      CHECK_CUDA(cudaMemset(slots, 0, 8 * threads * sizeof(float)));
+      if (k < 2) {
+        CHECK_CUDA(cudaGraphLaunch(execs[k].get(), stream));
+      } else {
+        runtime.launch(graph, stream);
+      }
+      CHECK_CUDA(cudaStreamSynchronize(stream));
+      ok = ok && verify(slots, n, 1, who[k]);
+    }
+    for (cudaGraph_t g : graphs) CHECK_CUDA(cudaGraphDestroy(g));
+    const double m[3] = {bench::median(times[0]), bench::median(times[1]), bench::median(times[2])};
+    std::printf("%6d %12.2f %12.2f %12.2f %12.3f %12.3f\n", n, m[0], m[1], m[2], m[1] / m[0], m[2] / m[0]);
   }
 
   // Updates: 100 nodes of a 1000-node chain given a new value, by each call, alternately.

@@ -81,6 +81,10 @@ def python_side(n, elements, replays):
                 parts["launch"].append((t2 - t1) / 1000.0)
 
         swapped = timed(swap, replays)
+
+        # Node.set alone, with no launch in between: what it costs when the caches hold what it
+        # touches (a launch of a large graph between two sets evicts much of it).
+        set_alone = timed(lambda i: first.set(x=other if i % 2 == 0 else x), replays)
         first.set(x=x)
         stats = rt.stats
         assert stats["reinstantiations"] == 0 and stats["misses"] == 1, stats
@@ -98,7 +102,7 @@ def python_side(n, elements, replays):
         torch_result = y.clone()
         replay = timed(lambda i: graph.replay(), replays)
     error = ((flowdsl_result - torch_result).abs() / torch_result.abs()).max().item()
-    return {"python launch": hit, "python swap + launch": swapped, "python set": statistics.median(parts["set"]),
+    return {"python launch": hit, "python swap + launch": swapped, "python set": statistics.median(parts["set"]), "python set alone": set_alone,
             "python update launch": statistics.median(parts["launch"]), "torch replay": replay, "max_rel_error": error}
 
 
@@ -155,7 +159,8 @@ def main():
               + ("" if met else "  (goal missed)"))
     print("\nThe swap's parts (Python): Node.set alone, then the launch that applies it")
     for n in sizes:
-        print(f"N = {n}: set {spread(n, 'python set')}, update launch {spread(n, 'python update launch')}")
+        print(f"N = {n}: set {spread(n, 'python set')}, update launch {spread(n, 'python update launch')}; "
+              f"set with no launch between {spread(n, 'python set alone')}")
     print("\nresults: flowdsl's chain and PyTorch's agree" if ok else "\nRESULTS DIFFER")
     if args.json:
         with open(args.json, "w") as f:
