@@ -225,9 +225,9 @@ Argument convert_argument(PyGraph& g, const KernelInfo& entry, const KernelParam
     const Memory m = memory_of(value, where);
     if (m.dtype && *m.dtype != p.type.scalar && !(size_of(*m.dtype) == size_of(p.type.scalar) && p.type.scalar == ScalarType::u8)) {
       usage(where() + ": expects " + std::string(dtype_name(p.type.scalar)) + " elements (" + to_string(p.type) + "), got a " +
-            m.what);
+            m.what());
     }
-    if (!m.device) usage(where() + ": expects device memory, got a " + m.what + " in host memory");
+    if (!m.device) usage(where() + ": expects device memory, got a " + m.what() + " in host memory");
     const void* address = reinterpret_cast<const void*>(m.address);
     std::memcpy(out.bytes.data(), &address, sizeof address);
     if (!nb::isinstance<nb::int_>(value)) {
@@ -556,17 +556,34 @@ PyType_Slot node_slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(node_traver
                             {Py_tp_clear, reinterpret_cast<void*>(node_clear)},
                             {0, nullptr}};
 
+// An interned string, made once per name and kept for the process.
+PyObject* interned(const char* text) { return PyUnicode_InternFromString(text); }
+
+// obj.name, or null when it has no such attribute (other errors raise).
+nb::object optional_attribute(nb::handle obj, PyObject* name) {
+  PyObject* r = PyObject_GetAttr(obj.ptr(), name);
+  if (r != nullptr) return nb::steal(r);
+  if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw nb::python_error();
+  PyErr_Clear();
+  return nb::object();
+}
+
 cudaStream_t stream_of(nb::handle stream) {
   if (stream.is_none()) return nullptr;
   if (nb::isinstance<nb::int_>(stream)) return reinterpret_cast<cudaStream_t>(nb::cast<std::uintptr_t>(stream));
-  // torch.cuda.Stream: cuda_stream; cupy.cuda.Stream: ptr; anything with __cuda_stream__ (the
-  // CUDA Python protocol): (version, handle).
-  if (nb::hasattr(stream, "__cuda_stream__")) {
-    nb::tuple t = nb::cast<nb::tuple>(stream.attr("__cuda_stream__")());
+  // Anything with __cuda_stream__ (the CUDA Python protocol): (version, handle); torch.cuda.Stream:
+  // cuda_stream; cupy.cuda.Stream: ptr.
+  static PyObject* const protocol = interned("__cuda_stream__");
+  static PyObject* const cuda_stream = interned("cuda_stream");
+  static PyObject* const ptr = interned("ptr");
+  if (nb::object method = optional_attribute(stream, protocol)) {
+    nb::tuple t = nb::cast<nb::tuple>(method());
     return reinterpret_cast<cudaStream_t>(nb::cast<std::uintptr_t>(t[1]));
   }
-  if (nb::hasattr(stream, "cuda_stream")) return reinterpret_cast<cudaStream_t>(nb::cast<std::uintptr_t>(stream.attr("cuda_stream")));
-  if (nb::hasattr(stream, "ptr")) return reinterpret_cast<cudaStream_t>(nb::cast<std::uintptr_t>(stream.attr("ptr")));
+  if (nb::object handle = optional_attribute(stream, cuda_stream)) {
+    return reinterpret_cast<cudaStream_t>(nb::cast<std::uintptr_t>(handle));
+  }
+  if (nb::object handle = optional_attribute(stream, ptr)) return reinterpret_cast<cudaStream_t>(nb::cast<std::uintptr_t>(handle));
   throw nb::type_error("stream: expected None, an int handle, a torch.cuda.Stream, a cupy.cuda.Stream or an object with "
                        "__cuda_stream__");
 }
@@ -581,10 +598,18 @@ struct PyProfiler {
 };
 
 nb::dict launch_report(const LaunchReport& r) {
+  // Keys and kinds made once: a launch builds only the dict.
+  static PyObject* const kind_key = interned("kind");
+  static PyObject* const updated_key = interned("nodes_updated");
+  static PyObject* const reason_key = interned("reason");
+  static PyObject* kinds[8] = {};
+  const auto k = static_cast<std::size_t>(r.kind);
+  if (k >= std::size(kinds)) throw std::logic_error("flowdsl: a launch kind the module does not know");
+  if (kinds[k] == nullptr) kinds[k] = interned(to_string(r.kind));
   nb::dict d;
-  d["kind"] = to_string(r.kind);
-  d["nodes_updated"] = r.nodes_updated;
-  if (!r.reason.empty()) d["reason"] = r.reason;
+  d[nb::handle(kind_key)] = nb::handle(kinds[k]);
+  d[nb::handle(updated_key)] = r.nodes_updated;
+  if (!r.reason.empty()) d[nb::handle(reason_key)] = r.reason;
   return d;
 }
 
@@ -776,10 +801,10 @@ NB_MODULE(_flowdsl, m) {
           if (it == buffers.end()) usage(path + ": buffer " + quoted_name(b.name) + " of the file was not given");
           const Memory mem = memory_of(it->second, [&] { return std::string("buffer " + quoted_name(b.name)); });
           if (mem.dtype && size_of(*mem.dtype) != size_of(b.type)) {
-            usage(path + ": buffer " + quoted_name(b.name) + " holds " + std::string(to_string(b.type)) + " elements, got a " + mem.what);
+            usage(path + ": buffer " + quoted_name(b.name) + " holds " + std::string(to_string(b.type)) + " elements, got a " + mem.what());
           }
           if (mem.bytes && mem.bytes < b.bytes()) {
-            usage(path + ": buffer " + quoted_name(b.name) + " needs " + std::to_string(b.bytes()) + " bytes, got a " + mem.what);
+            usage(path + ": buffer " + quoted_name(b.name) + " needs " + std::to_string(b.bytes()) + " bytes, got a " + mem.what());
           }
           addresses[b.name] = reinterpret_cast<void*>(mem.address);
           g->buffers[b.name] = it->second;

@@ -52,12 +52,6 @@ std::optional<ScalarType> from_dlpack(nb::dlpack::dtype d) {
   }
 }
 
-std::string describe(const Memory& m, std::string_view source) {
-  std::string out = std::string(source) + " of " + std::to_string(m.elements) + " ";
-  out += m.dtype ? dtype_name(*m.dtype) : "elements of an unsupported type";
-  return out;
-}
-
 Memory from_interface(nb::handle object, const Where& where) {
   nb::dict cai = nb::cast<nb::dict>(object.attr("__cuda_array_interface__"));
   const nb::tuple shape = nb::cast<nb::tuple>(cai["shape"]);
@@ -82,7 +76,7 @@ Memory from_interface(nb::handle object, const Where& where) {
       expected *= extent;
     }
   }
-  m.what = describe(m, "array");
+  m.source = "array";
   return m;
 }
 
@@ -106,17 +100,24 @@ Memory from_dlpack_object(nb::handle object, const Where& where) {
     }
     expected *= static_cast<std::int64_t>(array.shape(i));
   }
-  m.what = describe(m, m.device ? "tensor" : "host array");
+  m.source = m.device ? "tensor" : "host array";
   return m;
 }
 
 // PyTorch tensors are read through their own attributes: cheaper than building either protocol's
-// description (a dict, or a DLPack capsule) each time a tensor is bound. Only when torch is
-// already imported; the type and dtypes looked up once are kept for the process (never freed:
-// they outlive any use at interpreter exit).
+// description (a dict, or a DLPack capsule) each time a tensor is bound. The attributes are
+// looked up by interned names and the methods called without bound-method objects. Only when
+// torch is already imported; the type, dtypes and names looked up once are kept for the process
+// (never freed: they outlive any use at interpreter exit).
 struct TorchTypes {
   PyObject* tensor = nullptr;
   std::pair<PyObject*, ScalarType> dtypes[12] = {};
+  PyObject* dtype = nullptr;  // attribute and method names
+  PyObject* is_cuda = nullptr;
+  PyObject* is_contiguous = nullptr;
+  PyObject* data_ptr = nullptr;
+  PyObject* numel = nullptr;
+  PyObject* element_size = nullptr;
 };
 
 const TorchTypes* torch_types() {
@@ -137,26 +138,45 @@ const TorchTypes* torch_types() {
     t->dtypes[i] = {nb::hasattr(module, names[i].first) ? module.attr(names[i].first).inc_ref().ptr() : nullptr,
                     names[i].second};
   }
+  t->dtype = PyUnicode_InternFromString("dtype");
+  t->is_cuda = PyUnicode_InternFromString("is_cuda");
+  t->is_contiguous = PyUnicode_InternFromString("is_contiguous");
+  t->data_ptr = PyUnicode_InternFromString("data_ptr");
+  t->numel = PyUnicode_InternFromString("numel");
+  t->element_size = PyUnicode_InternFromString("element_size");
   types = t;
   return types;
+}
+
+// obj.name (an attribute) or obj.name() (a method), as a new reference; raises on failure.
+nb::object attribute(nb::handle obj, PyObject* name) {
+  PyObject* r = PyObject_GetAttr(obj.ptr(), name);
+  if (r == nullptr) throw nb::python_error();
+  return nb::steal(r);
+}
+nb::object call_method(nb::handle obj, PyObject* name) {
+  PyObject* r = PyObject_CallMethodNoArgs(obj.ptr(), name);
+  if (r == nullptr) throw nb::python_error();
+  return nb::steal(r);
 }
 
 std::optional<Memory> from_torch(nb::handle object, const Where& where) {
   const TorchTypes* t = torch_types();
   if (t == nullptr || !PyObject_TypeCheck(object.ptr(), reinterpret_cast<PyTypeObject*>(t->tensor))) return std::nullopt;
   Memory m;
-  const nb::object dtype = object.attr("dtype");
+  const nb::object dtype = attribute(object, t->dtype);
   for (const auto& [known, type] : t->dtypes) {
     if (known != nullptr && dtype.ptr() == known) m.dtype = type;
   }
-  m.device = nb::cast<bool>(object.attr("is_cuda"));
-  if (!nb::cast<bool>(object.attr("is_contiguous")())) {
+  m.device = attribute(object, t->is_cuda).ptr() == Py_True;
+  m.source = m.device ? "tensor" : "host tensor";
+  if (call_method(object, t->is_contiguous).ptr() != Py_True) {
     throw nb::type_error((where() + ": the tensor is not contiguous (kernels take dense buffers)").c_str());
   }
-  m.address = nb::cast<std::uintptr_t>(object.attr("data_ptr")());
-  m.elements = nb::cast<std::int64_t>(object.attr("numel")());
-  m.bytes = static_cast<std::size_t>(m.elements) * nb::cast<std::size_t>(object.attr("element_size")());
-  m.what = describe(m, m.device ? "tensor" : "host tensor");
+  m.address = nb::cast<std::uintptr_t>(call_method(object, t->data_ptr));
+  m.elements = nb::cast<std::int64_t>(call_method(object, t->numel));
+  const std::size_t item = m.dtype ? size_of(*m.dtype) : nb::cast<std::size_t>(call_method(object, t->element_size));
+  m.bytes = static_cast<std::size_t>(m.elements) * item;
   return m;
 }
 
@@ -180,11 +200,17 @@ const char* dtype_name(ScalarType type) noexcept {
   return "?";
 }
 
+std::string Memory::what() const {
+  if (std::string_view(source) == "address") return source;
+  std::string out = std::string(source) + " of " + std::to_string(elements) + " ";
+  out += dtype ? dtype_name(*dtype) : "elements of an unsupported type";
+  return out;
+}
+
 Memory memory_of(nb::handle object, const Where& where) {
   if (nb::isinstance<nb::int_>(object) && !nb::isinstance<nb::bool_>(object)) {
     Memory m;
     m.address = nb::cast<std::uintptr_t>(object);
-    m.what = "address";
     return m;
   }
   if (std::optional<Memory> tensor = from_torch(object, where)) return *tensor;

@@ -22,7 +22,10 @@ struct Memory {
   std::optional<ScalarType> dtype;       ///< element type, when the object has one
   std::int64_t elements = 0;             ///< element count (0 when unknown)
   bool device = true;                    ///< CUDA device or managed memory (or unknown: an int)
-  std::string what;                      ///< how to name it in messages ("tensor of 4096 float32")
+  const char* source = "address";        ///< what kind of object: "tensor", "host array", ...
+
+  /// \brief How to name it in messages ("tensor of 4096 float32"); made only for one.
+  std::string what() const;
 };
 
 /// \brief Names what is being read, for messages ("node 'k', parameter 'x'"): made only when one
