@@ -44,6 +44,16 @@ inline flowdsl::NativeExecutable instantiate_uploaded(cudaGraph_t graph, cudaStr
   return flowdsl::NativeExecutable(exec);
 }
 
+/// Instantiates `graph` with `flags`, then uploads it on `stream` (for flags that take no upload
+/// at instantiation, cudaGraphInstantiateFlagDeviceLaunch among them).
+inline flowdsl::NativeExecutable instantiate_then_upload(cudaGraph_t graph, unsigned long long flags, cudaStream_t stream) {
+  cudaGraphExec_t exec = nullptr;
+  CHECK_CUDA(cudaGraphInstantiateWithFlags(&exec, graph, flags));
+  flowdsl::NativeExecutable owned(exec);
+  CHECK_CUDA(cudaGraphUpload(exec, stream));
+  return owned;
+}
+
 /// The options every GPU benchmark takes: `--quick` (a smoke run) and `--json FILE`.
 struct Options {
   bool quick = false;

@@ -100,6 +100,17 @@ struct Chain {
   std::vector<std::array<void*, 2>> args;
 };
 
+// The same chain declared in a flowdsl Graph: node i adds 1 to slot (i % width), after node i - width.
+std::vector<flowdsl::KernelNode<float*, float>> declare_chain(flowdsl::Graph& graph, int n, int width, float* slots) {
+  std::vector<flowdsl::KernelNode<float*, float>> kernels;
+  kernels.reserve(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    kernels.push_back(graph.kernel("k" + std::to_string(i), tiny).grid(1).block(threads).args(slots + (i % width) * threads, 1.0f));
+    if (i >= width) kernels.back().after(kernels[static_cast<std::size_t>(i - width)]);
+  }
+  return kernels;
+}
+
 // Every slot of chain c holds the number of nodes in it.
 bool verify(float* slots, int n, int width, const char* who) {
   std::vector<float> host(static_cast<std::size_t>(width) * threads);
@@ -196,22 +207,11 @@ int main(int argc, char** argv) {
       flowdsl::NativeExecutable execs[4];
       for (int k = 0; k < 4; ++k) {
         graphs[k] = chains[k].build(adders[k], calls);
-        if (k < 3) {
-          execs[k] = bench::instantiate_uploaded(graphs[k], stream);
-        } else {
-          cudaGraphExec_t exec = nullptr;
-          CHECK_CUDA(cudaGraphInstantiateWithFlags(&exec, graphs[k], cudaGraphInstantiateFlagDeviceLaunch));
-          execs[k] = flowdsl::NativeExecutable(exec);
-          CHECK_CUDA(cudaGraphUpload(exec, stream));
-        }
+        execs[k] = k < 3 ? bench::instantiate_uploaded(graphs[k], stream)
+                         : bench::instantiate_then_upload(graphs[k], cudaGraphInstantiateFlagDeviceLaunch, stream);
       }
       flowdsl::Graph graph;
-      std::vector<flowdsl::KernelNode<float*, float>> kernels;
-      kernels.reserve(static_cast<std::size_t>(n));
-      for (int i = 0; i < n; ++i) {
-        kernels.push_back(graph.kernel("k" + std::to_string(i), tiny).grid(1).block(threads).args(slots + (i % width) * threads, 1.0f));
-        if (i >= width) kernels.back().after(kernels[static_cast<std::size_t>(i - width)]);
-      }
+      declare_chain(graph, n, width, slots);
       flowdsl::Runtime runtime;
       CHECK_CUDA(cudaMemset(slots, 0, 8 * threads * sizeof(float)));
       runtime.launch(graph, stream);
@@ -264,18 +264,10 @@ int main(int argc, char** argv) {
     flowdsl::NativeExecutable execs[2];
     for (int k = 0; k < 2; ++k) {
       graphs[k] = chains[k].build(Adder::runtime, calls);
-      cudaGraphExec_t exec = nullptr;
-      CHECK_CUDA(cudaGraphInstantiateWithFlags(&exec, graphs[k], k == 0 ? 0 : cudaGraphInstantiateFlagDeviceLaunch));
-      execs[k] = flowdsl::NativeExecutable(exec);
-      CHECK_CUDA(cudaGraphUpload(exec, stream));
+      execs[k] = bench::instantiate_then_upload(graphs[k], k == 0 ? 0 : cudaGraphInstantiateFlagDeviceLaunch, stream);
     }
     flowdsl::Graph graph;
-    std::vector<flowdsl::KernelNode<float*, float>> kernels;
-    kernels.reserve(static_cast<std::size_t>(n));
-    for (int i = 0; i < n; ++i) {
-      kernels.push_back(graph.kernel("k" + std::to_string(i), tiny).grid(1).block(threads).args(slots, 1.0f));
-      if (i > 0) kernels.back().after(kernels[static_cast<std::size_t>(i - 1)]);
-    }
+    std::vector<flowdsl::KernelNode<float*, float>> kernels = declare_chain(graph, n, 1, slots);
     flowdsl::Runtime runtime;
     runtime.launch(graph, stream);
     std::vector<double> times[3];
