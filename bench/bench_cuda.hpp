@@ -34,24 +34,15 @@
 
 namespace bench {
 
-/// Instantiates `graph` with an upload on `stream`, as the CUDA backend does.
-inline flowdsl::NativeExecutable instantiate_uploaded(cudaGraph_t graph, cudaStream_t stream) {
+/// Instantiates `graph` with an upload on `stream` and `flags` besides, as the CUDA backend does.
+inline flowdsl::NativeExecutable instantiate_uploaded(cudaGraph_t graph, cudaStream_t stream,
+                                                      unsigned long long flags = 0) {
   cudaGraphInstantiateParams params{};
-  params.flags = cudaGraphInstantiateFlagUpload;
+  params.flags = cudaGraphInstantiateFlagUpload | flags;
   params.uploadStream = stream;
   cudaGraphExec_t exec = nullptr;
   CHECK_CUDA(cudaGraphInstantiateWithParams(&exec, graph, &params));
   return flowdsl::NativeExecutable(exec);
-}
-
-/// Instantiates `graph` with `flags`, then uploads it on `stream` (for flags that take no upload
-/// at instantiation, cudaGraphInstantiateFlagDeviceLaunch among them).
-inline flowdsl::NativeExecutable instantiate_then_upload(cudaGraph_t graph, unsigned long long flags, cudaStream_t stream) {
-  cudaGraphExec_t exec = nullptr;
-  CHECK_CUDA(cudaGraphInstantiateWithFlags(&exec, graph, flags));
-  flowdsl::NativeExecutable owned(exec);
-  CHECK_CUDA(cudaGraphUpload(exec, stream));
-  return owned;
 }
 
 /// The options every GPU benchmark takes: `--quick` (a smoke run) and `--json FILE`.

@@ -149,42 +149,46 @@ int main(int argc, char** argv) {
 
   bool ok = true;
   std::printf("per node, µs (medians); add: adding the nodes; inst: instantiate with upload; launch: the first\n"
-              "cudaGraphLaunch call\n");
-  std::printf("%6s %5s %12s %12s %12s %12s %14s %14s %18s\n", "N", "width", "runtime add", "driver add",
-              "runtime inst", "driver inst", "runtime launch", "driver launch", "driver/runtime total");
+              "cudaGraphLaunch call; devl: the runtime's nodes instantiated for device launch\n");
+  std::printf("%6s %5s %12s %12s %12s %12s %12s %14s %14s %14s %18s %18s\n", "N", "width", "runtime add", "driver add",
+              "runtime inst", "driver inst", "devl inst", "runtime launch", "driver launch", "devl launch",
+              "driver/runtime total", "devl/runtime total");
   const std::vector<int> sizes = options->quick ? std::vector<int>{100} : std::vector<int>{100, 1000, 2000, 10000};
   for (int n : sizes) {
     for (int width : {1, 8}) {
-      std::vector<double> add[2], inst[2], launch[2];
+      std::vector<double> add[3], inst[3], launch[3];  // runtime, driver, runtime for device launch
       const int reps = n >= 10000 ? 5 : 15;
       for (int rep = 0; rep < reps + 1; ++rep) {
-        for (int turn = 0; turn < 2; ++turn) {
-          const bool driver = (turn + rep) % 2 == 1;  // alternate which goes first
+        for (int turn = 0; turn < 3; ++turn) {
+          const int variant = (turn + rep) % 3;  // rotate which goes first
+          const bool driver = variant == 1;
           CHECK_CUDA(cudaMemset(slots, 0, 8 * threads * sizeof(float)));
           Chain chain(n, width, slots);
           CHECK_CUDA(cudaStreamSynchronize(stream));
           const double t0 = bench::now_us();
           cudaGraph_t graph = chain.build(driver, calls);
           const double t1 = bench::now_us();
-          flowdsl::NativeExecutable exec = bench::instantiate_uploaded(graph, stream);
+          flowdsl::NativeExecutable exec =
+              bench::instantiate_uploaded(graph, stream, variant == 2 ? cudaGraphInstantiateFlagDeviceLaunch : 0);
           const double t2 = bench::now_us();
           CHECK_CUDA(cudaGraphLaunch(exec.get(), stream));
           const double t3 = bench::now_us();
           CHECK_CUDA(cudaStreamSynchronize(stream));
-          ok = ok && verify(slots, n, width, driver ? "driver" : "runtime");
+          ok = ok && verify(slots, n, width, variant == 0 ? "runtime" : variant == 1 ? "driver" : "device launch");
           CHECK_CUDA(cudaGraphDestroy(graph));
           if (rep > 0) {
-            add[driver].push_back((t1 - t0) / n);
-            inst[driver].push_back((t2 - t1) / n);
-            launch[driver].push_back((t3 - t2) / n);
+            add[variant].push_back((t1 - t0) / n);
+            inst[variant].push_back((t2 - t1) / n);
+            launch[variant].push_back((t3 - t2) / n);
           }
         }
       }
-      const double total[2] = {bench::median(add[0]) + bench::median(inst[0]) + bench::median(launch[0]),
-                               bench::median(add[1]) + bench::median(inst[1]) + bench::median(launch[1])};
-      std::printf("%6d %5d %12.3f %12.3f %12.3f %12.3f %14.3f %14.3f %18.3f\n", n, width, bench::median(add[0]),
-                  bench::median(add[1]), bench::median(inst[0]), bench::median(inst[1]), bench::median(launch[0]),
-                  bench::median(launch[1]), total[1] / total[0]);
+      double total[3];
+      for (int v = 0; v < 3; ++v) total[v] = bench::median(add[v]) + bench::median(inst[v]) + bench::median(launch[v]);
+      std::printf("%6d %5d %12.3f %12.3f %12.3f %12.3f %12.3f %14.3f %14.3f %14.3f %18.3f %18.3f\n", n, width,
+                  bench::median(add[0]), bench::median(add[1]), bench::median(inst[0]), bench::median(inst[1]),
+                  bench::median(inst[2]), bench::median(launch[0]), bench::median(launch[1]), bench::median(launch[2]),
+                  total[1] / total[0], total[2] / total[0]);
     }
   }
 
@@ -207,8 +211,7 @@ int main(int argc, char** argv) {
       flowdsl::NativeExecutable execs[4];
       for (int k = 0; k < 4; ++k) {
         graphs[k] = chains[k].build(adders[k], calls);
-        execs[k] = k < 3 ? bench::instantiate_uploaded(graphs[k], stream)
-                         : bench::instantiate_then_upload(graphs[k], cudaGraphInstantiateFlagDeviceLaunch, stream);
+        execs[k] = bench::instantiate_uploaded(graphs[k], stream, k < 3 ? 0 : cudaGraphInstantiateFlagDeviceLaunch);
       }
       flowdsl::Graph graph;
       declare_chain(graph, n, width, slots);
@@ -264,7 +267,7 @@ int main(int argc, char** argv) {
     flowdsl::NativeExecutable execs[2];
     for (int k = 0; k < 2; ++k) {
       graphs[k] = chains[k].build(Adder::runtime, calls);
-      execs[k] = bench::instantiate_then_upload(graphs[k], k == 0 ? 0 : cudaGraphInstantiateFlagDeviceLaunch, stream);
+      execs[k] = bench::instantiate_uploaded(graphs[k], stream, k == 0 ? 0 : cudaGraphInstantiateFlagDeviceLaunch);
     }
     flowdsl::Graph graph;
     std::vector<flowdsl::KernelNode<float*, float>> kernels = declare_chain(graph, n, 1, slots);
