@@ -165,6 +165,13 @@ LaunchShape shape_of(const void* const* args) {
   return with_arguments<D, T...>(args, [](const auto&... v) { return D::template shape<T...>(v...); });
 }
 
+/// The element function of an element-wise descriptor D (KernelInfo::element), for the fusion
+/// pass; specialised next to the descriptors that have one, empty for the others.
+template <class D>
+struct ElementFunction {
+  static constexpr const char* value = "";
+};
+
 template <class D, class... T>
 void register_instance(KernelRegistry& registry, Types<T...>) {
   std::string name = std::string(D::name) + D::variant;
@@ -179,7 +186,7 @@ void register_instance(KernelRegistry& registry, Types<T...>) {
                  /*waits_for_producers=*/true, D::template derived<T...>(), launch);
   } else {
     registry.add(std::move(name), D::template kernel<T...>(), std::move(params), std::move(summary),
-                 /*waits_for_producers=*/true, launch);
+                 /*waits_for_producers=*/true, launch, ElementFunction<D>::value);
   }
 }
 template <class D, class... I>

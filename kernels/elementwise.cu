@@ -58,7 +58,26 @@ struct Casts : Transform {
     random_normal_kernel<T...>, "n", "seed", "mean", "stddev", "out: n")                                                      \
   X(Cast, Casts, "cast", "y[i] = x[i] in the second type, rounding to nearest even", cast_kernel<T...>, "n", "x: n", "y: n")
 FLOWDSL_ELEMENTWISE_KERNELS(FLOWDSL_KERNEL)
+
 }  // namespace
+
+// Element functions (KernelInfo::element): the operations of the ops above, float in and out,
+// written as nvcc compiles them: iota's `start + step * i` is contracted into one fma.
+#define FLOWDSL_ELEMENT(Desc, text)                   \
+  template <>                                        \
+  struct ElementFunction<Desc> {                     \
+    static constexpr const char* value = text;       \
+  };
+FLOWDSL_ELEMENT(Fill, "value")
+FLOWDSL_ELEMENT(Iota, "fmaf(step, (float)i, start)")
+FLOWDSL_ELEMENT(Scale, "a * x")
+FLOWDSL_ELEMENT(Axpy, "fmaf(a, x, y)")
+FLOWDSL_ELEMENT(Add, "a + b")
+FLOWDSL_ELEMENT(Multiply, "a * b")
+FLOWDSL_ELEMENT(Clamp, "fminf(fmaxf(x, lo), hi)")
+FLOWDSL_ELEMENT(Cast, "x")
+FLOWDSL_ELEMENT(BiasActivation, "activate(activation, x + bias[i % cols])")
+#undef FLOWDSL_ELEMENT
 
 void register_elementwise(KernelRegistry& registry) { FLOWDSL_REGISTER_LIST(registry, FLOWDSL_ELEMENTWISE_KERNELS); }
 }  // namespace detail

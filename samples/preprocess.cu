@@ -2,9 +2,11 @@
 // variable-size image (flattened pixels in [0, 255]) to the batch width with a validity mask,
 // normalise ((x / 255 - mean) / std, as a scale and a per-column bias in one fused kernel),
 // cast to bfloat16. Each batch binds new input buffers (a parameter-only update). Graph
-// replay against the same kernels launched one by one; two batches checked against the host.
+// replay against the same kernels launched one by one, and against the graph fused
+// (Graph::fuse); batches of each checked against the host.
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <random>
 
 #include "common.cuh"
@@ -56,26 +58,42 @@ int main() {
   const DeviceArray<__nv_bfloat16> out(n);
   const DeviceArray<std::uint8_t> mask(n);
 
-  // The pad value is the mean pixel, so that padding normalises to zero.
-  flowdsl::Graph g;
-  auto pad = fk::pad(g, "pad", batch, width, 255.0f * mean, static_cast<const float*>(d_pixels[0].get()),
-                     d_offsets[0].get(), padded.get(), mask.get());
-  auto scale =
-      fk::scale(g, "scale", static_cast<std::int64_t>(n), a, static_cast<const float*>(padded.get()), scaled.get())
-          .after(pad);
-  auto shift = fk::bias_activation(g, "normalise", batch, width, fk::Activation::none,
-                                   static_cast<const float*>(scaled.get()), static_cast<const float*>(d_bias.get()),
-                                   normalised.get())
-                   .after(scale);
-  fk::cast(g, "to_bf16", static_cast<std::int64_t>(n), static_cast<const float*>(normalised.get()), out.get())
-      .after(shift);
+  // The pad value is the mean pixel, so that padding normalises to zero. The same graph twice:
+  // as declared, and fused (scale, normalise and cast run as one generated kernel, the
+  // intermediates kept in registers).
+  fk::register_builtins(flowdsl::KernelRegistry::global());  // the fusion pass reads element functions
+  struct Pipeline {
+    flowdsl::Graph g;
+    std::optional<flowdsl::KernelNode<std::int32_t, std::int32_t, float, const float*, const std::int32_t*, float*, std::uint8_t*>> pad;
+  };
+  auto declare = [&](Pipeline& p, bool fuse) {
+    flowdsl::Graph& g = p.g;
+    g.fuse(fuse);
+    p.pad.emplace(fk::pad(g, "pad", batch, width, 255.0f * mean, static_cast<const float*>(d_pixels[0].get()),
+                          d_offsets[0].get(), padded.get(), mask.get()));
+    auto scale =
+        fk::scale(g, "scale", static_cast<std::int64_t>(n), a, static_cast<const float*>(padded.get()), scaled.get())
+            .after(*p.pad);
+    auto shift = fk::bias_activation(g, "normalise", batch, width, fk::Activation::none,
+                                     static_cast<const float*>(scaled.get()), static_cast<const float*>(d_bias.get()),
+                                     normalised.get())
+                     .after(scale);
+    fk::cast(g, "to_bf16", static_cast<std::int64_t>(n), static_cast<const float*>(normalised.get()), out.get())
+        .after(shift);
+  };
+  Pipeline plain, fused;
+  declare(plain, false);
+  declare(fused, true);
+  flowdsl::Graph& g = plain.g;
 
   bool ok = true;
   try {
     auto stream = flowdsl::make_stream();
     flowdsl::Runtime runtime;
     auto bind = [&](int i) {
-      pad.arg<3>(static_cast<const float*>(d_pixels[i % input_sets].get())).arg<4>(d_offsets[i % input_sets].get());
+      for (Pipeline* p : {&plain, &fused}) {
+        p->pad->arg<3>(static_cast<const float*>(d_pixels[i % input_sets].get())).arg<4>(d_offsets[i % input_sets].get());
+      }
     };
     auto check = [&](int i) {
       const Images& im = images[i % input_sets];
@@ -114,6 +132,12 @@ int main() {
     ok = check(batches) && ok;
     const float stream_ms = timed([&] { flowdsl::launch_eagerly(g, stream.get()); });
     ok = check(batches) && ok;
+    bind(0);
+    runtime.launch(fused.g, stream.get());
+    SAMPLE_CHECK(cudaStreamSynchronize(stream.get()));
+    ok = check(0) && ok;
+    const float fused_ms = timed([&] { runtime.launch(fused.g, stream.get()); });
+    ok = check(batches) && ok;
     const double bytes = double(batches) * n * (4 + 1 + 4 + 4 + 4 + 4 + 4 + 2);  // pad in+out+mask, scale, bias, cast
     std::printf("preprocess: %d batches of %d images, width %d\n", batches, batch, width);
     std::printf("%-30s %10s %16s %14s\n", "", "GPU ms", "images/s", "GB/s");
@@ -121,7 +145,10 @@ int main() {
                 bytes / (graph_ms * 1e6));
     std::printf("%-30s %10.2f %16.0f %14.0f\n", "kernels one by one (stream)", stream_ms,
                 batches * double(batch) / (stream_ms * 1e-3), bytes / (stream_ms * 1e6));
+    std::printf("%-30s %10.2f %16.0f %14s\n", "graph replay, fused", fused_ms, batches * double(batch) / (fused_ms * 1e-3),
+                "-");
     std::printf("ratio stream / graph: %.2f\n", stream_ms / graph_ms);
+    std::printf("ratio graph / fused graph: %.2f\n", graph_ms / fused_ms);
   } catch (const flowdsl::Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

@@ -61,6 +61,9 @@ struct Description {
   /// (KernelInfo::waits_for_producers: the built-in kernels) is made programmatic
   /// (Graph::programmatic_edges). Changes the plan and the topology.
   bool programmatic_edges = false;
+  /// Whether lowering merges runs of element-wise kernels into one generated kernel each
+  /// (Graph::fuse, flowdsl/fusion.hpp). Changes the plan and the topology.
+  bool fuse = false;
 };
 
 /// \brief The path of node `id` from the top level: "outer/loop/step".

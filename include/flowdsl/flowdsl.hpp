@@ -6,6 +6,7 @@
 #include "flowdsl/cuda_handles.hpp"
 #include "flowdsl/description.hpp"
 #include "flowdsl/extent.hpp"
+#include "flowdsl/fusion.hpp"
 #include "flowdsl/dot.hpp"
 #include "flowdsl/eager.hpp"
 #include "flowdsl/error.hpp"

@@ -185,6 +185,12 @@ class Graph : public Builder<Graph>, public detail::Factories<Graph, Operation> 
   /// kernels: KernelInfo::waits_for_producers) programmatic, as if declared with
   /// `after(k, flowdsl::programmatic)` (off by default). Bodies included. Changes the topology.
   Graph& programmatic_edges(bool on);
+  /// \brief Runs each run of element-wise kernels (the built-in fill, iota, scale, axpy, add,
+  /// multiply, clamp and cast, and registered kernels with an element function) as one kernel
+  /// generated for the run and compiled with NVRTC when the graph is first instantiated (off by
+  /// default; flowdsl/fusion.hpp). A member's output that only later members of its run read is
+  /// kept in registers, not stored. Bodies included. Changes the topology.
+  Graph& fuse(bool on);
   /// \brief Makes room for `nodes` more nodes and `edges` more edges, so that declaring a graph
   /// whose size is known up front moves no node. Changes nothing else.
   Graph& reserve(std::size_t nodes, std::size_t edges = 0) {

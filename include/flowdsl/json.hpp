@@ -128,6 +128,8 @@ struct GraphSpec {
   bool infer_edges = false;   ///< binding adds the edges the accesses imply (flowdsl::infer_edges)
   /// Edges between built-in kernels are programmatic (Graph::programmatic_edges).
   bool programmatic_edges = false;
+  /// Runs of element-wise kernels run as one generated kernel each (Graph::fuse).
+  bool fuse = false;
   /// Items (requests, samples, images) one launch processes, for throughput in items/s
   /// (`flowdsl bench`); 0: not declared. Not part of the graph.
   std::uint64_t items_per_launch = 0;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <vector>
 
 #include "flowdsl/description.hpp"
@@ -105,6 +106,8 @@ class IndexList {
   };
 };
 
+struct FusionPlan;
+
 /// \brief One node of the plan, with the steps it depends on and the bodies it holds.
 struct PlanStep {
   NodeId node;                       ///< index into Description::nodes
@@ -137,6 +140,14 @@ struct Plan {
   /// valid; changes after it are checked before they reach an executable. 0 for a plan made by
   /// lower() alone.
   std::uint64_t checked_version = 0;
+  /// The groups of nodes run as one generated kernel each (Description::fuse, flowdsl/fusion.hpp);
+  /// null when the description does not fuse or no group was found. Their structure is in the
+  /// topology hash.
+  std::shared_ptr<const FusionPlan> fusion;
+  /// Graph::plan(): the parameter_version() up to which changes were found to keep every group as
+  /// it is (a change of a member's pointers or count may split or rewire its group). Written by
+  /// the Graph that owns the plan only, under the same rules as the Graph itself.
+  mutable std::uint64_t fusion_checked_version = 0;
 };
 
 /// \brief Checks a description and returns every problem found (empty when valid).

@@ -209,6 +209,16 @@ struct KernelInfo {
   /// How the kernel picks its launch shape: set for the built-in kernels (the rule their C++
   /// launchers apply), unset for kernels registered without one.
   LaunchRule launch = {};
+  /// For an element-wise kernel, what Graph::fuse may merge with its neighbours: element `i` of
+  /// its one non-const pointer parameter (the output) as a CUDA C expression over `float`s,
+  /// naming scalar parameters and the elements of pointer parameters by parameter name and the
+  /// index as `i` (`"a * x"`, `"fmaf(a, x, y)"`), evaluated as the kernel does: the same float
+  /// operations, with its contractions written out as fmaf (fused kernels are compiled without
+  /// contraction). The output's extent, an expression of integer parameters, is the element
+  /// count; a pointer with the same extent is read at `i`, one the function indexes (`bias[i %
+  /// cols]`, const) at that index. `activate(act, x)` applies the built-in activations
+  /// (flowdsl::kernels::Activation). Empty: the kernel is never fused.
+  std::string element;
 
   /// \brief Whether this entry is a library call rather than a kernel.
   bool is_call() const noexcept { return call != nullptr; }
@@ -239,13 +249,14 @@ class KernelRegistry {
   ///         number of parameters.
   template <class... Params>
   const KernelInfo& add(std::string name, void (*function)(Params...), std::vector<std::string> param_names,
-                        std::string summary = {}, bool waits_for_producers = false, LaunchRule launch = {}) {
+                        std::string summary = {}, bool waits_for_producers = false, LaunchRule launch = {},
+                        std::string element = {}) {
     if (param_names.size() != sizeof...(Params)) {
       throw UsageError("flowdsl: kernel '" + name + "' takes " + std::to_string(sizeof...(Params)) +
                        " parameters but " + std::to_string(param_names.size()) + " names were given");
     }
     KernelInfo info{std::move(name), reinterpret_cast<const void*>(function), {}, std::move(summary), {},
-                    waits_for_producers, {}, nullptr, launch};
+                    waits_for_producers, {}, nullptr, launch, std::move(element)};
     const ParamType types[] = {param_type_of<Params>()..., ParamType{}};
     for (std::size_t i = 0; i < sizeof...(Params); ++i) info.params.push_back(split_param(param_names[i], types[i]));
     return add(std::move(info));
@@ -271,7 +282,7 @@ class KernelRegistry {
                        std::to_string(sizeof(Last)) + " bytes, the size of its last parameter");
     }
     KernelInfo info{std::move(name), reinterpret_cast<const void*>(function), {}, std::move(summary), {},
-                    waits_for_producers, derived, nullptr, launch};
+                    waits_for_producers, derived, nullptr, launch, {}};
     add_params<std::tuple<Params...>>(info, param_names, std::make_index_sequence<sizeof...(Params) - 1>{});
     return add(std::move(info));
   }
@@ -290,7 +301,7 @@ class KernelRegistry {
                        " parameters after its stream but " + std::to_string(param_names.size()) + " names were given");
     }
     KernelInfo info{std::move(name), reinterpret_cast<const void*>(function), {}, std::move(summary), {}, false, {},
-                    &detail::invoke<R, Params...>, {}};
+                    &detail::invoke<R, Params...>, {}, {}};
     const ParamType types[] = {param_type_of<Params>()..., ParamType{}};
     for (std::size_t i = 0; i < sizeof...(Params); ++i) info.params.push_back(split_param(param_names[i], types[i]));
     return add(std::move(info));

@@ -752,6 +752,14 @@ NB_MODULE(_flowdsl, m) {
            nb::rv_policy::reference)
       .def("programmatic_edges", [](PyGraph& self, bool on) { self.graph.programmatic_edges(on); return &self; }, "on"_a,
            nb::rv_policy::reference, "Makes every edge between built-in kernels programmatic.")
+      .def("fuse", [](PyGraph& self, bool on) { self.graph.fuse(on); return &self; }, "on"_a, nb::rv_policy::reference,
+           "Runs each run of element-wise kernels (fill, iota, scale, axpy, add, multiply, clamp, cast) as one\n"
+           "kernel generated for it and compiled with NVRTC at the first launch (docs/architecture.md, Fusion).")
+      .def("fusion", [](const PyGraph& self) {
+             return describe_fusion(self.graph.description(), plan_fusion(self.graph.description(), self.graph.plan()));
+           },
+           "The groups the fusion pass finds and why kernels were left out, one line each (what\n"
+           "`flowdsl validate --fuse` prints), whether or not the graph fuses.")
       .def("validate", [](const PyGraph& self) { (void)self.graph.plan(); },
            "Validates the graph (and plans it); raises ValidationError listing every problem.")
       .def_prop_ro("topology_hash", [](const PyGraph& self) { return self.graph.topology_hash(); })
@@ -825,6 +833,19 @@ NB_MODULE(_flowdsl, m) {
         check_graph(spec, registry());
       },
       "path"_a, "Validates a graph file without a GPU or buffers (what `flowdsl validate` does).");
+  m.def(
+      "fused_kernel_statistics",
+      []() {
+        const FusedKernelStatistics s = fused_kernel_statistics();
+        std::map<std::string, double> out{{"compilations", static_cast<double>(s.compilations)},
+                                          {"memory_hits", static_cast<double>(s.memory_hits)},
+                                          {"disk_hits", static_cast<double>(s.disk_hits)},
+                                          {"compile_seconds", s.compile_seconds},
+                                          {"last_compile_seconds", s.last_compile_seconds}};
+        return out;
+      },
+      "Fused kernels compiled and found since the process started: compilations, memory_hits, disk_hits,\n"
+      "compile_seconds, last_compile_seconds.");
   m.def(
       "kernels",
       []() {

@@ -243,3 +243,20 @@ def test_the_docs_cpu_examples_run(capsys):
         exec(compile(code, "docs/python.md", "exec"), {})
     out = capsys.readouterr().out
     assert "digraph" in out and "tensor holds 100" in out and "cycle" in out
+
+
+def test_fusion_lists_the_groups_and_the_kernels_left_out(arrays):
+    x, y, z = arrays
+    g = flowdsl.Graph()
+    g.fuse(True)
+    a = g.kernel("scale", "scale.f32", n=N, a=2.0, x=x, y=y)
+    b = g.kernel("clamp", "clamp.f32", n=N, lo=0.0, hi=1.0, x=y, y=z).after(a)
+    g.kernel("noise", "random_normal.f32", n=N, seed=1, mean=0.0, stddev=1.0, out=x).after(b)
+    text = g.fusion()
+    assert "group 1: 'scale' > 'clamp'" in text
+    assert "'noise': kernel 'random_normal.f32' has no element function" in text
+    unfused = flowdsl.Graph()
+    unfused.kernel("scale", "scale.f32", n=N, a=2.0, x=x, y=y)
+    assert unfused.topology_hash != g.topology_hash
+    stats = flowdsl.fused_kernel_statistics()
+    assert set(stats) >= {"compilations", "memory_hits", "disk_hits", "compile_seconds"}

@@ -97,6 +97,12 @@ void GraphState::add_buffer(NamedBuffer&& buffer) {
   plan_.reset();
 }
 
+void GraphState::set_fuse(bool on) {
+  if (description_->fuse == on) return;
+  edit().fuse = on;
+  if (plan_) plan_.reset();
+}
+
 void GraphState::set_programmatic_edges(bool on) {
   if (description_->programmatic_edges == on) return;
   edit().programmatic_edges = on;
@@ -358,6 +364,11 @@ Graph& Graph::buffer(std::string name, const void* ptr, std::size_t bytes) {
 
 Graph& Graph::check_hazards(bool on) {
   state_->set_check_hazards(on);
+  return *this;
+}
+
+Graph& Graph::fuse(bool on) {
+  state_->set_fuse(on);
   return *this;
 }
 

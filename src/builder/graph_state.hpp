@@ -40,6 +40,7 @@ class GraphState {
   void add_buffer(NamedBuffer&& buffer);
   void set_check_hazards(bool on);
   void set_programmatic_edges(bool on);
+  void set_fuse(bool on);
   /// The symbol standing for node `id`'s native value (symbol::make), made on first request.
   /// \throws UsageError past symbol::max_symbols
   std::uint64_t symbol(NodeId id);

@@ -189,7 +189,7 @@ void print_summary(const char* what, const Summary& s) {
 }  // namespace
 
 void bench(const std::string& file, const HostFunctions& hosts, const BenchOptions& options) {
-  const LoadedFile loaded(file, hosts);
+  const LoadedFile loaded(file, hosts, options.fuse);
   const GraphSpec& spec = loaded.spec();
   const int device = loaded.device();
   const json device_info = device_json(device);

@@ -13,6 +13,7 @@ struct BenchOptions {
   int iterations = 1000;  ///< launches of the latency run, and of the back-to-back run
   int warmup = 10;        ///< launches before measuring (the first instantiates the executable)
   std::string json_out;   ///< where to write the report as JSON; empty: nowhere
+  bool fuse = false;      ///< fuse runs of element-wise kernels (Graph::fuse) whatever the file says
 };
 
 /// \brief Loads `file` onto the current device (LoadedFile), launches its graph `warmup` times,

@@ -48,7 +48,8 @@ void require_device() {
   }
 }
 
-LoadedFile::LoadedFile(const std::string& file, const HostFunctions& hosts) : spec_(checked_spec(file, hosts)) {
+LoadedFile::LoadedFile(const std::string& file, const HostFunctions& hosts, bool fuse) : spec_(checked_spec(file, hosts)) {
+  spec_.fuse = spec_.fuse || fuse;
   // The file's problems first, the missing kernel files among them: invalid input is reported
   // as such on any machine.
   const std::string base = folder_of(file);

@@ -50,7 +50,8 @@ class LoadedFile {
   /// initialises its buffers, makes one event (cudaEventDisableTiming) per event name its
   /// nodes use, and binds the graph.
   /// \throws EnvironmentError, InputError, JsonError, CudaError
-  LoadedFile(const std::string& file, const HostFunctions& hosts);
+  /// `fuse`: fuse runs of element-wise kernels (Graph::fuse) whatever the file says.
+  LoadedFile(const std::string& file, const HostFunctions& hosts, bool fuse = false);
   LoadedFile(const LoadedFile&) = delete;  // the graph points into it
   LoadedFile& operator=(const LoadedFile&) = delete;
 

@@ -73,8 +73,9 @@ void unchecked_kernels(const flowdsl::GraphSpec& spec, const std::vector<flowdsl
   }
 }
 
-int validate(const std::string& file) {
-  const flowdsl::GraphSpec spec = checked_spec(file);
+int validate(const std::string& file, bool fuse) {
+  flowdsl::GraphSpec spec = checked_spec(file);
+  spec.fuse = spec.fuse || fuse;
   std::printf("%s: valid graph %s (%zu nodes, %zu buffers)\n", file.c_str(), flowdsl::quoted_name(spec.name).c_str(),
               spec.nodes.size(), spec.buffers.size());
   if (spec.infer_edges) {
@@ -85,6 +86,11 @@ int validate(const std::string& file) {
     const flowdsl::EdgeInference made = flowdsl::infer_edges(graph);
     std::printf("  edges inferred from the accesses: %zu added, %zu declared ones removed as redundant%s\n", made.added,
                 made.removed, made.reduced ? "" : " (reduction skipped)");
+  }
+  if (spec.fuse) {
+    const flowdsl::Graph graph = flowdsl::inspect_graph(spec, flowdsl::KernelRegistry::global(), host_functions(), file);
+    const std::string text = flowdsl::describe_fusion(graph.description(), flowdsl::plan_fusion(graph.description(), graph.plan()));
+    std::printf("%s", text.c_str());
   }
   std::set<std::string> unchecked;
   unchecked_kernels(spec, spec.nodes, unchecked);
@@ -117,12 +123,13 @@ struct RunOptions {
   std::string out_dir;
   bool debug = false;    // run node by node, checking each node
   bool explain = false;  // say what the first launch and the next one would do
+  bool fuse = false;     // fuse runs of element-wise kernels whatever the file says
 };
 
 int run(const std::string& file, const RunOptions& run_options) {
   const int iterations = run_options.iterations;
   const std::string& out_dir = run_options.out_dir;
-  const flowdsl::cli::LoadedFile loaded(file, host_functions());
+  const flowdsl::cli::LoadedFile loaded(file, host_functions(), run_options.fuse);
   const flowdsl::GraphSpec& spec = loaded.spec();
   const flowdsl::Graph& graph = loaded.graph();
   const int device = loaded.device();
@@ -161,6 +168,18 @@ int run(const std::string& file, const RunOptions& run_options) {
       static_cast<unsigned long long>(s.misses), static_cast<unsigned long long>(s.node_updates),
       static_cast<unsigned long long>(s.reinstantiations), static_cast<unsigned long long>(s.evictions),
       static_cast<unsigned long long>(s.debug_launches), static_cast<unsigned long long>(s.private_executables));
+  if (graph.description().fuse) {
+    const flowdsl::Plan& plan = graph.plan();
+    std::size_t groups = 0, fused = 0;
+    if (plan.fusion) {
+      groups = plan.fusion->groups.size();
+      for (const flowdsl::FusedGroup& group : plan.fusion->groups) fused += group.members.size();
+    }
+    const flowdsl::FusedKernelStatistics f = flowdsl::fused_kernel_statistics();
+    std::printf("fusion: %zu groups of %zu kernels; fused kernels compiled %llu (%.1f ms), found loaded %llu, read from disk %llu\n",
+                groups, fused, static_cast<unsigned long long>(f.compilations), f.compile_seconds * 1e3,
+                static_cast<unsigned long long>(f.memory_hits), static_cast<unsigned long long>(f.disk_hits));
+  }
   if (graph.plan().graph_memory) {
     const flowdsl::GraphMemory m = flowdsl::graph_memory(device);
     std::printf("graph memory on device %d: %.1f MiB in use (at most %.1f MiB), %.1f MiB reserved (at most %.1f MiB)\n",
@@ -200,6 +219,7 @@ struct ProfileOptions {
   int iterations = 20;
   std::string trace;  // Chrome trace-event JSON, if asked for
   std::string dot;    // the heat map, if asked for
+  bool fuse = false;  // fuse runs of element-wise kernels whatever the file says
 };
 
 void write_text(const std::string& path, const std::string& text, const char* what) {
@@ -253,7 +273,7 @@ void print_against_events(const flowdsl::Profile& profile, const std::vector<dou
 // Launches the graph N times under the profiler; prints the table, writes the trace and the
 // heat map when asked.
 int profile(const std::string& file, const ProfileOptions& options) {
-  const flowdsl::cli::LoadedFile loaded(file, host_functions());
+  const flowdsl::cli::LoadedFile loaded(file, host_functions(), options.fuse);
   flowdsl::RuntimeOptions runtime_options;
   runtime_options.registry = &loaded.registry();
   flowdsl::Runtime runtime(runtime_options);
@@ -363,6 +383,9 @@ int main(int argc, char** argv) {
   flowdsl::DotOptions dot_options;
   CLI::App* validate_cmd = app.add_subcommand("validate", "Check a graph file completely; no GPU needed");
   validate_cmd->add_option("FILE", file, "graph file (.json)")->required();
+  bool validate_fuse = false;
+  validate_cmd->add_flag("--fuse", validate_fuse,
+                         "fuse runs of element-wise kernels (as \"fuse\": true) and print the groups and why kernels were left out");
   CLI::App* dot_cmd = app.add_subcommand("dot", "Write a graph file as Graphviz DOT; no GPU needed");
   dot_cmd->add_option("FILE", file, "graph file (.json)")->required();
   dot_cmd->add_option("-o,--output", out, "output file (default: standard output)");
@@ -377,6 +400,7 @@ int main(int argc, char** argv) {
                       "folder to write the output buffers to, as <buffer>.npy (created if missing)");
   run_cmd->add_flag("--debug", run_options.debug,
                     "run node by node, checking each node for CUDA errors and NaN outputs (also FLOWDSL_DEBUG=1)");
+  run_cmd->add_flag("--fuse", run_options.fuse, "fuse runs of element-wise kernels into one generated kernel each");
   run_cmd->add_flag("--explain", run_options.explain,
                     "say whether the first launch, and the one after the last, hits, updates or misses the cache");
   CLI::App* bench_cmd = app.add_subcommand(
@@ -389,6 +413,7 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--warmup", bench_options.warmup,
                         "launches before measuring; the first instantiates the executable (default 10)")
       ->check(CLI::Range(1, 1000000));
+  bench_cmd->add_flag("--fuse", bench_options.fuse, "fuse runs of element-wise kernels into one generated kernel each");
   bench_cmd->add_option("--json", bench_options.json_out,
                         "write every figure, with the GPU and the driver and runtime versions, to this JSON file");
   CLI::App* profile_cmd =
@@ -397,6 +422,7 @@ int main(int argc, char** argv) {
   profile_cmd->add_option("FILE", file, "graph file (.json)")->required();
   profile_cmd->add_option("-n,--iterations", profile_options.iterations, "number of launches (default 20)")
       ->check(CLI::Range(1, 100000));
+  profile_cmd->add_flag("--fuse", profile_options.fuse, "fuse runs of element-wise kernels into one generated kernel each");
   profile_cmd->add_option("--trace", profile_options.trace,
                           "write a Chrome trace-event JSON file (Perfetto, chrome://tracing)");
   profile_cmd->add_option("--dot", profile_options.dot,
@@ -415,7 +441,7 @@ int main(int argc, char** argv) {
 
   try {
     flowdsl::kernels::register_builtins(flowdsl::KernelRegistry::global());
-    if (validate_cmd->parsed()) return validate(file);
+    if (validate_cmd->parsed()) return validate(file, validate_fuse);
     if (dot_cmd->parsed()) return dot(file, out, dot_options);
     if (run_cmd->parsed()) return run(file, run_options);
     if (bench_cmd->parsed()) {

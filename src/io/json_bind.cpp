@@ -35,6 +35,7 @@ class Binder final : public io::NodeBinder {
     for (const auto& [name, nodes] : spec_.bodies) index_allocs(nodes, "/bodies" + token(name), true);
     graph_.check_hazards(spec_.check_hazards);
     graph_.programmatic_edges(spec_.programmatic_edges);
+    graph_.fuse(spec_.fuse);
     reserve();
     Body top(&graph_.state(), no_node, 0);
     add_nodes(spec_.nodes, top, "/nodes");
@@ -431,7 +432,7 @@ Graph inspect_graph(const GraphSpec& spec, const KernelRegistry& registry, const
       continue;
     }
     try {
-      scratch.add(KernelInfo{f.name, &placeholder_kernel, f.params, {}, {}, false, {}});
+      scratch.add(KernelInfo{f.name, &placeholder_kernel, f.params, {}, {}, false, {}, nullptr, {}, {}});
     } catch (const UsageError& e) {
       problems.push_back({"/kernel_files/" + std::to_string(i), e.what()});
     }

@@ -25,6 +25,7 @@ class Describer final : public io::NodeDescriber {
     const Description& d = graph_.description();
     spec_.check_hazards = d.check_hazards;
     spec_.programmatic_edges = d.programmatic_edges;
+    spec_.fuse = d.fuse;
     // Each node's spec goes into the list of its body, found through its parent's spec.
     index_.resize(d.nodes.size(), 0);
     for (NodeId id = 0; id < d.nodes.size(); ++id) add_node(id);

@@ -383,6 +383,7 @@ void to_json(json& j, const GraphSpec& v) {
   if (!v.check_hazards) j["check_hazards"] = false;
   if (v.infer_edges) j["infer_edges"] = true;
   if (v.programmatic_edges) j["programmatic_edges"] = true;
+  if (v.fuse) j["fuse"] = true;
   if (v.items_per_launch != 0) j["items_per_launch"] = v.items_per_launch;
   j["nodes"] = v.nodes;
   if (!v.bodies.empty()) j["bodies"] = v.bodies;
@@ -404,7 +405,7 @@ void json_detail::read_graph(const json& j, GraphSpec& v) {
                          std::to_string(json_format_version) + ")");
   }
   expect_object(j, {"version", "name", "kernel_files", "buffers", "nodes", "bodies", "check_hazards", "infer_edges",
-                    "programmatic_edges", "items_per_launch"});
+                    "programmatic_edges", "fuse", "items_per_launch"});
   v.version = json_format_version;
   v.name = get_string(j, "name");
   v.kernel_files = read_array<KernelFileSpec>(j, "kernel_files");
@@ -424,6 +425,7 @@ void json_detail::read_graph(const json& j, GraphSpec& v) {
   v.check_hazards = optional_member(j, "check_hazards") == nullptr || get_bool(j, "check_hazards");
   v.infer_edges = optional_member(j, "infer_edges") != nullptr && get_bool(j, "infer_edges");
   v.programmatic_edges = optional_member(j, "programmatic_edges") != nullptr && get_bool(j, "programmatic_edges");
+  v.fuse = optional_member(j, "fuse") != nullptr && get_bool(j, "fuse");
   v.items_per_launch = 0;
   if (optional_member(j, "items_per_launch") != nullptr) {
     v.items_per_launch = get_unsigned(j, "items_per_launch", std::numeric_limits<std::int64_t>::max());

@@ -2,8 +2,10 @@
 #include "emit.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 #include "driver_calls.hpp"
+#include "fusion.hpp"
 
 namespace flowdsl::lowering {
 namespace {
@@ -25,7 +27,15 @@ class Emitter {
     std::vector<cudaGraphNode_t> natives;  // by step index within this body
     natives.reserve(steps.size());
     std::vector<cudaGraphNode_t> deps;
-    for (const PlanStep& step : steps) {
+    const FusionPlan* fusion = plan_.fusion.get();
+    for (std::size_t index_in_body = 0; index_in_body < steps.size(); ++index_in_body) {
+      const PlanStep& step = steps[index_in_body];
+      if (const FusedGroup* group = fusion != nullptr ? fusion->group(step.node) : nullptr) {
+        // A group's steps are consecutive: its kernel is added at its last member, standing for
+        // all of them.
+        natives.push_back(step.node == group->members.back() ? add_fused(steps, index_in_body, *group, graph, natives) : nullptr);
+        continue;
+      }
       deps.clear();
       for (std::uint32_t dep : step.deps) {  // full edges; programmatic ones follow the node
         if (step.programmatic.empty() || !std::binary_search(step.programmatic.begin(), step.programmatic.end(), dep)) {
@@ -64,6 +74,53 @@ class Emitter {
 
  private:
   std::string native_path(const PlanStep& step) const { return node_path(d_, step.node); }
+
+  // The kernel of `group`, whose last member is steps[last], after the dependencies of its
+  // members outside it (programmatic where every member depending on a node does so
+  // programmatically); natives of the group's earlier steps become it too.
+  cudaGraphNode_t add_fused(const std::vector<PlanStep>& steps, std::size_t last, const FusedGroup& group,
+                            cudaGraph_t graph, std::vector<cudaGraphNode_t>& natives) {
+    const std::size_t first = last + 1 - group.members.size();
+    std::vector<std::uint32_t> full, programmatic;
+    for (std::size_t i = first; i <= last; ++i) {
+      for (std::uint32_t dep : steps[i].deps) {
+        if (dep >= first) continue;  // within the group
+        const bool is_programmatic = std::binary_search(steps[i].programmatic.begin(), steps[i].programmatic.end(), dep);
+        (is_programmatic ? programmatic : full).push_back(dep);
+      }
+    }
+    std::sort(full.begin(), full.end());
+    full.erase(std::unique(full.begin(), full.end()), full.end());
+    std::sort(programmatic.begin(), programmatic.end());
+    programmatic.erase(std::unique(programmatic.begin(), programmatic.end()), programmatic.end());
+    std::vector<std::uint32_t> only_programmatic;
+    std::set_difference(programmatic.begin(), programmatic.end(), full.begin(), full.end(),
+                        std::back_inserter(only_programmatic));
+    std::vector<cudaGraphNode_t> deps;
+    for (std::uint32_t dep : full) deps.push_back(natives[dep]);
+
+    const std::string path = node_path(d_, group.members.front()) + " (fused with " +
+                             std::to_string(group.members.size() - 1) + " more)";
+    const void* kernel = fused_kernel(group.source, device_.limits.device, path);
+    const KernelOp op = fused_op(d_, group, kernel);
+    std::uint64_t value = reinterpret_cast<std::uintptr_t>(kernel);
+    NativeNode native{graph, deps, path, nullptr, nullptr, symbols_, value, &device_, context_};
+    const cudaGraphNode_t node = lowering_of(op).add_native(op, native);
+    for (std::size_t i = first; i <= last; ++i) {
+      const std::uint32_t position = plan_.position[steps[i].node];
+      out_.nodes[position] = node;
+      out_.functions[position] = native.function;
+      out_.values[position] = value;  // updates of any member find the kernel here
+      if (i < last) natives[i] = node;
+    }
+    for (std::uint32_t dep : only_programmatic) {
+      cudaGraphEdgeData edge{};
+      edge.type = cudaGraphDependencyTypeProgrammatic;
+      edge.from_port = cudaGraphKernelNodePortProgrammatic;
+      check(cudaGraphAddDependencies(graph, &natives[dep], &node, &edge, 1), "cudaGraphAddDependencies", path.c_str());
+    }
+    return node;
+  }
 
   const Description& d_;
   const Plan& plan_;
@@ -137,6 +194,11 @@ UpdateStatus update(const Description& d, const Plan& plan, NodeId id, cudaGraph
                     cudaFunction_t function, const std::vector<std::uint64_t>& values) {
   const Symbols symbols(d, plan, values);
   const NativeUpdate node{exec, native, symbols, function, &d, id};
+  if (const FusedGroup* group = plan.fusion ? plan.fusion->group(id) : nullptr) {
+    // A member: its group's kernel takes every member's arguments, the changed one among them.
+    const KernelOp op = fused_op(d, *group, reinterpret_cast<const void*>(values[plan.position[id]]));
+    return lowering_of(op).update_native(op, node);
+  }
   return std::visit([&](const auto& op) { return lowering_of(op).update_native(op, node); }, d.nodes[id].op);
 }
 

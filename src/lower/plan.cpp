@@ -5,6 +5,7 @@
 #include "edges.hpp"
 #include "flowdsl/plan.hpp"
 #include "lowering_facets.hpp"
+#include "fusion.hpp"
 #include "log_internal.hpp"
 #include "plan_storage.hpp"
 
@@ -160,6 +161,13 @@ Plan lower(const Description& d) {
   }
   plan.graph_memory = ordering.graph_memory;
   lowering::recycle(std::move(ordering));
+  if (d.fuse) {
+    FusionPlan fusion = plan_fusion(d, plan);
+    if (!fusion.groups.empty()) {
+      plan.topology_hash = lowering::hash_fusion(plan.topology_hash, d, plan, fusion);
+      plan.fusion = std::make_shared<const FusionPlan>(std::move(fusion));
+    }
+  }
   FLOWDSL_DEBUG("lower {} nodes, {} edges: topology {:016x}", d.nodes.size(), d.edges.size(), plan.topology_hash);
   return plan;
 }
@@ -170,14 +178,29 @@ std::uint64_t topology_hash(const Description& d, const Plan& plan) {
   for (const Node& n : d.nodes) {
     structure.push_back(std::visit([&](const auto& op) { return lowering::structure_hash(op, n.op.index()); }, n.op));
   }
-  return hash_plan(plan, structure);
+  const std::uint64_t h = hash_plan(plan, structure);
+  return plan.fusion ? lowering::hash_fusion(h, d, plan, *plan.fusion) : h;
 }
 
 const Plan& Graph::plan() const {
   std::shared_ptr<const Plan>& slot = detail::plan_slot(state());
+  if (slot && slot->fusion && slot->fusion_checked_version != parameter_version()) {
+    // A change of a member's pointers or count may rewire or split its group, one of another
+    // node's pointers reach an output kept in registers: then the plan is made again.
+    thread_local std::vector<NodeId> changed;
+    changed.clear();
+    changes_since(slot->fusion_checked_version, changed);
+    if (lowering::fusion_holds(description(), *slot->fusion, changed)) {
+      slot->fusion_checked_version = parameter_version();
+    } else {
+      FLOWDSL_DEBUG("fusion: a parameter change regroups the graph; lowering it again");
+      slot.reset();
+    }
+  }
   if (!slot) {
     Plan plan = lower(description());
     plan.checked_version = parameter_version();
+    plan.fusion_checked_version = parameter_version();
     slot = lowering::share_plan(std::move(plan));
   }
   return *slot;
