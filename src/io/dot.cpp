@@ -10,6 +10,8 @@
 #include <unordered_map>
 
 #include "dot_data_flow.hpp"
+#include "flowdsl/fusion.hpp"
+#include "flowdsl/plan.hpp"
 #include "dot_text.hpp"
 #include "io_facets.hpp"
 
@@ -71,6 +73,15 @@ class DotWriter {
       members_[{n.parent, n.body}].push_back(id);
       names_.emplace(std::make_tuple(n.parent, n.body, std::string_view(n.name)), id);
     }
+    if (d.fuse) {
+      // A graph that fuses draws each group as a cluster of its members; one that does not
+      // lower draws as declared.
+      try {
+        const Plan plan = lower(d);
+        if (plan.fusion) fusion_ = plan.fusion;
+      } catch (const Error&) {
+      }
+    }
   }
 
   std::string run() {
@@ -98,10 +109,27 @@ class DotWriter {
     const auto it = members_.find({parent, index});
     if (it == members_.end()) return;
     for (NodeId id : it->second) {
+      if (const FusedGroup* group = fusion_ ? fusion_->group(id) : nullptr) {
+        if (id == *std::min_element(group->members.begin(), group->members.end())) fused(*group, indent);
+        continue;
+      }
       node(id, indent);
       const std::uint32_t bodies = body_count(d_.nodes[id].op);
       for (std::uint32_t b = 0; b < bodies; ++b) cluster(id, b, indent);
     }
+  }
+
+  // A fused group: its members in a cluster labelled with the generated kernel they run as.
+  void fused(const FusedGroup& group, const std::string& indent) {
+    std::size_t kept = 0;
+    for (bool stored : group.stored) kept += stored ? 0 : 1;
+    const std::string title = "fused kernel: " + std::to_string(group.members.size()) + " nodes, " +
+                              std::to_string(kept) + " outputs not stored";
+    out_ += indent + "subgraph cluster_fused_n" + std::to_string(group.members.front()) + " {\n" + indent +
+            "  label=" + io::quoted(title) + ";\n" + indent + "  style=\"rounded,filled\";\n" + indent +
+            "  fillcolor=\"#fff3d6\";\n" + indent + "  color=darkorange;\n";
+    for (NodeId member : group.members) node(member, indent + "  ");
+    out_ += indent + "}\n";
   }
 
   // An allocation's lifetime: a dashed edge from the alloc to the node freeing it (one whose kind
@@ -202,6 +230,7 @@ class DotWriter {
   std::map<std::pair<NodeId, std::uint32_t>, std::vector<NodeId>> members_;  ///< per body, in declaration order
   std::map<std::tuple<NodeId, std::uint32_t, std::string_view>, NodeId> names_;  ///< first node of each name, per body
   std::string out_;
+  std::shared_ptr<const FusionPlan> fusion_;  // the groups of a graph that fuses
   std::string extras_;  ///< the allocations' lifetimes (lifetime), after the declared edges
   double largest_share_ = 0;  ///< heat map: the share drawn reddest
 };

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "flowdsl/fusion.hpp"
 #include "lower/structure.hpp"
 #include "value_text.hpp"
 
@@ -85,6 +86,19 @@ std::vector<ProfiledNode> profiled_nodes(const Description& d, const Plan& plan,
   };
   add_after(plan.steps);
   for (const std::vector<PlanStep>& body : plan.bodies) add_after(body);
+  // A fused group runs as one kernel, whose time lands on its last member: that row names them
+  // all, the others say where their work went.
+  if (plan.fusion) {
+    for (const FusedGroup& group : plan.fusion->groups) {
+      std::string members;
+      for (NodeId member : group.members) members += (members.empty() ? "" : " > ") + d.nodes[member].name;
+      const NodeId last = group.members.back();
+      for (NodeId member : group.members) {
+        nodes[plan.position[member]].kind =
+            member == last ? "fused: " + members : "fused into " + quoted_name(d.nodes[last].name);
+      }
+    }
+  }
   return nodes;
 }
 

@@ -279,3 +279,10 @@ TEST_CASE("An element function may index an operand that no member writes (a bia
     CHECK_THAT(flowdsl::describe_fusion(g.description(), fusion), contains("'b': its argument 'bias' overlaps memory indexed or written by 'a'"));
   }
 }
+
+TEST_CASE("DOT draws a fused group as a cluster of its members", "[fusion][dot]") {
+  const std::string fused = flowdsl::to_dot(chain(true));
+  CHECK_THAT(fused, contains("subgraph cluster_fused_n0 {"));
+  CHECK_THAT(fused, contains("fused kernel: 3 nodes, 2 outputs not stored"));
+  CHECK_THAT(flowdsl::to_dot(chain(false)), !contains("cluster_fused"));
+}
