@@ -54,6 +54,10 @@ struct FusedGroup {
   /// The byte ranges of outputs kept in registers (Access::ptr, bytes), for the check that a
   /// parameter change does not make another node read them.
   std::vector<Access> elided;
+  /// Which pointer arguments equal which (per member, per pointer parameter: the index of the
+  /// first earlier one with the same address, or -1): the generated kernel depends on the
+  /// pointers through this alone, so a change that keeps it keeps the kernel.
+  std::vector<std::int32_t> pattern;
 };
 
 /// \brief A node the pass looked at and left out of every group, and why.

@@ -1,5 +1,6 @@
 // Fused kernels compiled with NVRTC and kept: loaded libraries by source and architecture for the
-// process, and optionally their images in a directory for other processes.
+// process, and optionally their images in a directory for other processes. NVRTC is opened with
+// dlopen when the first kernel is compiled: programs that never fuse neither link nor load it.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +16,7 @@
 
 #include <cuda_runtime_api.h>
 #include <nvrtc.h>
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include "flowdsl/cuda_handles.hpp"
@@ -96,27 +98,97 @@ void write_image(const std::string& directory, const std::string& file, const st
   }
 }
 
+// NVRTC's functions, from the library FLOWDSL_NVRTC names, else the toolkit's this build used,
+// else the soname. The handle stays open for the process (kernels it compiled may still run).
+struct Nvrtc {
+  decltype(&nvrtcGetErrorString) error_string = nullptr;
+  decltype(&nvrtcCreateProgram) create = nullptr;
+  decltype(&nvrtcDestroyProgram) destroy = nullptr;
+  decltype(&nvrtcCompileProgram) compile = nullptr;
+  decltype(&nvrtcGetProgramLogSize) log_size = nullptr;
+  decltype(&nvrtcGetProgramLog) log = nullptr;
+  decltype(&nvrtcGetCUBINSize) cubin_size = nullptr;
+  decltype(&nvrtcGetCUBIN) cubin = nullptr;
+  decltype(&nvrtcGetPTXSize) ptx_size = nullptr;
+  decltype(&nvrtcGetPTX) ptx = nullptr;
+  decltype(&nvrtcGetNumSupportedArchs) arch_count = nullptr;
+  decltype(&nvrtcGetSupportedArchs) archs = nullptr;
+};
+
+template <class F>
+void resolve(void* handle, const char* name, F& out, std::string& missing) {
+  out = reinterpret_cast<F>(dlsym(handle, name));
+  if (out == nullptr) missing += std::string(" ") + name;
+}
+
+// Called with the store's mutex held.
+const Nvrtc& nvrtc(const std::string& path) {
+  static Nvrtc api;
+  static void* handle = nullptr;
+  if (handle != nullptr) return api;
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("FLOWDSL_NVRTC"); env != nullptr && *env != '\0') candidates.emplace_back(env);
+  candidates.emplace_back(FLOWDSL_NVRTC_LIBRARY);
+  candidates.emplace_back(std::filesystem::path(FLOWDSL_NVRTC_LIBRARY).filename().string());
+  std::string tried;
+  void* opened = nullptr;
+  for (const std::string& candidate : candidates) {
+    opened = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (opened != nullptr) break;
+    const char* why = dlerror();
+    tried += "\n  " + candidate + ": " + (why != nullptr ? why : "not found");
+  }
+  if (opened == nullptr) {
+    throw CudaError(cudaErrorSharedObjectInitFailed, "dlopen", path,
+                    "NVRTC, which compiles fused kernels, cannot be loaded (set FLOWDSL_NVRTC to its path, or leave "
+                    "the graph unfused); tried:" + tried);
+  }
+  Nvrtc loaded;
+  std::string missing;
+  resolve(opened, "nvrtcGetErrorString", loaded.error_string, missing);
+  resolve(opened, "nvrtcCreateProgram", loaded.create, missing);
+  resolve(opened, "nvrtcDestroyProgram", loaded.destroy, missing);
+  resolve(opened, "nvrtcCompileProgram", loaded.compile, missing);
+  resolve(opened, "nvrtcGetProgramLogSize", loaded.log_size, missing);
+  resolve(opened, "nvrtcGetProgramLog", loaded.log, missing);
+  resolve(opened, "nvrtcGetCUBINSize", loaded.cubin_size, missing);
+  resolve(opened, "nvrtcGetCUBIN", loaded.cubin, missing);
+  resolve(opened, "nvrtcGetPTXSize", loaded.ptx_size, missing);
+  resolve(opened, "nvrtcGetPTX", loaded.ptx, missing);
+  resolve(opened, "nvrtcGetNumSupportedArchs", loaded.arch_count, missing);
+  resolve(opened, "nvrtcGetSupportedArchs", loaded.archs, missing);
+  if (!missing.empty()) {
+    dlclose(opened);
+    throw CudaError(cudaErrorSharedObjectSymbolNotFound, "dlsym", path, "the NVRTC library loaded lacks" + missing);
+  }
+  api = loaded;
+  handle = opened;
+  return api;
+}
+
 struct Program {
+  const Nvrtc& api;
   nvrtcProgram handle = nullptr;
   ~Program() {
-    if (handle != nullptr) nvrtcDestroyProgram(&handle);
+    if (handle != nullptr) api.destroy(&handle);
   }
 };
 
-void check_nvrtc(nvrtcResult result, const char* call, const std::string& path, const std::string& log = {}) {
+void check_nvrtc(const Nvrtc& api, nvrtcResult result, const char* call, const std::string& path,
+                 const std::string& log = {}) {
   if (result == NVRTC_SUCCESS) return;
   throw CudaError(cudaErrorInvalidSource, call, path,
-                  std::string(nvrtcGetErrorString(result)) + (log.empty() ? std::string() : ":\n" + log));
+                  std::string(api.error_string(result)) + (log.empty() ? std::string() : ":\n" + log));
 }
 
 // The target for `major`.`minor`: a cubin for it when NVRTC knows it, else PTX of the newest
 // architecture it knows below, for the driver to compile.
-std::pair<std::string, bool> target_for(int major, int minor) {
+std::pair<std::string, bool> target_for(const Nvrtc& api, int major, int minor) {
   int count = 0;
   std::vector<int> archs;
-  if (nvrtcGetNumSupportedArchs(&count) == NVRTC_SUCCESS && count > 0) {
+  if (api.arch_count(&count) == NVRTC_SUCCESS && count > 0) {
     archs.resize(static_cast<std::size_t>(count));
-    if (nvrtcGetSupportedArchs(archs.data()) != NVRTC_SUCCESS) archs.clear();
+    if (api.archs(archs.data()) != NVRTC_SUCCESS) archs.clear();
   }
   const int wanted = major * 10 + minor;
   int best = 0;
@@ -127,33 +199,34 @@ std::pair<std::string, bool> target_for(int major, int minor) {
   return {"compute_" + std::to_string(best == 0 ? wanted : best), false};
 }
 
-std::string compile(const std::string& source, const std::string& arch, bool cubin, const std::string& path) {
-  Program program;
-  check_nvrtc(nvrtcCreateProgram(&program.handle, source.c_str(), "flowdsl_fused.cu", 0, nullptr, nullptr),
+std::string compile(const Nvrtc& api, const std::string& source, const std::string& arch, bool cubin,
+                    const std::string& path) {
+  Program program{api};
+  check_nvrtc(api, api.create(&program.handle, source.c_str(), "flowdsl_fused.cu", 0, nullptr, nullptr),
               "nvrtcCreateProgram", path);
   const std::string target = "--gpu-architecture=" + arch;
   // No contraction the separate kernels would not make: their fmas are written out.
   const char* options[] = {target.c_str(), "--fmad=false", "--std=c++17"};
-  const nvrtcResult result = nvrtcCompileProgram(program.handle, 3, options);
+  const nvrtcResult result = api.compile(program.handle, 3, options);
   if (result != NVRTC_SUCCESS) {
     std::size_t size = 0;
     std::string log;
-    if (nvrtcGetProgramLogSize(program.handle, &size) == NVRTC_SUCCESS && size > 1) {
+    if (api.log_size(program.handle, &size) == NVRTC_SUCCESS && size > 1) {
       log.resize(size);
-      if (nvrtcGetProgramLog(program.handle, log.data()) != NVRTC_SUCCESS) log.clear();
+      if (api.log(program.handle, log.data()) != NVRTC_SUCCESS) log.clear();
     }
-    check_nvrtc(result, "nvrtcCompileProgram", path, log);
+    check_nvrtc(api, result, "nvrtcCompileProgram", path, log);
   }
   std::size_t size = 0;
   std::string image;
   if (cubin) {
-    check_nvrtc(nvrtcGetCUBINSize(program.handle, &size), "nvrtcGetCUBINSize", path);
+    check_nvrtc(api, api.cubin_size(program.handle, &size), "nvrtcGetCUBINSize", path);
     image.resize(size);
-    check_nvrtc(nvrtcGetCUBIN(program.handle, image.data()), "nvrtcGetCUBIN", path);
+    check_nvrtc(api, api.cubin(program.handle, image.data()), "nvrtcGetCUBIN", path);
   } else {
-    check_nvrtc(nvrtcGetPTXSize(program.handle, &size), "nvrtcGetPTXSize", path);
+    check_nvrtc(api, api.ptx_size(program.handle, &size), "nvrtcGetPTXSize", path);
     image.resize(size);
-    check_nvrtc(nvrtcGetPTX(program.handle, image.data()), "nvrtcGetPTX", path);
+    check_nvrtc(api, api.ptx(program.handle, image.data()), "nvrtcGetPTX", path);
   }
   return image;
 }
@@ -174,11 +247,12 @@ const void* fused_kernel(const std::string& source, int device, const std::strin
   int major = 0, minor = 0;
   check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute", path.c_str());
   check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute", path.c_str());
-  const auto [arch, cubin] = target_for(major, minor);
-  std::string key = arch + "\n" + source;
-
   Store& s = store();
   std::lock_guard<std::mutex> lock(s.mutex);  // one compilation of each kernel, even from several threads
+  const Nvrtc& api = nvrtc(path);
+  const auto [arch, cubin] = target_for(api, major, minor);
+  std::string key = arch + "\n" + source;
+
   if (const auto it = s.loaded.find(key); it != s.loaded.end()) {
     ++s.statistics.memory_hits;
     return it->second.kernel;
@@ -199,7 +273,7 @@ const void* fused_kernel(const std::string& source, int device, const std::strin
     }
   }
   const auto start = std::chrono::steady_clock::now();
-  const std::string image = compile(source, arch, cubin, path);
+  const std::string image = compile(api, source, arch, cubin, path);
   Loaded loaded = load(image, path);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ++s.statistics.compilations;

@@ -385,6 +385,21 @@ class Touches {
   std::string unknown_;
 };
 
+// FusedGroup::pattern of `members`.
+std::vector<std::int32_t> wiring_pattern(const std::vector<Member>& members) {
+  std::vector<std::int32_t> pattern;
+  std::vector<std::uint64_t> words;
+  for (const Member& m : members) {
+    for (std::size_t p = 0; p < m.info->params.size(); ++p) {
+      if (!m.pointer(p)) continue;
+      const auto same = std::find(words.begin(), words.end(), m.word(p));
+      pattern.push_back(same == words.end() ? -1 : static_cast<std::int32_t>(same - words.begin()));
+      words.push_back(m.word(p));
+    }
+  }
+  return pattern;
+}
+
 std::uint32_t blocks_for(std::int64_t work, std::int64_t per_block) {
   const std::int64_t blocks = std::max<std::int64_t>(1, (work + per_block - 1) / per_block);
   return static_cast<std::uint32_t>(std::min<std::int64_t>(blocks, 0x7fffffff));
@@ -422,11 +437,9 @@ __device__ __forceinline__ float fd_activate_bf16(int act, float x) { return fd_
 )";
 
 // The group of `members` (a run RunBuilder accepted): its kernel's source, parameters and stored
-// outputs. `touches`: the graph's accesses, to decide which outputs stay in registers; null when
-// `stored_before` gives the stored outputs (a recheck of a group as it was made).
-FusedGroup generate(const std::vector<Member>& members, const Touches* touches, const std::string* stores_all,
-                    const std::vector<bool>* stored_before, bool& consistent) {
-  consistent = true;
+// outputs. `touches`: the graph's accesses, to decide which outputs stay in registers;
+// `stores_all`: why none may, or empty.
+FusedGroup generate(const std::vector<Member>& members, const Touches& touches, const std::string& stores_all) {
   FusedGroup g;
   const std::size_t count = members.size();
   std::size_t widest = 1;
@@ -528,14 +541,9 @@ FusedGroup generate(const std::vector<Member>& members, const Touches* touches, 
     // reads it later in the group.
     const bool loaded = std::any_of(loads.begin(), loads.end(), [&](const Load& l) { return l.word == m.word(m.output); });
     if (stored && read_later[k] && !loaded) {
-      if (stored_before != nullptr) {
-        stored = (*stored_before)[k];
-      } else {
-        const std::uint64_t begin = m.word(m.output);
-        stored = !stores_all->empty() || touches->touched_by_others(begin, begin + m.bytes(m.output), members);
-      }
+      const std::uint64_t begin = m.word(m.output);
+      stored = !stores_all.empty() || touches.touched_by_others(begin, begin + m.bytes(m.output), members);
     }
-    if (stored_before != nullptr && stored != (*stored_before)[k]) consistent = false;
     g.stored[k] = stored;
     if (!stored && !overwritten[k]) {
       g.elided.push_back(Access{reinterpret_cast<const void*>(static_cast<std::uintptr_t>(m.word(m.output))),
@@ -660,6 +668,7 @@ FusedGroup generate(const std::vector<Member>& members, const Touches* touches, 
   }
   s += "  }\n}\n";
   g.source = std::move(s);
+  g.pattern = wiring_pattern(members);
   g.launch.grid = Dim3(blocks_for(first.n, std::int64_t{fused_block} * V * fused_unroll));
   g.launch.block = Dim3(fused_block);
   return g;
@@ -697,8 +706,7 @@ class Finder {
         touches_ = std::make_unique<Touches>(d_, kernels_);
         out_.stores_all = touches_->unknown();
       }
-      bool consistent = true;
-      out_.groups.push_back(generate(members, touches_.get(), &out_.stores_all, nullptr, consistent));
+      out_.groups.push_back(generate(members, *touches_, out_.stores_all));
       for (const Member& m : members) out_.group_of.emplace(m.id, static_cast<std::uint32_t>(out_.groups.size() - 1));
     } else if (members.size() == 1) {
       out_.notes.push_back(FusionNote{
@@ -756,13 +764,24 @@ bool fusion_holds(const Description& d, const FusionPlan& fusion, const std::vec
       if (!as_member(d, id, kernels, m).empty() || !run.accepts(d, m, why)) return false;
       run.add(std::move(m));
     }
-    bool consistent = true;
-    const FusedGroup now = generate(run.members(), nullptr, nullptr, &before.stored, consistent);
-    if (!consistent || now.source != before.source || !(now.arguments == before.arguments)) return false;
-    if (now.elided.size() != before.elided.size()) return false;
-    for (std::size_t i = 0; i < now.elided.size(); ++i) {
-      if (now.elided[i].ptr != before.elided[i].ptr || now.elided[i].bytes != before.elided[i].bytes) return false;
+    // The same pointers equal each other: the same kernel and arguments (generate reads the
+    // pointers through this alone), the same outputs overwritten. Outputs kept in registers must
+    // also be where they were, since other nodes were checked against those ranges.
+    if (wiring_pattern(run.members()) != before.pattern) return false;
+    std::size_t elided = 0;
+    for (std::size_t k = 0; k < before.members.size(); ++k) {
+      const Member& m = run.members()[k];
+      const bool overwritten = std::any_of(run.members().begin() + static_cast<std::ptrdiff_t>(k) + 1, run.members().end(),
+                                           [&](const Member& later) { return later.word(later.output) == m.word(m.output); });
+      if (before.stored[k] || overwritten) continue;
+      if (elided == before.elided.size() ||
+          reinterpret_cast<std::uintptr_t>(before.elided[elided].ptr) != m.word(m.output) ||
+          before.elided[elided].bytes != m.bytes(m.output)) {
+        return false;
+      }
+      ++elided;
     }
+    if (elided != before.elided.size()) return false;
   }
   return true;
 }
