@@ -40,6 +40,9 @@ struct NamedBuffer {
   std::string name;
   const void* ptr = nullptr;
   std::size_t bytes = 0;
+  /// Read after launches (Graph::output, a graph file's `"output": true`): the fusion pass stores
+  /// whatever a group writes there.
+  bool output = false;
 };
 
 /// \brief The whole graph as data: the nodes of every body in declaration order, the edges as

@@ -177,6 +177,11 @@ class Graph : public Builder<Graph>, public detail::Factories<Graph, Operation> 
   /// \throws UsageError for an empty name, a null or empty range, a name given twice or a
   ///         range overlapping another named buffer.
   Graph& buffer(std::string name, const void* ptr, std::size_t bytes);
+  /// \brief Names a buffer as buffer() does, as one the program reads after launches: a graph
+  /// that fuses (fuse()) then stores whatever a fused kernel writes into it, even where only
+  /// later members of its group read it. Not part of the topology.
+  /// \throws UsageError as buffer().
+  Graph& output(std::string name, const void* ptr, std::size_t bytes);
   /// \brief Whether validation reports hazards: two nodes touching the same bytes, one of
   /// them writing, with no path between them (on by default; off for graphs that mean it,
   /// e.g. atomics into one buffer from parallel nodes). Not part of the topology.

@@ -737,17 +737,22 @@ NB_MODULE(_flowdsl, m) {
   graph.def(nb::new_([]() { return std::make_shared<PyGraph>(); }))
       .def(
           "buffer",
-          [](PyGraph& self, std::string name, nb::handle tensor, std::optional<std::size_t> bytes) {
+          [](PyGraph& self, std::string name, nb::handle tensor, std::optional<std::size_t> bytes, bool output) {
             const Memory mem = memory_of(tensor, [&] { return std::string("buffer " + quoted_name(name)); });
             const std::size_t n = bytes ? *bytes : mem.bytes;
             if (n == 0) usage("buffer " + quoted_name(name) + ": give bytes (an address has no size)");
-            self.graph.buffer(name, reinterpret_cast<const void*>(mem.address), n);
+            if (output) {
+              self.graph.output(name, reinterpret_cast<const void*>(mem.address), n);
+            } else {
+              self.graph.buffer(name, reinterpret_cast<const void*>(mem.address), n);
+            }
             self.buffers[name] = nb::borrow(tensor);
             return &self;
           },
-          "name"_a, "tensor"_a, "bytes"_a = nb::none(), nb::rv_policy::reference,
+          "name"_a, "tensor"_a, "bytes"_a = nb::none(), "output"_a = false, nb::rv_policy::reference,
           "Names a tensor's memory: validation checks every registered kernel's pointer into it against its\n"
-          "end, and messages and DOT name it.")
+          "end, and messages and DOT name it. output=True: read after launches, so a fused graph stores\n"
+          "what it writes there.")
       .def("check_hazards", [](PyGraph& self, bool on) { self.graph.check_hazards(on); return &self; }, "on"_a,
            nb::rv_policy::reference)
       .def("programmatic_edges", [](PyGraph& self, bool on) { self.graph.programmatic_edges(on); return &self; }, "on"_a,

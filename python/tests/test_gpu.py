@@ -172,23 +172,23 @@ def test_a_cublaslt_library_node_matches_torch_and_updates_by_tensor_swap():
         gemm.set(c=poisoned(m * n - 1))  # too short for m * n outputs
 
 
-def _fusable_chain(g, x, w, t, y):
+def _fusable_chain(g, x, v, w, t, y):
     a = g.kernel("scale", "scale.f32", n=N, a=1.5, x=x, y=t[0])
-    g.kernel("add", "add.f32", n=N, a=t[0], b=x, out=t[1]).after(a)
+    g.kernel("add", "add.f32", n=N, a=t[0], b=v, out=t[1]).after(a)
     g.kernel("bias", "bias_activation.f32", rows=N, cols=1, activation="gelu", x=t[1], bias=w, y=t[2]).after("add")
     g.kernel("clamp", "clamp.f32", n=N, lo=-1.0, hi=1.0, x=t[2], y=y).after("bias")
     return a
 
 
 def test_a_fused_chain_gives_the_unfused_bytes_and_updates_without_compiling():
-    x = torch.randn(N, device="cuda")
+    x, v = torch.randn(N, device="cuda"), torch.randn(N, device="cuda")
     w = torch.randn(1, device="cuda")
     t = [poisoned(N) for _ in range(3)]
     y_plain, y_fused = poisoned(N), poisoned(N)
     plain, fused = flowdsl.Graph(), flowdsl.Graph()
     fused.fuse(True)
-    a_plain = _fusable_chain(plain, x, w, t, y_plain)
-    a_fused = _fusable_chain(fused, x, w, t, y_fused)
+    a_plain = _fusable_chain(plain, x, v, w, t, y_plain)
+    a_fused = _fusable_chain(fused, x, v, w, t, y_fused)
     assert "group 1: 'scale' > 'add' > 'bias' > 'clamp'" in fused.fusion()
     rt = flowdsl.Runtime()
     stream = torch.cuda.current_stream()
@@ -199,7 +199,7 @@ def test_a_fused_chain_gives_the_unfused_bytes_and_updates_without_compiling():
     compiled = flowdsl.fused_kernel_statistics()["compilations"]
     x2 = torch.randn(N, device="cuda")
     for node in (a_plain, a_fused):
-        node.set(a=-0.75, x=x2)
+        node.set(a=-0.75, x=x2)  # another input, no other member reads x: the same fused kernel
     rt.launch(plain, stream=stream)
     report = rt.launch(fused, stream=stream)
     assert report["kind"] == "updated"

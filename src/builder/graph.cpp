@@ -97,6 +97,11 @@ void GraphState::add_buffer(NamedBuffer&& buffer) {
   plan_.reset();
 }
 
+void GraphState::mark_output() {
+  edit().buffers.back().output = true;
+  plan_.reset();
+}
+
 void GraphState::set_fuse(bool on) {
   if (description_->fuse == on) return;
   edit().fuse = on;
@@ -358,7 +363,13 @@ Graph& Graph::buffer(std::string name, const void* ptr, std::size_t bytes) {
       throw UsageError("flowdsl: buffer " + quoted_name(name) + " overlaps buffer " + quoted_name(b.name));
     }
   }
-  state_->add_buffer(NamedBuffer{std::move(name), ptr, bytes});
+  state_->add_buffer(NamedBuffer{std::move(name), ptr, bytes, false});
+  return *this;
+}
+
+Graph& Graph::output(std::string name, const void* ptr, std::size_t bytes) {
+  buffer(std::move(name), ptr, bytes);
+  state_->mark_output();
   return *this;
 }
 

@@ -38,6 +38,8 @@ class GraphState {
   void set_edges(ChunkedList<Edge>&& edges);
   /// Names a memory range; validation reads it, so the plan is dropped.
   void add_buffer(NamedBuffer&& buffer);
+  /// Marks the buffer named last as read after launches (Graph::output); the plan is dropped.
+  void mark_output();
   void set_check_hazards(bool on);
   void set_programmatic_edges(bool on);
   void set_fuse(bool on);

@@ -191,7 +191,11 @@ class Binder final : public io::NodeBinder {
       } else {
         // Named in the graph: validation checks every pointer into it against its end.
         try {
-          graph_.buffer(b.name, at->second, b.bytes());
+          if (b.output) {
+            graph_.output(b.name, at->second, b.bytes());  // read after launches: fused kernels store it
+          } else {
+            graph_.buffer(b.name, at->second, b.bytes());
+          }
         } catch (const UsageError& e) {
           problems_.push_back({"/buffers/" + std::to_string(i), std::string(e.what()).substr(9)});
         }

@@ -340,6 +340,13 @@ class Touches {
         }
       }
     }
+    // Buffers read after launches: touched from outside every group.
+    for (const NamedBuffer& b : d.buffers) {
+      if (!b.output) continue;
+      const auto begin = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(b.ptr));
+      spans_.push_back(Span{begin, begin + b.bytes, no_node});
+      longest_ = std::max<std::uint64_t>(longest_, b.bytes);
+    }
     std::sort(spans_.begin(), spans_.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
   }
   /// Why every output must be stored (a node that may touch any memory), or "".

@@ -36,7 +36,7 @@ void BufferIndex::build() {
     const NodeId owner = d_.symbols[index];
     const std::optional<std::size_t> bytes = owner < d_.nodes.size() ? allocated_bytes(d_.nodes[owner].op) : std::nullopt;
     if (!bytes || *bytes == 0 || *bytes - 1 > symbol::max_offset) continue;
-    allocs_.push_back(NamedBuffer{node_path(d_, owner), reinterpret_cast<const void*>(symbol::make(index)), *bytes});
+    allocs_.push_back(NamedBuffer{node_path(d_, owner), reinterpret_cast<const void*>(symbol::make(index)), *bytes, false});
   }
   sorted_.reserve(d_.buffers.size() + allocs_.size());
   for (const NamedBuffer& b : d_.buffers) sorted_.push_back(&b);

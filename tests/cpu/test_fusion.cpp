@@ -286,3 +286,11 @@ TEST_CASE("DOT draws a fused group as a cluster of its members", "[fusion][dot]"
   CHECK_THAT(fused, contains("fused kernel: 3 nodes, 2 outputs not stored"));
   CHECK_THAT(flowdsl::to_dot(chain(false)), !contains("cluster_fused"));
 }
+
+TEST_CASE("What a group writes into a buffer read after launches is stored", "[fusion]") {
+  flowdsl::Graph g = chain(true);
+  CHECK(g.plan().fusion->groups.at(0).stored == std::vector<bool>{false, false, true});
+  g.output("t2", at(t2), n * sizeof(float));
+  CHECK(g.plan().fusion->groups.at(0).stored == std::vector<bool>{false, true, true});
+  CHECK(g.description().buffers.at(0).output);
+}

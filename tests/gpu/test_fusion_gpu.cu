@@ -25,6 +25,14 @@ void register_once() {
   (void)done;
 }
 
+/// Elements of `size` bytes that differ (a count, not the vectors: Catch would print them whole).
+std::size_t differing(const std::vector<unsigned char>& a, const std::vector<unsigned char>& b, std::size_t size) {
+  if (a.size() != b.size()) return a.size() + b.size();
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < a.size(); i += size) count += std::memcmp(a.data() + i, b.data() + i, size) != 0;
+  return count;
+}
+
 template <class T>
 std::vector<unsigned char> bytes_of(const T* device, std::size_t n) {
   std::vector<unsigned char> host(n * sizeof(T));
@@ -41,6 +49,9 @@ struct Buffers {
   DeviceBuffer<T> x, b, c, t1, t2, t3, t4, y;
   DeviceBuffer<O> z;
   DeviceBuffer<float> x_alt;
+  /// One stream for every launch: on a new stream the first launch of a cached executable may
+  /// count it busy and make another (a pool per topology, see docs/architecture.md).
+  flowdsl::StreamHandle stream = flowdsl::make_stream();
 };
 
 /// inputs (cast to T unless T is float) -> fill, iota, scale, axpy, add, multiply, clamp -> y -> cast -> z:
@@ -83,6 +94,13 @@ struct Chain {
   std::optional<flowdsl::KernelNode<fk::i64, float, const T*, T*>> scale;
 };
 
+/// Names y and z as read after launches: y is otherwise an intermediate the cast alone reads,
+/// which a fused graph keeps in registers.
+template <class T, class O>
+void mark_outputs(flowdsl::Graph& g, Buffers<T, O>& buf) {
+  g.output("y", buf.y.get(), buf.y.bytes()).output("z", buf.z.get(), buf.z.bytes());
+}
+
 /// y and z of a launch of `g` on fresh inputs, outputs poisoned first.
 template <class T, class O>
 std::pair<std::vector<unsigned char>, std::vector<unsigned char>> run(flowdsl::Runtime& runtime, const flowdsl::Graph& g,
@@ -92,10 +110,9 @@ std::pair<std::vector<unsigned char>, std::vector<unsigned char>> run(flowdsl::R
   buf.bf.upload(random_floats(n + 1, 8));
   buf.y.poison();
   buf.z.poison();
-  const auto stream = flowdsl::make_stream();
-  const flowdsl::LaunchReport report = runtime.launch(g, stream.get());
+  const flowdsl::LaunchReport report = runtime.launch(g, buf.stream.get());
   if (kind != nullptr) *kind = report.kind;
-  CUDA_REQUIRE(cudaStreamSynchronize(stream.get()));
+  CUDA_REQUIRE(cudaStreamSynchronize(buf.stream.get()));
   return {bytes_of(buf.y.get() + skew, n), bytes_of(buf.z.get() + skew, n)};
 }
 
@@ -108,13 +125,18 @@ void same_bytes_fused_and_not(std::size_t n, std::size_t skew) {
   Chain<T, O> a(plain, buf, static_cast<std::int64_t>(n), skew);
   Chain<T, O> b(fused, buf, static_cast<std::int64_t>(n), skew);
   REQUIRE(fused.plan().fusion != nullptr);
+  CHECK_FALSE(fused.plan().fusion->groups[0].stored[fused.size() - 2]);  // y, read by the cast alone
+  mark_outputs(plain, buf);
+  mark_outputs(fused, buf);
+  REQUIRE(fused.plan().fusion != nullptr);
+  CHECK(fused.plan().fusion->groups[0].stored[fused.size() - 2]);
   REQUIRE(fused.plan().fusion->groups.size() == 1);
   CHECK(fused.plan().fusion->groups[0].members.size() == fused.size());
   flowdsl::Runtime runtime;
   const auto want = run(runtime, plain, buf, n, skew);
   const auto got = run(runtime, fused, buf, n, skew);
-  CHECK(want.first == got.first);
-  CHECK(want.second == got.second);
+  CHECK(differing(want.first, got.first, sizeof(T)) == 0);
+  CHECK(differing(want.second, got.second, sizeof(O)) == 0);
   // Not equal by accident: the output varies.
   bool varies = false;
   for (std::size_t i = 1; i < n && !varies; ++i) varies = std::memcmp(want.first.data(), want.first.data() + i * sizeof(T), sizeof(T)) != 0;
@@ -142,6 +164,8 @@ TEST_CASE("Members' arguments update the fused kernel in place, with no compilat
   fused.fuse(true);
   Chain<float, __half> a(plain, buf, n, 0);
   Chain<float, __half> b(fused, buf, n, 0);
+  mark_outputs(plain, buf);
+  mark_outputs(fused, buf);
   flowdsl::Runtime runtime;
   flowdsl::LaunchKind kind{};
   run(runtime, fused, buf, n, 0, &kind);
@@ -153,7 +177,7 @@ TEST_CASE("Members' arguments update the fused kernel in place, with no compilat
   const auto want = run(runtime, plain, buf, n, 0);
   const auto got = run(runtime, fused, buf, n, 0, &kind);
   CHECK(kind == flowdsl::LaunchKind::updated);
-  CHECK(want == got);
+  CHECK(differing(want.first, got.first, sizeof(float)) + differing(want.second, got.second, 1) == 0);
 
   // Another input buffer: a parameter too.
   a.scale->arg<2>(static_cast<const float*>(buf.x_alt.get()));
@@ -162,7 +186,7 @@ TEST_CASE("Members' arguments update the fused kernel in place, with no compilat
   const auto want_alt = run(runtime, plain, buf, n, 0);
   const auto got_alt = run(runtime, fused, buf, n, 0, &kind);
   CHECK(kind == flowdsl::LaunchKind::updated);
-  CHECK(want_alt == got_alt);
+  CHECK(differing(want_alt.first, got_alt.first, sizeof(float)) + differing(want_alt.second, got_alt.second, 1) == 0);
   CHECK(flowdsl::fused_kernel_statistics().compilations == compiled);
   CHECK(runtime.statistics().reinstantiations == 0);
 }
@@ -174,12 +198,14 @@ TEST_CASE("A compiled kernel serves other Graphs and Runtimes", "[fusion][gpu][c
   flowdsl::Graph first;
   first.fuse(true);
   Chain<float, __nv_bfloat16> c1(first, buf, n, 0);
+  mark_outputs(first, buf);
   flowdsl::Runtime r1;
   run(r1, first, buf, n, 0);
   const flowdsl::FusedKernelStatistics before = flowdsl::fused_kernel_statistics();
   flowdsl::Graph second;
   second.fuse(true);
   Chain<float, __nv_bfloat16> c2(second, buf, n, 0);
+  mark_outputs(second, buf);
   flowdsl::Runtime r2;
   flowdsl::LaunchKind kind{};
   const auto got = run(r2, second, buf, n, 0, &kind);
@@ -187,7 +213,8 @@ TEST_CASE("A compiled kernel serves other Graphs and Runtimes", "[fusion][gpu][c
   const flowdsl::FusedKernelStatistics after = flowdsl::fused_kernel_statistics();
   CHECK(after.compilations == before.compilations);
   CHECK(after.memory_hits == before.memory_hits + 1);
-  CHECK(run(r1, first, buf, n, 0) == got);
+  const auto again = run(r1, first, buf, n, 0);
+  CHECK(differing(again.first, got.first, sizeof(float)) + differing(again.second, got.second, 1) == 0);
 }
 
 TEST_CASE("Fused kernels inside a child graph and a conditional body", "[fusion][gpu][nesting]") {
@@ -210,5 +237,5 @@ TEST_CASE("Fused kernels inside a child graph and a conditional body", "[fusion]
   flowdsl::Runtime runtime;
   const auto want = run(runtime, plain, buf, n, 0);
   const auto got = run(runtime, fused, buf, n, 0);
-  CHECK(want == got);
+  CHECK(differing(want.first, got.first, sizeof(float)) + differing(want.second, got.second, 1) == 0);
 }
