@@ -100,7 +100,6 @@ struct Member {
   std::string extent;                      // the output's extent: the element count
   std::vector<std::size_t> extent_params;  // the integer parameters it names, first use first
   std::int64_t n = 0;
-  std::vector<std::size_t> named;  // parameters the element function names, in parameter order
   std::vector<bool> gathered;      // per parameter: a pointer the element function indexes (p[...])
   std::vector<std::uint64_t> span; // per parameter: bytes a pointer touches (0 for scalars)
 
@@ -183,7 +182,6 @@ std::string as_member(const Description& d, NodeId id, KernelInfos& kernels, Mem
 
   // The parameters the element function names; pointers followed by '[' are indexed.
   std::string unknown;
-  std::vector<bool> named(count, false);
   m.gathered.assign(count, false);
   const std::string& element = info->element;
   std::size_t at = 0;
@@ -194,7 +192,6 @@ std::string as_member(const Description& d, NodeId id, KernelInfos& kernels, Mem
         const std::size_t after = static_cast<std::size_t>(name.data() - element.data()) + name.size();
         at = element.find_first_not_of(' ', after);
         if (p < count) {
-          named[p] = true;
           if (info->params[p].type.pointer && at != std::string::npos && element[at] == '[') m.gathered[p] = true;
         } else if (name != "i" && std::find(std::begin(known_functions), std::end(known_functions), name) ==
                                       std::end(known_functions)) {
@@ -203,9 +200,6 @@ std::string as_member(const Description& d, NodeId id, KernelInfos& kernels, Mem
       },
       [](std::string_view) {});
   if (!unknown.empty()) return "the element function of '" + info->name + "' names '" + unknown + "', no parameter of it";
-  for (std::size_t p = 0; p < count; ++p) {
-    if (named[p]) m.named.push_back(p);
-  }
 
   // What each pointer touches: the output's count of elements, or, indexed, its own extent.
   m.span.assign(count, 0);
