@@ -46,6 +46,14 @@ struct JsonLimits {
   std::size_t max_buffers = 100'000;
 };
 
+/// \brief Where the process reading a graph file stands in a job of several processes: the
+/// values of `rank` and `world` in the file's integer expressions (`{"expr": "4096 / world"}`,
+/// allowed wherever the file takes an integer). `flowdsl run` takes them from the launcher.
+struct JsonRanks {
+  std::uint64_t rank = 0;
+  std::uint64_t world = 1;
+};
+
 /// \brief Initial contents of a buffer.
 struct BufferInit {
   enum class Kind : std::uint8_t { zeros, constant, uniform, normal, npy };
@@ -172,12 +180,14 @@ bool parse_param_type(std::string_view text, ParamType& out);
 /// \throws JsonError for malformed JSON (with line and column), limits exceeded (the node limit
 ///         counts every node of every body, a named body once per use), a missing or mistyped
 ///         member, an unknown member or kind, an unsupported version, a use of an undeclared
-///         body, a named body that uses itself.
-GraphSpec parse_graph(std::string_view text, std::string source = {}, const JsonLimits& limits = {});
+///         body, a named body that uses itself, an expression that cannot be evaluated with `ranks`
+///         (`{"expr": ...}` objects are replaced by their values as the text is read).
+GraphSpec parse_graph(std::string_view text, std::string source = {}, const JsonLimits& limits = {},
+                      const JsonRanks& ranks = {});
 
 /// \brief Reads and parses a graph file.
 /// \throws JsonError as parse_graph, or when the file cannot be read or exceeds max_bytes.
-GraphSpec read_graph_file(const std::string& path, const JsonLimits& limits = {});
+GraphSpec read_graph_file(const std::string& path, const JsonLimits& limits = {}, const JsonRanks& ranks = {});
 
 /// \brief Checks everything binding would check, without device memory: kernels (registered
 /// or declared in kernel_files), arguments (unknown, missing, wrong type, out of range),

@@ -14,8 +14,13 @@ std::string folder_of(const std::string& path) {
   return slash == std::string::npos ? std::string(".") : path.substr(0, slash == 0 ? 1 : slash);
 }
 
+JsonRanks& file_ranks() {
+  static JsonRanks ranks;
+  return ranks;
+}
+
 GraphSpec checked_spec(const std::string& file, const HostFunctions& hosts) {
-  GraphSpec spec = read_graph_file(file);
+  GraphSpec spec = read_graph_file(file, {}, file_ranks());
   check_graph(spec, KernelRegistry::global(), hosts, file);
   // The files the graph names: what run would refuse, validate refuses too, before any is read;
   // only a kernel file that does not exist passes here (the kernels may be built elsewhere).

@@ -24,6 +24,10 @@ struct InputError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// \brief The rank and world this process reads graph files with (their `{"expr": ...}`
+/// integers): set once by the tool from the launcher's environment; {0, 1} by default.
+JsonRanks& file_ranks();
+
 /// \brief The folder holding `path` ("." for a bare name).
 std::string folder_of(const std::string& path);
 

@@ -27,6 +27,11 @@
 #include "flowdsl/kernels.hpp"
 #include "loaded_file.hpp"
 #include "npy.hpp"
+#ifdef FLOWDSL_HAS_NCCL
+#include <optional>
+
+#include "flowdsl/nccl.hpp"
+#endif
 
 namespace {
 
@@ -73,6 +78,43 @@ void unchecked_kernels(const flowdsl::GraphSpec& spec, const std::vector<flowdsl
   }
 }
 
+#ifdef FLOWDSL_HAS_NCCL
+// Whether a node (in any body) makes an NCCL collective.
+bool uses_nccl(const std::vector<flowdsl::NodeSpec>& nodes) {
+  for (const flowdsl::NodeSpec& node : nodes) {
+    for (const flowdsl::BodySpec& body : node.bodies) {
+      if (uses_nccl(body.nodes)) return true;
+    }
+    const auto call = node.fields.find("call");
+    if (call != node.fields.end() && call->is_string() && call->get_ref<const std::string&>().rfind("nccl.", 0) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The communicator a run of `file` needs: one when the launcher started several ranks or the
+// file makes collectives, made before anything is allocated (it picks this rank's GPU). It is
+// communicator 0, the one graph files name with "comm": 0.
+std::optional<flowdsl::nccl::Communicator> communicator_for(const std::string& file,
+                                                             const flowdsl::nccl::Bootstrap& bootstrap) {
+  bool needed = bootstrap.world > 1;
+  if (!needed) {
+    const flowdsl::GraphSpec spec = flowdsl::read_graph_file(file, {}, flowdsl::cli::file_ranks());
+    needed = uses_nccl(spec.nodes);
+    for (const auto& named : spec.bodies) needed = needed || uses_nccl(named.second);
+  }
+  if (!needed) return std::nullopt;
+  flowdsl::cli::require_device();
+  std::optional<flowdsl::nccl::Communicator> comm;
+  comm.emplace(bootstrap);
+  if (bootstrap.world > 1) {
+    std::printf("rank %d of %d on device %d (%s)\n", comm->rank(), comm->size(), comm->device(), bootstrap.source.c_str());
+  }
+  return comm;
+}
+#endif
+
 int validate(const std::string& file, bool fuse) {
   flowdsl::GraphSpec spec = checked_spec(file);
   spec.fuse = spec.fuse || fuse;
@@ -105,7 +147,7 @@ int validate(const std::string& file, bool fuse) {
 }
 
 int dot(const std::string& file, const std::string& out, flowdsl::DotOptions options) {
-  const flowdsl::GraphSpec spec = flowdsl::read_graph_file(file);
+  const flowdsl::GraphSpec spec = flowdsl::read_graph_file(file, {}, flowdsl::cli::file_ranks());
   const flowdsl::Graph graph = flowdsl::inspect_graph(spec, flowdsl::KernelRegistry::global(), host_functions(), file);
   options.registry = &flowdsl::KernelRegistry::global();
   const std::string text = flowdsl::to_dot(graph, options);
@@ -128,7 +170,6 @@ struct RunOptions {
 
 int run(const std::string& file, const RunOptions& run_options) {
   const int iterations = run_options.iterations;
-  const std::string& out_dir = run_options.out_dir;
   const flowdsl::cli::LoadedFile loaded(file, host_functions(), run_options.fuse);
   const flowdsl::GraphSpec& spec = loaded.spec();
   const flowdsl::Graph& graph = loaded.graph();
@@ -187,7 +228,11 @@ int run(const std::string& file, const RunOptions& run_options) {
                 static_cast<double>(m.reserved) / (1 << 20), static_cast<double>(m.reserved_high) / (1 << 20));
   }
 
-  if (out_dir.empty()) return exit_ok;
+  if (run_options.out_dir.empty()) return exit_ok;
+  // Each rank writes its own buffers: <out>/rank<r>/ when the launcher started several.
+  const std::string out_dir = flowdsl::cli::file_ranks().world > 1
+                                  ? run_options.out_dir + "/rank" + std::to_string(flowdsl::cli::file_ranks().rank)
+                                  : run_options.out_dir;
   std::error_code error;
   std::filesystem::create_directories(out_dir, error);
   if (error)
@@ -441,6 +486,15 @@ int main(int argc, char** argv) {
 
   try {
     flowdsl::kernels::register_builtins(flowdsl::KernelRegistry::global());
+#ifdef FLOWDSL_HAS_NCCL
+    // Under mpirun, srun or torchrun each process reads the file as its rank ({"expr": ...}) and
+    // runs it on its own GPU with communicator 0.
+    flowdsl::nccl::register_calls(flowdsl::KernelRegistry::global());
+    const flowdsl::nccl::Bootstrap bootstrap = flowdsl::nccl::bootstrap_from_environment();
+    flowdsl::cli::file_ranks() = {static_cast<std::uint64_t>(bootstrap.rank), static_cast<std::uint64_t>(bootstrap.world)};
+    std::optional<flowdsl::nccl::Communicator> comm;
+    if (run_cmd->parsed() || bench_cmd->parsed() || profile_cmd->parsed()) comm = communicator_for(file, bootstrap);
+#endif
     if (validate_cmd->parsed()) return validate(file, validate_fuse);
     if (dot_cmd->parsed()) return dot(file, out, dot_options);
     if (run_cmd->parsed()) return run(file, run_options);
@@ -469,11 +523,19 @@ int main(int argc, char** argv) {
   } catch (const flowdsl::DebugError& e) {  // a node of the file at fault
     std::fprintf(stderr, "%s\n", e.what());
     return exit_invalid;
+#ifdef FLOWDSL_HAS_NCCL
+  } catch (const flowdsl::nccl::NcclError& e) {  // NCCL refused (a peer missing, a network down)
+    std::fprintf(stderr, "%s\n", e.what());
+    return exit_environment;
+#endif
   } catch (const flowdsl::CudaError& e) {
     std::fprintf(stderr, "%s\n", e.what());
     const bool environment = e.code() == cudaErrorMemoryAllocation || e.code() == cudaErrorInsufficientDriver ||
                              e.code() == cudaErrorNoDevice;
     return environment ? exit_environment : exit_internal;
+  } catch (const flowdsl::UsageError& e) {  // a launcher variable or NCCL id address that makes no sense
+    std::fprintf(stderr, "%s\n", e.what());
+    return exit_invalid;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "flowdsl: internal error: %s\n", e.what());
     return exit_internal;

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "flowdsl/json.hpp"
+#include "json_expr.hpp"
 #include "json_support.hpp"
 
 namespace flowdsl {
@@ -21,7 +22,7 @@ namespace {
 // before nodes), then the uses of named bodies and the size of the graph they expand to.
 class GraphFileReader {
  public:
-  explicit GraphFileReader(const JsonLimits& limits) : limits_(limits) {}
+  GraphFileReader(const JsonLimits& limits, const JsonRanks& ranks) : limits_(limits), ranks_(ranks) {}
 
   // nlohmann's SAX interface (json::sax_parse); false stops the parse.
   bool null() { return scalar(nullptr); }
@@ -52,6 +53,7 @@ class GraphFileReader {
   GraphSpec finish(std::string_view text, const std::string& source) {
     if (!limit_.empty()) throw JsonError({{"", "input exceeds the reader's limits: " + limit_}}, source);
     if (syntax_) throw JsonError({{"", syntax_message(text)}}, source);
+    if (expression_) throw JsonError({*expression_}, source);
     try {
       if (nodes_seen_ > limits_.max_nodes) {
         fail("/nodes", std::to_string(nodes_seen_) + " nodes exceed the limit of " + std::to_string(limits_.max_nodes));
@@ -135,10 +137,56 @@ class GraphFileReader {
   }
 
   bool close() {
-    const json* closed = open_.back();
+    json* closed = open_.back();
+    if (closed != nullptr && closed->is_object() && closed->size() == 1 && closed->begin().key() == "expr") {
+      evaluate(*closed);
+    }
     open_.pop_back();
     if (closed == &node_) read_node();
     return true;
+  }
+
+  // Replaces an {"expr": text} object by its value; the first that fails is kept, at its pointer.
+  void evaluate(json& object) {
+    const json& text = object.begin().value();
+    std::string problem;
+    std::uint64_t value = 0;
+    if (!text.is_string()) {
+      problem = "an expression is a string, found " + type_of(text);
+    } else if (evaluate_expression(text.get_ref<const std::string&>(), ranks_.rank, ranks_.world, value, problem)) {
+      object = value;
+      return;
+    } else {
+      problem = "cannot evaluate \"" + text.get<std::string>() + "\" with rank " + std::to_string(ranks_.rank) +
+                " and world " + std::to_string(ranks_.world) + ": " + problem;
+    }
+    if (!expression_) expression_ = JsonProblem{pointer_of_innermost(), std::move(problem)};
+  }
+
+  // The JSON pointer of the innermost open container, found from the stack of open containers
+  // (only when an expression fails: the parse keeps no path).
+  std::string pointer_of_innermost() const {
+    std::string pointer;
+    for (std::size_t i = 0; i + 1 < open_.size(); ++i) {
+      const json* parent = open_[i];
+      const json* child = open_[i + 1];
+      if (parent == nullptr) {  // the top-level nodes: the one being read is node_
+        pointer += "/nodes" + token(nodes_seen_);
+        continue;
+      }
+      if (child == nullptr) continue;  // "/nodes" itself: added with its node
+      if (parent->is_array()) {
+        pointer += token(static_cast<std::size_t>(child - &(*parent)[0]));
+      } else {
+        for (auto it = parent->begin(); it != parent->end(); ++it) {
+          if (&it.value() == child) {
+            pointer += token(it.key());
+            break;
+          }
+        }
+      }
+    }
+    return pointer;
   }
 
   void restart_nodes() {
@@ -188,6 +236,8 @@ class GraphFileReader {
   }
 
   const JsonLimits& limits_;
+  const JsonRanks& ranks_;
+  std::optional<JsonProblem> expression_;  ///< the first expression that failed
   std::size_t values_ = 0;
   std::string limit_;             ///< the limit exceeded, if any
   std::optional<Syntax> syntax_;  ///< malformed text, if so
@@ -202,18 +252,18 @@ class GraphFileReader {
 
 }  // namespace
 
-GraphSpec parse_graph(std::string_view text, std::string source, const JsonLimits& limits) {
+GraphSpec parse_graph(std::string_view text, std::string source, const JsonLimits& limits, const JsonRanks& ranks) {
   if (text.size() > limits.max_bytes) {
     throw JsonError({{"", "the text is " + std::to_string(text.size()) + " bytes, over the limit of " +
                               std::to_string(limits.max_bytes)}},
                     source);
   }
-  GraphFileReader reader(limits);
+  GraphFileReader reader(limits, ranks);
   (void)json::sax_parse(text.begin(), text.end(), &reader);
   return reader.finish(text, source);
 }
 
-GraphSpec read_graph_file(const std::string& path, const JsonLimits& limits) {
+GraphSpec read_graph_file(const std::string& path, const JsonLimits& limits, const JsonRanks& ranks) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw JsonError({{"", "cannot open the file"}}, path);
   in.seekg(0, std::ios::end);
@@ -228,7 +278,7 @@ GraphSpec read_graph_file(const std::string& path, const JsonLimits& limits) {
   in.seekg(0);
   in.read(text.data(), size);
   if (!in) throw JsonError({{"", "cannot read the file"}}, path);
-  return parse_graph(text, path, limits);
+  return parse_graph(text, path, limits, ranks);
 }
 
 }  // namespace flowdsl
