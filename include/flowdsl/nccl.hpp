@@ -128,7 +128,6 @@ class Communicator {
   void abort() noexcept;
 
  private:
-  Communicator() = default;
   void reset() noexcept;
 
   ncclComm_t comm_ = nullptr;
