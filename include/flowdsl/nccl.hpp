@@ -58,7 +58,8 @@ struct Bootstrap {
   int world = 1;       ///< number of processes
   int local_rank = 0;  ///< rank among the processes of this host: picks the GPU
   /// Where rank 0 leaves NCCL's unique id for the others: a file on storage every rank sees
-  /// (one host: any local folder). Empty: use `address`.
+  /// (one host: any local folder). Empty: use `address`. A process's second and later
+  /// communicators use `<id_file>.1`, `.2`, ... (every rank makes them in the same order).
   std::string id_file;
   /// `host:port` on which rank 0 hands out the unique id over TCP. Empty: use `id_file`.
   std::string address;

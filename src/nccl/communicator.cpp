@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -76,8 +77,16 @@ Communicator::Communicator(const Bootstrap& bootstrap, int device) {
     detail::check(nccl.get_unique_id(&id), "ncclGetUniqueId");
     std::memcpy(mine.data(), id.internal, mine.size());
   }
-  IdFileRemoval removal{bootstrap};
-  const UniqueId shared = share_unique_id(bootstrap, mine);
+  // Every rank makes its communicators in the same order, so the n-th of each uses the n-th id
+  // file: a rank that starts its next communicator early never reads the previous id.
+  Bootstrap b = bootstrap;
+  if (b.world > 1 && !b.id_file.empty()) {
+    static std::atomic<unsigned> made{0};
+    const unsigned n = made++;
+    if (n > 0) b.id_file += "." + std::to_string(n);
+  }
+  IdFileRemoval removal{b};
+  const UniqueId shared = share_unique_id(b, mine);
   ncclUniqueId id;
   std::memcpy(id.internal, shared.data(), shared.size());
   ncclComm_t comm = nullptr;

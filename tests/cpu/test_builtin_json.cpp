@@ -7,6 +7,9 @@
 #include "catch.hpp"
 #include "flowdsl/flowdsl.hpp"
 #include "flowdsl/json.hpp"
+#ifdef FLOWDSL_HAS_NCCL
+#include "flowdsl/nccl.hpp"
+#endif
 #include "flowdsl/kernels.hpp"
 
 using flowdsl_test::contains;
@@ -18,6 +21,9 @@ const flowdsl::KernelRegistry& builtins() {
   static const flowdsl::KernelRegistry& r = [] () -> flowdsl::KernelRegistry& {
     static flowdsl::KernelRegistry registry;
     fk::register_builtins(registry);
+#ifdef FLOWDSL_HAS_NCCL
+    flowdsl::nccl::register_calls(registry);  // samples/allreduce.json
+#endif
     return registry;
   }();
   return r;

@@ -18,7 +18,8 @@ std::vector<BodyMember> json_bodies(Tag<KernelOp>) { return {}; }
 json json_schema(Tag<KernelOp>) {
   // A number (scalar), or a string: a buffer reference (pointer), a conditional node's name
   // (condition) or the name of a value (an enumerated scalar: "gelu").
-  const json argument = {{"oneOf", json::array({{{"type", "number"}}, {{"$ref", "#/$defs/buffer_ref"}}})}};
+  const json argument = {
+      {"oneOf", json::array({{{"type", "number"}}, {{"$ref", "#/$defs/expr"}}, {{"$ref", "#/$defs/buffer_ref"}}})}};
   const char* from_rule = "optional for a kernel with a launch rule (the built-in ones): its rule's for the arguments";
   json properties = {{"kernel", {{"type", "string"}}},
                      {"grid", {{"$ref", "#/$defs/dim"}, {"description", from_rule}}},

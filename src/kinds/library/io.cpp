@@ -11,7 +11,8 @@ using namespace json_detail;
 std::vector<BodyMember> json_bodies(Tag<LibraryOp>) { return {}; }
 
 json json_schema(Tag<LibraryOp>) {
-  const json argument = {{"oneOf", json::array({{{"type", "number"}}, {{"$ref", "#/$defs/buffer_ref"}}})}};
+  const json argument = {
+      {"oneOf", json::array({{{"type", "number"}}, {{"$ref", "#/$defs/expr"}}, {{"$ref", "#/$defs/buffer_ref"}}})}};
   json properties = {{"call", {{"type", "string"}}}, {"args", {{"type", "object"}, {"additionalProperties", argument}}}};
   return {{"required", json::array({"call"})}, {"properties", std::move(properties)}};
 }
