@@ -361,13 +361,13 @@ std::string signature(const flowdsl::KernelInfo& kernel) {
 }
 
 // The registered kernels, then the library calls, as the Markdown tables in docs/kernels.md (a
-// test compares them).
+// test compares them). The NCCL collectives have their own page (docs/multi-gpu.md).
 int kernel_table() {
   for (const bool calls : {false, true}) {
     std::printf("%s| %s | parameters | summary |\n| --- | --- | --- |\n", calls ? "\n" : "",
                 calls ? "library call" : "kernel");
     for (const flowdsl::KernelInfo* k : flowdsl::KernelRegistry::global().list()) {
-      if (k->is_call() != calls) continue;
+      if (k->is_call() != calls || k->name.rfind("nccl.", 0) == 0) continue;
       std::printf("| `%s` | `%s` | %s |\n", k->name.c_str(), signature(*k).c_str(), k->summary.c_str());
     }
   }
