@@ -18,6 +18,7 @@
 #include "flowdsl/flowdsl.hpp"
 #include "flowdsl/json.hpp"
 #include "flowdsl/nccl.hpp"
+#include "recording_backend.hpp"
 
 using flowdsl_test::contains;
 namespace nccl = flowdsl::nccl;
@@ -328,4 +329,36 @@ TEST_CASE("A collective's arguments are parameters; its call is structure", "[nc
   text.replace(text.find("\"recv\": \"gathered\""), 18, "\"recv\": \"partial\"");
   flowdsl::Graph other = flowdsl::bind_graph(flowdsl::parse_graph(text, "tp.json", {}, {0, 2}), at, registry());
   CHECK(other.topology_hash() != before);
+}
+
+TEST_CASE("Explain names a changed collective as the node to update, and a changed call as the difference", "[nccl][explain]") {
+  const flowdsl::GraphSpec spec = flowdsl::parse_graph(all_reduce_file, "tp.json", {}, {1, 2});
+  std::vector<std::vector<char>> memory;
+  const flowdsl::BufferAddresses at = addresses_for(spec, memory);
+  flowdsl::Graph g = flowdsl::bind_graph(spec, at, registry());
+  flowdsl_test::Record counts;
+  flowdsl::Runtime runtime = flowdsl_test::make_runtime(counts);
+  runtime.launch(g);
+  CHECK(runtime.explain(g).kind == flowdsl::LaunchKind::hit);
+
+  flowdsl::RegisteredLibraryNode sum(&g.state(), g.node("sum").id(), registry().find("nccl.all_reduce.f32"));
+  const std::int32_t max = ncclMax;
+  sum.set_bytes("op", &max, sizeof max);
+  const flowdsl::LaunchExplanation update = runtime.explain(g);
+  CHECK(update.kind == flowdsl::LaunchKind::updated);
+  CHECK(update.updated_nodes == std::vector<std::string>{"sum"});
+  CHECK(runtime.launch(g).kind == flowdsl::LaunchKind::updated);
+  CHECK(counts.updated.size() == 1);
+
+  std::string text = all_reduce_file;
+  for (std::size_t at_f32 = text.find("f32"); at_f32 != std::string::npos; at_f32 = text.find("f32", at_f32)) {
+    text.replace(at_f32, 3, "bf16");  // buffers and calls
+  }
+  const flowdsl::GraphSpec other_spec = flowdsl::parse_graph(text, "tp.json", {}, {1, 2});
+  std::vector<std::vector<char>> other_memory;
+  flowdsl::Graph other = flowdsl::bind_graph(other_spec, addresses_for(other_spec, other_memory), registry());
+  const flowdsl::LaunchExplanation miss = runtime.explain(other);
+  CHECK(miss.kind == flowdsl::LaunchKind::instantiated);
+  REQUIRE_FALSE(miss.differences.empty());
+  CHECK_THAT(miss.differences.front(), contains("'sum'") && contains("nccl.all_reduce.bf16"));
 }
