@@ -205,9 +205,17 @@ std::string compile(const Nvrtc& api, const std::string& source, const std::stri
   check_nvrtc(api, api.create(&program.handle, source.c_str(), "flowdsl_fused.cu", 0, nullptr, nullptr),
               "nvrtcCreateProgram", path);
   const std::string target = "--gpu-architecture=" + arch;
-  // No contraction the separate kernels would not make: their fmas are written out.
-  const char* options[] = {target.c_str(), "--fmad=false", "--std=c++17"};
-  const nvrtcResult result = api.compile(program.handle, 3, options);
+  // No contraction the separate kernels would not make: their fmas are written out. -minimal
+  // (NVRTC 12.4+) leaves out the runtime API's declarations, which a fused kernel never uses:
+  // about half the compile time of a warm NVRTC (8-11 ms instead of 16-20 on the H200's host).
+  const char* options[] = {target.c_str(), "--fmad=false", "--std=c++17", "-minimal"};
+  nvrtcResult result = api.compile(program.handle, 4, options);
+  if (result == NVRTC_ERROR_INVALID_OPTION) {  // an older NVRTC: a fresh program, without -minimal
+    api.destroy(&program.handle);
+    check_nvrtc(api, api.create(&program.handle, source.c_str(), "flowdsl_fused.cu", 0, nullptr, nullptr),
+                "nvrtcCreateProgram", path);
+    result = api.compile(program.handle, 3, options);
+  }
   if (result != NVRTC_SUCCESS) {
     std::size_t size = 0;
     std::string log;
