@@ -100,6 +100,15 @@ struct FusedKernelStatistics {
 /// \brief The counters. Thread-safe.
 FusedKernelStatistics fused_kernel_statistics();
 
+/// \brief Starts NVRTC's one-time start-up (loading the library and its first compilation,
+/// which takes 100-230 ms on the H200's host whatever is compiled) on a background thread and
+/// returns at once, so that the process's first fused kernel compiles in the time of the later
+/// ones. Call it early, when you know the graph will fuse: before the CUDA context is made and
+/// buffers are allocated, which then overlap it. `flowdsl run|bench|profile` call it for a graph
+/// that fuses, Python's `Graph.fuse(True)` too. Only the first call does anything; a failure to
+/// load NVRTC is left for the first compilation to report. Thread-safe; no device needed.
+void prepare_fused_kernel_compiler();
+
 /// \brief Keeps compiled fused kernels in `directory` (made when missing) and looks there before
 /// compiling, so that another process pays no compilation; empty: memory only. Defaults to
 /// the environment's FLOWDSL_FUSION_CACHE, read when the first kernel is compiled. Thread-safe.

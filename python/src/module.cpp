@@ -757,7 +757,11 @@ NB_MODULE(_flowdsl, m) {
            nb::rv_policy::reference)
       .def("programmatic_edges", [](PyGraph& self, bool on) { self.graph.programmatic_edges(on); return &self; }, "on"_a,
            nb::rv_policy::reference, "Makes every edge between built-in kernels programmatic.")
-      .def("fuse", [](PyGraph& self, bool on) { self.graph.fuse(on); return &self; }, "on"_a, nb::rv_policy::reference,
+      .def("fuse", [](PyGraph& self, bool on) {
+             if (on) flowdsl::prepare_fused_kernel_compiler();  // NVRTC starts while the graph is built
+             self.graph.fuse(on);
+             return &self;
+           }, "on"_a, nb::rv_policy::reference,
            "Runs each run of element-wise kernels (fill, iota, scale, axpy, add, multiply, clamp, cast) as one\n"
            "kernel generated for it and compiled with NVRTC at the first launch (docs/architecture.md, Fusion).")
       .def("fusion", [](const PyGraph& self) {

@@ -55,6 +55,7 @@ void require_device() {
 
 LoadedFile::LoadedFile(const std::string& file, const HostFunctions& hosts, bool fuse) : spec_(checked_spec(file, hosts)) {
   spec_.fuse = spec_.fuse || fuse;
+  if (spec_.fuse) prepare_fused_kernel_compiler();  // NVRTC starts while the device and buffers are made
   // The file's problems first, the missing kernel files among them: invalid input is reported
   // as such on any machine.
   const std::string base = folder_of(file);

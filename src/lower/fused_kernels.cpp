@@ -10,6 +10,7 @@
 #include <iterator>
 #include <mutex>
 #include <sstream>
+#include <thread>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -292,9 +293,50 @@ const void* fused_kernel(const std::string& source, int device, const std::strin
   return s.loaded.emplace(std::move(key), std::move(loaded)).first->second.kernel;
 }
 
+// NVRTC's start-up, run once on a thread of its own (prepare_fused_kernel_compiler); joined when
+// the process ends. Made after the store, so destroyed (joined) before it.
+struct WarmUp {
+  std::once_flag once;
+  std::thread thread;
+  ~WarmUp() {
+    if (thread.joinable()) thread.join();
+  }
+};
+
+void warm_up() {
+  try {
+    const Nvrtc* api = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(store().mutex);
+      api = &nvrtc("NVRTC start-up");
+    }
+    int count = 0;
+    std::vector<int> archs;
+    if (api->arch_count(&count) == NVRTC_SUCCESS && count > 0) {
+      archs.resize(static_cast<std::size_t>(count));
+      if (api->archs(archs.data()) != NVRTC_SUCCESS) archs.clear();
+    }
+    if (archs.empty()) return;
+    // PTX of the oldest architecture NVRTC knows: no device needed, and the start-up is the same.
+    const auto start = std::chrono::steady_clock::now();
+    (void)compile(*api, "extern \"C\" __global__ void flowdsl_start_up(float* x) { x[threadIdx.x] = 0.0f; }\n",
+                  "compute_" + std::to_string(archs.front()), false, "NVRTC start-up");
+    FLOWDSL_DEBUG("fusion: NVRTC started in {:.1f} ms",
+                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  } catch (const std::exception& e) {
+    FLOWDSL_DEBUG("fusion: NVRTC start-up failed: {}", e.what());
+  }
+}
+
 }  // namespace flowdsl::lowering
 
 namespace flowdsl {
+
+void prepare_fused_kernel_compiler() {
+  (void)lowering::store();
+  static lowering::WarmUp w;
+  std::call_once(w.once, [] { w.thread = std::thread(lowering::warm_up); });
+}
 
 FusedKernelStatistics fused_kernel_statistics() {
   lowering::Store& s = lowering::store();
