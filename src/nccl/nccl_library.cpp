@@ -69,7 +69,7 @@ Api load() {
   resolve(handle, "ncclGroupEnd", api.group_end, missing);
   if (!missing.empty()) {
     // The handle stays open: the process may have loaded this NCCL for another reason.
-    throw Error("flowdsl: " + api.library + " lacks " + missing + " (flowdsl needs NCCL 2.19 or later)");
+    throw Error("flowdsl: " + api.library + " lacks " + missing + " (flowdsl needs NCCL 2.14 or later, which has ncclCommFinalize)");
   }
   return api;
 }
