@@ -18,6 +18,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "common.cuh"  // SAMPLE_CHECK
 #include "flowdsl/flowdsl.hpp"
 #include "flowdsl/nccl.hpp"
 #include "nccl/nccl_library.hpp"
@@ -26,14 +27,6 @@ namespace nccl = flowdsl::nccl;
 
 namespace {
 
-#define BENCH_CHECK(call)                                                                 \
-  do {                                                                                    \
-    const cudaError_t status_ = (call);                                                   \
-    if (status_ != cudaSuccess) {                                                         \
-      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorName(status_));         \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
 
 struct Timer {
   flowdsl::EventHandle start = flowdsl::make_event(cudaEventDefault), stop = flowdsl::make_event(cudaEventDefault);
@@ -56,12 +49,12 @@ template <class Enqueue>
 double time_us(cudaStream_t stream, int warmup, int iterations, Enqueue&& enqueue) {
   for (int i = 0; i < warmup; ++i) enqueue(stream);
   Timer t;
-  BENCH_CHECK(cudaEventRecord(t.start.get(), stream));
+  SAMPLE_CHECK(cudaEventRecord(t.start.get(), stream));
   for (int i = 0; i < iterations; ++i) enqueue(stream);
-  BENCH_CHECK(cudaEventRecord(t.stop.get(), stream));
-  BENCH_CHECK(cudaEventSynchronize(t.stop.get()));
+  SAMPLE_CHECK(cudaEventRecord(t.stop.get(), stream));
+  SAMPLE_CHECK(cudaEventSynchronize(t.stop.get()));
   float ms = 0;
-  BENCH_CHECK(cudaEventElapsedTime(&ms, t.start.get(), t.stop.get()));
+  SAMPLE_CHECK(cudaEventElapsedTime(&ms, t.start.get(), t.stop.get()));
   return 1000.0 * ms / iterations;
 }
 
@@ -96,23 +89,23 @@ int main(int argc, char** argv) {
     const std::size_t max_count = std::max<std::size_t>(max_bytes, latency_bytes) / sizeof(float);
     float *send = nullptr, *recv = nullptr;
     unsigned long long* wrong = nullptr;
-    BENCH_CHECK(cudaMalloc(&send, max_count * sizeof(float)));
-    BENCH_CHECK(cudaMalloc(&recv, max_count * sizeof(float)));
-    BENCH_CHECK(cudaMalloc(&wrong, sizeof *wrong));
+    SAMPLE_CHECK(cudaMalloc(&send, max_count * sizeof(float)));
+    SAMPLE_CHECK(cudaMalloc(&recv, max_count * sizeof(float)));
+    SAMPLE_CHECK(cudaMalloc(&wrong, sizeof *wrong));
     const flowdsl::StreamHandle stream = flowdsl::make_stream();
     fill_kernel<<<1024, 256, 0, stream.get()>>>(send, max_count, float(rank + 1));
-    BENCH_CHECK(cudaStreamSynchronize(stream.get()));
+    SAMPLE_CHECK(cudaStreamSynchronize(stream.get()));
     const float want = float(world) * float(world + 1) / 2.0f;
     const auto check = [&](std::size_t count) {
-      BENCH_CHECK(cudaMemsetAsync(wrong, 0, sizeof *wrong, stream.get()));
+      SAMPLE_CHECK(cudaMemsetAsync(wrong, 0, sizeof *wrong, stream.get()));
       count_wrong_kernel<<<1024, 256, 0, stream.get()>>>(recv, count, want, wrong);
       unsigned long long host = 0;
-      BENCH_CHECK(cudaMemcpyAsync(&host, wrong, sizeof host, cudaMemcpyDeviceToHost, stream.get()));
-      BENCH_CHECK(cudaStreamSynchronize(stream.get()));
+      SAMPLE_CHECK(cudaMemcpyAsync(&host, wrong, sizeof host, cudaMemcpyDeviceToHost, stream.get()));
+      SAMPLE_CHECK(cudaStreamSynchronize(stream.get()));
       return host == 0;
     };
     const auto poison = [&](std::size_t count) {
-      BENCH_CHECK(cudaMemsetAsync(recv, 0xff, count * sizeof(float), stream.get()));
+      SAMPLE_CHECK(cudaMemsetAsync(recv, 0xff, count * sizeof(float), stream.get()));
     };
 
     flowdsl::Runtime runtime;
@@ -126,16 +119,16 @@ int main(int argc, char** argv) {
 
       // NCCL captured into a plain CUDA graph: one operation per launch, like the flowdsl graph.
       cudaGraph_t graph = nullptr;
-      BENCH_CHECK(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
+      SAMPLE_CHECK(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
       nccl::detail::check(api.all_reduce(send, recv, count, ncclFloat32, ncclSum, comm.get(), stream.get()), "ncclAllReduce");
-      BENCH_CHECK(cudaStreamEndCapture(stream.get(), &graph));
+      SAMPLE_CHECK(cudaStreamEndCapture(stream.get(), &graph));
       cudaGraphExec_t exec = nullptr;
-      BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      SAMPLE_CHECK(cudaGraphInstantiate(&exec, graph, 0));
       poison(count);
-      row.captured_us = time_us(stream.get(), warmup, iterations, [&](cudaStream_t s) { BENCH_CHECK(cudaGraphLaunch(exec, s)); });
+      row.captured_us = time_us(stream.get(), warmup, iterations, [&](cudaStream_t s) { SAMPLE_CHECK(cudaGraphLaunch(exec, s)); });
       row.correct = check(count) && row.correct;
-      BENCH_CHECK(cudaGraphExecDestroy(exec));
-      BENCH_CHECK(cudaGraphDestroy(graph));
+      SAMPLE_CHECK(cudaGraphExecDestroy(exec));
+      SAMPLE_CHECK(cudaGraphDestroy(graph));
 
       flowdsl::Graph g;
       nccl::all_reduce(g, "all_reduce", comm, send, recv, count, ncclFloat32, ncclSum);
@@ -190,9 +183,9 @@ int main(int argc, char** argv) {
                       {"flowdsl_us", latency.flowdsl_us}, {"iterations", latency_iterations}};
       std::ofstream(json_out) << j.dump(2) << "\n";
     }
-    BENCH_CHECK(cudaFree(send));
-    BENCH_CHECK(cudaFree(recv));
-    BENCH_CHECK(cudaFree(wrong));
+    SAMPLE_CHECK(cudaFree(send));
+    SAMPLE_CHECK(cudaFree(recv));
+    SAMPLE_CHECK(cudaFree(wrong));
     return all_correct ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "nccl_allreduce: %s\n", e.what());
