@@ -180,6 +180,17 @@ void set(RegisteredLibraryNode& node, const char* param, T value) {
 
 i32 rank_argument(int value) { return static_cast<i32>(value); }
 
+// A node of `collective` for `type` with what every collective takes: comm, count, send, recv.
+RegisteredLibraryNode declare(Into g, std::string name, std::string_view collective, ncclDataType_t type,
+                              const Communicator& comm, const void* send, void* recv, std::size_t count) {
+  RegisteredLibraryNode node = g.builder().library(std::move(name), entry(collective, type));
+  set(node, "comm", comm.id());
+  set(node, "count", static_cast<u64>(count));
+  set(node, "send", send);
+  set(node, "recv", recv);
+  return node;
+}
+
 }  // namespace
 
 std::string call_name(std::string_view collective, ncclDataType_t type) {
@@ -206,58 +217,38 @@ void register_calls(KernelRegistry& registry) {
 
 RegisteredLibraryNode all_reduce(Into g, std::string name, const Communicator& comm, const void* send, void* recv,
                                  std::size_t count, ncclDataType_t type, ncclRedOp_t op) {
-  RegisteredLibraryNode node = g.builder().library(std::move(name), entry("all_reduce", type));
-  set(node, "comm", comm.id());
-  set(node, "count", static_cast<u64>(count));
+  RegisteredLibraryNode node = declare(g, std::move(name), "all_reduce", type, comm, send, recv, count);
   set(node, "op", static_cast<i32>(op));
-  set(node, "send", send);
-  set(node, "recv", recv);
   return node;
 }
 
 RegisteredLibraryNode all_gather(Into g, std::string name, const Communicator& comm, const void* send, void* recv,
                                  std::size_t count, ncclDataType_t type) {
-  RegisteredLibraryNode node = g.builder().library(std::move(name), entry("all_gather", type));
-  set(node, "comm", comm.id());
-  set(node, "count", static_cast<u64>(count));
+  RegisteredLibraryNode node = declare(g, std::move(name), "all_gather", type, comm, send, recv, count);
   set(node, "ranks", rank_argument(comm.size()));
-  set(node, "send", send);
-  set(node, "recv", recv);
   return node;
 }
 
 RegisteredLibraryNode reduce_scatter(Into g, std::string name, const Communicator& comm, const void* send, void* recv,
                                      std::size_t count, ncclDataType_t type, ncclRedOp_t op) {
-  RegisteredLibraryNode node = g.builder().library(std::move(name), entry("reduce_scatter", type));
-  set(node, "comm", comm.id());
-  set(node, "count", static_cast<u64>(count));
+  RegisteredLibraryNode node = declare(g, std::move(name), "reduce_scatter", type, comm, send, recv, count);
   set(node, "ranks", rank_argument(comm.size()));
   set(node, "op", static_cast<i32>(op));
-  set(node, "send", send);
-  set(node, "recv", recv);
   return node;
 }
 
 RegisteredLibraryNode broadcast(Into g, std::string name, const Communicator& comm, const void* send, void* recv,
                                 std::size_t count, ncclDataType_t type, int root) {
-  RegisteredLibraryNode node = g.builder().library(std::move(name), entry("broadcast", type));
-  set(node, "comm", comm.id());
-  set(node, "count", static_cast<u64>(count));
+  RegisteredLibraryNode node = declare(g, std::move(name), "broadcast", type, comm, send, recv, count);
   set(node, "root", rank_argument(root));
-  set(node, "send", send);
-  set(node, "recv", recv);
   return node;
 }
 
 RegisteredLibraryNode send_recv(Into g, std::string name, const Communicator& comm, const void* send, int send_peer,
                                 void* recv, int recv_peer, std::size_t count, ncclDataType_t type) {
-  RegisteredLibraryNode node = g.builder().library(std::move(name), entry("send_recv", type));
-  set(node, "comm", comm.id());
-  set(node, "count", static_cast<u64>(count));
+  RegisteredLibraryNode node = declare(g, std::move(name), "send_recv", type, comm, send, recv, count);
   set(node, "send_peer", rank_argument(send_peer));
   set(node, "recv_peer", rank_argument(recv_peer));
-  set(node, "send", send);
-  set(node, "recv", recv);
   return node;
 }
 
