@@ -153,7 +153,7 @@ struct LaunchExplanation {
 
 /// \brief Counters since the runtime was made.
 struct RuntimeStatistics {
-  std::uint64_t launches = 0;          ///< launches that reached the stream
+  std::uint64_t launches = 0;          ///< launches that reached the stream (counted once given their executable; one that fails is taken back)
   std::uint64_t hits = 0;              ///< launches that found their executable cached
   std::uint64_t misses = 0;            ///< launches that instantiated a new executable
   std::uint64_t node_updates = 0;      ///< nodes updated in place

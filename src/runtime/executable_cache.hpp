@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -43,7 +44,9 @@ struct Member {
   lowering::AppliedParameters applied;
   StreamKey stream;            ///< of its last launch
   bool marked = false;         ///< its last launch's end was marked (Executable::mark_end)
-  bool in_flight = false;      ///< a thread is enqueueing a launch of it, outside the runtime's lock
+  /// A thread is enqueueing a launch of it, outside the runtime's lock. Set under the lock;
+  /// cleared without it, after `marked` is written (a reader that sees it clear sees `marked`).
+  std::atomic<bool> in_flight{false};
   std::uint64_t last_use = 0;  ///< the runtime's clock when it was last chosen
 
   /// Whether its last launch is known to have run to its end.
@@ -115,6 +118,9 @@ class ExecutableCache {
   std::vector<std::uint64_t> add(Pool& pool, std::shared_ptr<Member> member);
   void erase(std::uint64_t key);
   void clear();
+  /// Changes whenever a pool or an executable leaves the cache: a Pool* or Member* taken while
+  /// it had the same value still points at what the cache holds.
+  std::uint64_t generation() const noexcept { return generation_; }
 
   /// Calls `visit(pool)` for every pool.
   template <class Visit>
@@ -128,6 +134,7 @@ class ExecutableCache {
   std::unordered_map<std::uint64_t, Pool> pools_;
   std::size_t size_ = 0;
   std::size_t capacity_;
+  std::uint64_t generation_ = 0;
 };
 
 }  // namespace flowdsl::detail

@@ -430,3 +430,25 @@ TEST_CASE("inspect_executable visits the executable a launch would use and chang
   CHECK(r.instantiations == 1);
   CHECK(r.launches == 1);
 }
+
+TEST_CASE("A launch that fails is not counted and leaves its executable to the next launch", "[runtime][errors]") {
+  Record r;
+  auto rt = make_runtime(r);
+  auto g = chain(3);
+  rt.launch(g);
+  r.failing_launches = 1;
+  CHECK_THROWS_AS(rt.launch(g), flowdsl::CudaError);
+  auto s = rt.statistics();
+  CHECK(s.launches == 1);
+  CHECK(s.hits == 1);  // it had its executable
+  CHECK(rt.launch(g).kind == flowdsl::LaunchKind::hit);  // not left in flight: no second executable
+  s = rt.statistics();
+  CHECK(s.launches == 2);
+  CHECK(r.instantiations == 1);
+  // A miss whose launch fails keeps its new executable.
+  auto other = chain(4);
+  r.failing_launches = 1;
+  CHECK_THROWS_AS(rt.launch(other), flowdsl::CudaError);
+  CHECK(rt.launch(other).kind == flowdsl::LaunchKind::hit);
+  CHECK(rt.statistics().launches == 3);
+}

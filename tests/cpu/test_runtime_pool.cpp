@@ -274,3 +274,84 @@ TEST_CASE("Threads on their own streams never get an executable another thread i
   CHECK(rt.size() == static_cast<std::size_t>(r.instantiations.load()));
   CHECK(r.launches == threads * launches);
 }
+
+TEST_CASE("A Graph launched again on its stream gets the executable it holds, and every change is still seen",
+          "[runtime][pool][repeat]") {
+  Record r;
+  auto rt = pooled_runtime(r, /*capacity=*/64, /*per_topology=*/2);
+  auto a = chain(3, 1.0f);
+  auto b = chain(3, 2.0f);  // a's topology, other values
+  CHECK(rt.launch(a, stream(1)).kind == flowdsl::LaunchKind::instantiated);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(rt.launch(a, stream(1)).kind == flowdsl::LaunchKind::hit);
+    CHECK(last_launch(r) == std::pair{0, stream(1)});
+  }
+  // Another Graph on that executable: the next launch of `a` compares values and updates.
+  CHECK(rt.launch(b, stream(1)).nodes_updated == 3);
+  const auto back = rt.launch(a, stream(1));
+  CHECK(back.kind == flowdsl::LaunchKind::updated);
+  CHECK(back.nodes_updated == 3);
+  CHECK(rt.launch(a, stream(1)).kind == flowdsl::LaunchKind::hit);
+  // A change of a parameter, then of the structure, of the same Graph.
+  a.node<flowdsl::KernelNode<float*, float, int>>("k1").arg<1>(4.0f);
+  CHECK(rt.launch(a, stream(1)).nodes_updated == 1);
+  a.node<flowdsl::KernelNode<float*, float, int>>("k1").grid(2);
+  CHECK(rt.launch(a, stream(1)).kind == flowdsl::LaunchKind::instantiated);
+  a.node<flowdsl::KernelNode<float*, float, int>>("k1").grid(1);
+  CHECK(rt.launch(a, stream(1)).kind == flowdsl::LaunchKind::hit);  // the first topology again
+  CHECK(last_launch(r).first == 0);
+  // Another stream while the executable may still run: another executable; then two in the pool.
+  CHECK(rt.launch(a, stream(2)).kind == flowdsl::LaunchKind::instantiated);
+  CHECK(rt.launch(a, stream(2)).kind == flowdsl::LaunchKind::hit);
+  CHECK(last_launch(r).second == stream(2));
+  const auto s = rt.statistics();
+  CHECK(s.launches == static_cast<std::uint64_t>(r.launches.load()));
+  CHECK(s.hits + s.misses == s.launches);
+}
+
+TEST_CASE("Many Graphs taking turns each hit their own executable, and evicted ones miss", "[runtime][pool][repeat]") {
+  constexpr int graphs = 20;  // more than the runtime remembers recent launches of
+  Record r;
+  auto rt = pooled_runtime(r, /*capacity=*/graphs);
+  std::vector<flowdsl::Graph> gs;
+  for (int n = 1; n <= graphs; ++n) gs.push_back(chain(n));
+  for (auto& g : gs) CHECK(rt.launch(g, stream(1)).kind == flowdsl::LaunchKind::instantiated);
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < graphs; ++i) {
+      CHECK(rt.launch(gs[static_cast<std::size_t>(i)], stream(1)).kind == flowdsl::LaunchKind::hit);
+      CHECK(last_launch(r).first == i);
+    }
+  }
+  // One more topology evicts the least recently used (the first Graph's): it misses, then hits.
+  auto extra = chain(graphs + 1);
+  rt.launch(extra, stream(1));
+  CHECK(rt.statistics().evictions == 1);
+  CHECK(rt.launch(gs[0], stream(1)).kind == flowdsl::LaunchKind::instantiated);
+  CHECK(rt.launch(gs[0], stream(1)).kind == flowdsl::LaunchKind::hit);
+  rt.clear();
+  CHECK(rt.launch(gs[1], stream(1)).kind == flowdsl::LaunchKind::instantiated);
+}
+
+TEST_CASE("Threads launching unchanged Graphs never get an executable another thread is enqueueing",
+          "[runtime][pool][threads][repeat]") {
+  const std::size_t per_topology = GENERATE(std::size_t{8}, std::size_t{2});
+  Record r;
+  r.launch_time = std::chrono::microseconds(20);
+  auto rt = pooled_runtime(r, 32, per_topology);
+  constexpr int threads = 8;
+  constexpr int launches = 200;
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&rt, t] {
+      flowdsl::Graph g = chain(2);  // one topology for every thread
+      for (int i = 0; i < launches; ++i) rt.launch(g, stream(static_cast<std::uintptr_t>(t)));
+    });
+  }
+  for (auto& w : workers) w.join();
+  const auto s = rt.statistics();
+  CHECK(r.overlaps == 0);
+  CHECK(s.launches == threads * launches);
+  CHECK(s.hits + s.misses == threads * launches);
+  CHECK(r.instantiations <= static_cast<int>(per_topology));
+  CHECK(r.launches == threads * launches);
+}

@@ -44,6 +44,7 @@ struct Record {
   std::vector<std::pair<int, cudaStream_t>> launched;
   std::chrono::microseconds launch_time{0};  // how long each launch() takes
   std::atomic<int> overlaps{0};              // calls on one executable from two threads at once
+  std::atomic<int> failing_launches{0};      // the next this many launch() calls throw CudaError
 };
 
 class RecordingExecutable final : public flowdsl::Executable {
@@ -64,6 +65,10 @@ class RecordingExecutable final : public flowdsl::Executable {
   void launch(cudaStream_t stream) override {
     const Using in_use(*this);
     if (r_.launch_time.count() > 0) std::this_thread::sleep_for(r_.launch_time);
+    if (r_.failing_launches > 0) {
+      --r_.failing_launches;
+      throw flowdsl::CudaError(cudaErrorLaunchFailure, "cudaGraphLaunch");
+    }
     ++r_.launches;
     const std::lock_guard lock(r_.launch_mutex);
     r_.launched.emplace_back(number_, stream);
