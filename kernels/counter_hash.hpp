@@ -13,9 +13,14 @@
 
 namespace flowdsl::kernels::detail {
 
-FLOWDSL_HD std::uint64_t mix64(std::uint64_t z) {
+/// splitmix64's finaliser but its last step (z ^ (z >> 31)), which hash_fields takes apart.
+FLOWDSL_HD std::uint64_t mix64_unfinished(std::uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+}
+
+FLOWDSL_HD std::uint64_t mix64(std::uint64_t z) {
+  z = mix64_unfinished(z);
   return z ^ (z >> 31);
 }
 
@@ -25,6 +30,23 @@ FLOWDSL_HD std::uint64_t mixed_seed(std::uint64_t seed) { return mix64(seed + 0x
 /// hash(seed, counter) from mixed_seed(seed).
 FLOWDSL_HD std::uint64_t hash_mixed(std::uint64_t mixed, std::uint64_t counter) {
   return mix64(mixed ^ (counter * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull));
+}
+
+/// The two 24-bit fields the random fills use of hash_mixed(mixed, counter), bits 16..39 (`low`)
+/// and 40..63 (`top`, here as the 32-bit word whose top 24 bits they are), equal to those of
+/// low_field and unit_float, taken from the finaliser's last value without its last 64-bit
+/// step: 3 instructions fewer a pair on the GPU.
+struct HashFields {
+  std::uint32_t low;       ///< low_field(hash)
+  std::uint32_t top_word;  ///< (hash >> 32): its top 24 bits are unit_float's
+};
+
+FLOWDSL_HD HashFields hash_fields(std::uint64_t mixed, std::uint64_t counter) {
+  const std::uint64_t z = mix64_unfinished(mixed ^ (counter * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull));
+  const auto top = static_cast<std::uint32_t>(z >> 32);
+  // hash = z ^ (z >> 31): its bits 40..63 are z's (z >> 31 has none there); bits 16..39 are z's
+  // xor z's bits 47..70, i.e. top >> 15.
+  return {(static_cast<std::uint32_t>(z >> 16) ^ (top >> 15)) & 0xffffffu, top};
 }
 
 /// 64 random bits for (seed, counter).

@@ -7,8 +7,9 @@
 // and the seed's half of it is mixed once a thread (mixed_seed). Pairs are written as 16-byte
 // vectors (several pairs a vector) when the output's first vector boundary falls on an even
 // element; otherwise pair by pair with scalar stores. Both fills are bound by instruction
-// issue, not by memory, unless each pair stays within some 50 instructions: hence the
-// hardware approximations (__logf, sqrt.approx, __sincosf) in Box–Muller.
+// issue, not by memory, unless each pair stays within some 50 instructions: hence the fields
+// taken before the hash's last step (hash_fields) and the hardware approximations (lg2.approx,
+// sqrt.approx, __sincosf) in Box–Muller.
 #pragma once
 
 #include "counter_hash.hpp"
@@ -22,35 +23,41 @@ struct UniformPairOp {
   std::uint64_t mixed;
   float lo, hi;
   __device__ float2 operator()(std::uint64_t pair) const {
-    const std::uint64_t bits = hash_mixed(mixed, pair);
-    return make_float2(fmaf(hi - lo, unit_float(bits), lo), fmaf(hi - lo, low_unit_float(bits), lo));
+    const HashFields f = hash_fields(mixed, pair);
+    return make_float2(fmaf(hi - lo, static_cast<float>(f.top_word >> 8) * 5.9604644775390625e-8f, lo),
+                       fmaf(hi - lo, static_cast<float>(f.low) * 5.9604644775390625e-8f, lo));
   }
 };
 
-/// sqrt(-2 ln u) for u = open_unit_float(bits), to a few float ulps. u = 1 - w with
-/// w = (2^24 - 1 - field) 2^-24, both exact in float. Near u = 1 the fast __logf's absolute
-/// error (2^-21.4) would be large against ln u, so for w < 1/64 the series
-/// -ln(1 - w) = w + w^2/2 + w^3/3 + w^4/4 is used (truncation under 1.3e-8 relative); for
-/// u <= 63/64 __logf is within 2.3e-5 relative of ln u, which moves the output by under 2.1e-6
-/// stddev (the error of r = sqrt(2 L) is that of L over r). The square root is the hardware's
-/// approximation (relative error ~2^-23, and 0 for 0).
-__device__ __forceinline__ float box_muller_radius(std::uint64_t bits) {
-  const float w = static_cast<float>(0xffffffu - low_field(bits)) * 5.9604644775390625e-8f;
-  float series = fmaf(w, 0.25f, 1.0f / 3.0f);
-  series = fmaf(series, w, 0.5f);
-  series = fmaf(series, w, 1.0f);
+/// sqrt(-4 ln u), i.e. sqrt(2) times Box–Muller's radius, for u = (low_field + 1) 2^-24
+/// (open_unit_float), to a few float ulps. u = 1 - w with w = (2^24 - 1 - low_field) 2^-24,
+/// both exact in float. Near u = 1 the hardware's log2 (absolute error about 2^-22) would be
+/// coarse against ln u, so for w < 1/64 the series -4 ln(1 - w) = w (w^3 + 4w^2/3 + 2w + 4)
+/// (truncated after w^4 / 4: under 1.3e-8 relative) is used; for u <= 63/64, -4 ln 2 log2(u)
+/// is within 2.3e-5 relative of -4 ln u, which moves the output by under 2.1e-6 stddev. u is at
+/// least 2^-24, so log2 and the square root are the hardware's approximations without their
+/// handling of denormal inputs (relative error ~2^-23 for the root, and 0 for 0). The factor
+/// sqrt(2) goes into the caller's scale: the series then starts from w, which spares an
+/// instruction.
+__device__ __forceinline__ float box_muller_radius_sqrt2(std::uint32_t low_field) {
+  const float w = static_cast<float>(0xffffffu - low_field) * 5.9604644775390625e-8f;
+  float series = w + 4.0f / 3.0f;
+  series = fmaf(series, w, 2.0f);
+  series = fmaf(series, w, 4.0f);
   series *= w;
-  const float fast = -__logf(1.0f - w);
+  float log2_u;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(log2_u) : "f"(1.0f - w));
+  const float fast = log2_u * -2.7725887222397812f;  // -4 ln 2
   float radius;
-  asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(radius) : "f"(2.0f * (w < 0.015625f ? series : fast)));
+  asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(radius) : "f"(w < 0.015625f ? series : fast));
   return radius;
 }
 
-/// (cos, sin)(2 pi j / 2^24) for a 24-bit integer j, within 4e-7: j is taken as a signed
-/// 24-bit count of 2^-24 turns, so the angle lies in [-pi, pi), where the hardware's sine
-/// and cosine (__sincosf) keep an absolute error under 2^-21.4.
-__device__ __forceinline__ float2 cos_sin_turns24(std::uint32_t j) {
-  const float turns = static_cast<float>(static_cast<std::int32_t>(j << 8) >> 8);
+/// (cos, sin)(2 pi j / 2^24) for j the top 24 bits of `word`, within 4e-7: j is taken as a
+/// signed 24-bit count of 2^-24 turns, so the angle lies in [-pi, pi), where the hardware's
+/// sine and cosine (__sincosf) keep an absolute error under 2^-21.4.
+__device__ __forceinline__ float2 cos_sin_turns24(std::uint32_t word) {
+  const float turns = static_cast<float>(static_cast<std::int32_t>(word) >> 8);
   float s, c;
   __sincosf(turns * 3.7450702e-7f, &s, &c);  // 2 pi / 2^24
   return make_float2(c, s);
@@ -58,14 +65,14 @@ __device__ __forceinline__ float2 cos_sin_turns24(std::uint32_t j) {
 
 /// Elements 2k and 2k + 1: mean + stddev r (cos, sin)(2 pi v), r = sqrt(-2 ln u), with u and
 /// v the low and top 24-bit fields of hash(seed, k) (Box–Muller, both outputs); `mixed` is
-/// mixed_seed(seed).
+/// mixed_seed(seed), `scale` stddev / sqrt(2) (see box_muller_radius_sqrt2).
 struct NormalPairOp {
   std::uint64_t mixed;
-  float mean, stddev;
+  float mean, scale;
   __device__ float2 operator()(std::uint64_t pair) const {
-    const std::uint64_t bits = hash_mixed(mixed, pair);
-    const float scaled = stddev * box_muller_radius(bits);
-    const float2 cs = cos_sin_turns24(static_cast<std::uint32_t>(bits >> 40));
+    const HashFields f = hash_fields(mixed, pair);
+    const float scaled = scale * box_muller_radius_sqrt2(f.low);
+    const float2 cs = cos_sin_turns24(f.top_word);
     return make_float2(fmaf(scaled, cs.x, mean), fmaf(scaled, cs.y, mean));
   }
 };
@@ -130,7 +137,7 @@ __global__ void random_uniform_kernel(std::int64_t n, std::uint64_t seed, float 
 template <class T>
 __global__ void random_normal_kernel(std::int64_t n, std::uint64_t seed, float mean, float stddev, T* out) {
   ::flowdsl::kernels::detail::programmatic_prologue();
-  fill_pairs(n, NormalPairOp{mixed_seed(seed), mean, stddev}, out);
+  fill_pairs(n, NormalPairOp{mixed_seed(seed), mean, stddev * 0.70710678118654752f}, out);
 }
 
 }  // namespace flowdsl::kernels::detail

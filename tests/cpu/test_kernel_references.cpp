@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "catch.hpp"
+#include "counter_hash.hpp"
 #include "reference.hpp"
 
 namespace ref = flowdsl::kernels::reference;
@@ -208,4 +209,21 @@ TEST_CASE("A bucket is the smallest power of two holding the count, clamped to t
   CHECK(ref::condition_bucket(std::numeric_limits<std::int32_t>::max(), 40) == 31);
   CHECK(ref::condition_bucket(100, 1) == 0);
   CHECK(ref::condition_bucket(100, 0) == 0);
+}
+
+TEST_CASE("The random fills' two 24-bit fields, taken before the hash's last step, are the hash's", "[reference][random]") {
+  namespace d = flowdsl::kernels::detail;
+  std::uint64_t state = 0x243f6a8885a308d3ull;  // counters and seeds spread over 64 bits, and the edges
+  std::vector<std::uint64_t> values = {0, 1, 2, 0xffffffffull, 0x100000000ull, ~0ull, ~0ull - 1, 1ull << 63};
+  for (int i = 0; i < 2000; ++i) values.push_back(state = d::mix64(state + static_cast<std::uint64_t>(i)));
+  for (std::size_t s = 0; s < values.size(); s += 7) {
+    const std::uint64_t mixed = d::mixed_seed(values[s]);
+    for (const std::uint64_t counter : values) {
+      const std::uint64_t bits = d::hash_mixed(mixed, counter);
+      const d::HashFields f = d::hash_fields(mixed, counter);
+      REQUIRE(f.low == d::low_field(bits));
+      REQUIRE(f.top_word >> 8 == static_cast<std::uint32_t>(bits >> 40));
+      REQUIRE(static_cast<float>(f.top_word >> 8) * 5.9604644775390625e-8f == d::unit_float(bits));
+    }
+  }
 }
