@@ -29,7 +29,7 @@ FLOWDSL_HD std::uint64_t mixed_seed(std::uint64_t seed) { return mix64(seed + 0x
 
 /// hash(seed, counter) from mixed_seed(seed).
 FLOWDSL_HD std::uint64_t hash_mixed(std::uint64_t mixed, std::uint64_t counter) {
-  return mix64(mixed ^ (counter * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull));
+  return mix64(mixed ^ (counter * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull));  // spread_counter, below
 }
 
 /// The two 24-bit fields the random fills use of hash_mixed(mixed, counter), bits 16..39 (`low`)
@@ -41,12 +41,22 @@ struct HashFields {
   std::uint32_t top_word;  ///< (hash >> 32): its top 24 bits are unit_float's
 };
 
-FLOWDSL_HD HashFields hash_fields(std::uint64_t mixed, std::uint64_t counter) {
-  const std::uint64_t z = mix64_unfinished(mixed ^ (counter * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull));
+/// The counter as hash_mixed spreads it before mixing in the seed: linear in the counter, so
+/// a kernel walking counters at a fixed step adds spread_step times that step instead.
+constexpr std::uint64_t spread_step = 0x9e3779b97f4a7c15ull;
+FLOWDSL_HD std::uint64_t spread_counter(std::uint64_t counter) { return counter * spread_step + 0x632be59bd9b4e019ull; }
+
+/// hash_fields(mixed, counter) from spread_counter(counter).
+FLOWDSL_HD HashFields hash_fields_spread(std::uint64_t mixed, std::uint64_t spread) {
+  const std::uint64_t z = mix64_unfinished(mixed ^ spread);
   const auto top = static_cast<std::uint32_t>(z >> 32);
   // hash = z ^ (z >> 31): its bits 40..63 are z's (z >> 31 has none there); bits 16..39 are z's
   // xor z's bits 47..70, i.e. top >> 15.
   return {(static_cast<std::uint32_t>(z >> 16) ^ (top >> 15)) & 0xffffffu, top};
+}
+
+FLOWDSL_HD HashFields hash_fields(std::uint64_t mixed, std::uint64_t counter) {
+  return hash_fields_spread(mixed, spread_counter(counter));
 }
 
 /// 64 random bits for (seed, counter).

@@ -22,8 +22,10 @@ namespace flowdsl::kernels::detail {
 struct UniformPairOp {
   std::uint64_t mixed;
   float lo, hi;
-  __device__ float2 operator()(std::uint64_t pair) const {
-    const HashFields f = hash_fields(mixed, pair);
+  __device__ float2 operator()(std::uint64_t pair) const { return spread(spread_counter(pair)); }
+  /// The pair of spread_counter(pair) = `s`.
+  __device__ float2 spread(std::uint64_t s) const {
+    const HashFields f = hash_fields_spread(mixed, s);
     return make_float2(fmaf(hi - lo, static_cast<float>(f.top_word >> 8) * 5.9604644775390625e-8f, lo),
                        fmaf(hi - lo, static_cast<float>(f.low) * 5.9604644775390625e-8f, lo));
   }
@@ -69,8 +71,10 @@ __device__ __forceinline__ float2 cos_sin_turns24(std::uint32_t word) {
 struct NormalPairOp {
   std::uint64_t mixed;
   float mean, scale;
-  __device__ float2 operator()(std::uint64_t pair) const {
-    const HashFields f = hash_fields(mixed, pair);
+  __device__ float2 operator()(std::uint64_t pair) const { return spread(spread_counter(pair)); }
+  /// The pair of spread_counter(pair) = `s`.
+  __device__ float2 spread(std::uint64_t s) const {
+    const HashFields f = hash_fields_spread(mixed, s);
     const float scaled = scale * box_muller_radius_sqrt2(f.low);
     const float2 cs = cos_sin_turns24(f.top_word);
     return make_float2(fmaf(scaled, cs.x, mean), fmaf(scaled, cs.y, mean));
@@ -107,19 +111,25 @@ __device__ __forceinline__ void fill_pairs(std::int64_t n, const Op& op, T* __re
   write_pairs(0, head, op, out);
   write_pairs(tail, n, op, out);
 
+  // Vector v holds pairs (head + v V) / 2 + p, p < V / 2. Their spread counters (linear in the
+  // pair) are walked by additions rather than each multiplied out.
   Vec<T, V>* out_v = reinterpret_cast<Vec<T, V>*>(out + head);
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U + threadIdx.x; base < vectors;
-       base += stride * U) {
+  const std::uint64_t per_vector = spread_step * (V / 2);
+  const std::uint64_t per_u = per_vector * blockDim.x;
+  const std::uint64_t per_round = per_u * static_cast<std::uint64_t>(stride);
+  std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * U + threadIdx.x;
+  std::uint64_t spread_base = spread_counter(static_cast<std::uint64_t>(head / 2 + base * (V / 2)));
+  for (; base < vectors; base += stride * U, spread_base += per_round * U) {
+    std::uint64_t spread_v = spread_base;
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
+    for (int u = 0; u < U; ++u, spread_v += per_u) {
       const std::int64_t v = base + static_cast<std::int64_t>(u) * blockDim.x;
       if (v < vectors) {
-        const std::uint64_t first_pair = static_cast<std::uint64_t>(head + v * V) >> 1;
         Vec<T, V> result;
 #pragma unroll
         for (int p = 0; p < V / 2; ++p) {
-          const float2 pair = op(first_pair + p);
+          const float2 pair = op.spread(spread_v + spread_step * p);
           result.v[2 * p] = from_float<T>(pair.x);
           result.v[2 * p + 1] = from_float<T>(pair.y);
         }
