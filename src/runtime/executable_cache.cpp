@@ -48,6 +48,7 @@ std::vector<std::uint64_t> ExecutableCache::add(Pool& pool, std::shared_ptr<Memb
   const Member* added = member.get();
   pool.members.push_back(std::move(member));
   ++size_;
+  ++generation_;
   std::vector<std::uint64_t> dropped;
   while (size_ > capacity_) {
     // O(executables cached), on misses only.

@@ -118,8 +118,9 @@ class ExecutableCache {
   std::vector<std::uint64_t> add(Pool& pool, std::shared_ptr<Member> member);
   void erase(std::uint64_t key);
   void clear();
-  /// Changes whenever a pool or an executable leaves the cache: a Pool* or Member* taken while
-  /// it had the same value still points at what the cache holds.
+  /// Changes whenever an executable enters or leaves the cache: a Pool* or Member* taken while
+  /// it had the same value still points at what the cache holds, and pools hold the same
+  /// executables.
   std::uint64_t generation() const noexcept { return generation_; }
 
   /// Calls `visit(pool)` for every pool.

@@ -117,7 +117,7 @@ struct Runtime::Impl {
 
   Launch prepare(const Graph& graph, cudaStream_t stream, std::unique_lock<std::mutex>& lock);
   bool repeat(const Graph& graph, const Plan& plan, const detail::StreamKey& where, Launch& out);
-  void remember(const Graph& graph, detail::Pool& pool);
+  void remember(const Graph& graph, const detail::Pool& pool);
   void finish(detail::Member& member, bool launched, bool marked);
   std::shared_ptr<detail::Member> instantiate(const Graph& graph, const Plan& plan, std::uint64_t key,
                                               const detail::StreamKey& where, cudaStream_t stream);
@@ -134,8 +134,12 @@ struct Runtime::Impl {
   struct Recent {
     std::uint64_t graph_uid = 0;
     std::shared_ptr<const Plan> plan;  ///< the Graph's plan then (held: its address stays unique)
-    detail::Pool* pool = nullptr;
-    std::uint64_t generation = 0;      ///< the cache's then: `pool` still exists while it is
+    /// The pool's only executable. While the cache's generation is unchanged it is still cached
+    /// and still alone in its pool; once launched on another stream, or by another Graph, its
+    /// own fields say so.
+    const std::shared_ptr<detail::Member>* member = nullptr;  ///< in the pool's vector
+    std::uint64_t generation = 0;
+    bool mark = false;  ///< the pool's several_streams then (changed only by a launch on another stream)
   };
   static constexpr std::size_t recent_slots = 8;  // by Graph uid
 
@@ -338,31 +342,32 @@ Runtime::Impl::Launch Runtime::Impl::prepare(const Graph& graph, cudaStream_t st
 bool Runtime::Impl::repeat(const Graph& graph, const Plan& plan, const detail::StreamKey& where, Launch& out) {
   const Recent& r = recent[graph.uid() % recent_slots];
   if (r.graph_uid != graph.uid() || r.plan.get() != &plan || r.generation != cache.generation()) return false;
-  const detail::Pool& pool = *r.pool;
-  if (pool.members.size() != 1 || pool.last_stream != where) return false;
-  const std::shared_ptr<detail::Member>& member = pool.members.front();
-  if (member->in_flight || member->stream != where || member->graph_uid != graph.uid() ||
-      member->version != graph.parameter_version()) {
+  detail::Member& member = **r.member;
+  // What the pool's choice would find: its only executable, synchronised with this Graph's
+  // parameters, last launched on this stream, not being enqueued.
+  if (member.in_flight || member.stream != where || member.graph_uid != graph.uid() ||
+      member.version != graph.parameter_version()) {
     return false;
   }
   FLOWDSL_DEBUG("hit topology {:016x}", plan.topology_hash);
-  out.member = member;
-  out.member->last_use = ++clock;
-  out.member->in_flight.store(true, std::memory_order_relaxed);  // published by the unlock
+  out.member = *r.member;
+  member.last_use = ++clock;
+  member.in_flight.store(true, std::memory_order_relaxed);  // published by the unlock
   out.report = {LaunchKind::hit, 0};
-  out.mark = pool.several_streams;
+  out.mark = r.mark;
   ++stats.hits;
   ++stats.launches;
   return true;
 }
 
-void Runtime::Impl::remember(const Graph& graph, detail::Pool& pool) {
+void Runtime::Impl::remember(const Graph& graph, const detail::Pool& pool) {
   Recent& r = recent[graph.uid() % recent_slots];
   const std::shared_ptr<const Plan>& plan = detail::plan_slot(graph.state());
   if (r.graph_uid != graph.uid() || r.plan != plan) r.plan = plan;
   r.graph_uid = graph.uid();
-  r.pool = &pool;
+  r.member = &pool.members.front();
   r.generation = cache.generation();
+  r.mark = pool.several_streams;
 }
 
 // Runs without the runtime's lock. prepare() counted the launch; one that failed is taken back.
