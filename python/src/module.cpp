@@ -240,10 +240,33 @@ Argument convert_argument(PyGraph& g, const KernelInfo& entry, const KernelParam
   return out;
 }
 
+// The arguments of one set() call: inline up to eight, so that a call allocates nothing.
+class Arguments {
+ public:
+  explicit Arguments(std::size_t capacity) : capacity_(capacity) {
+    if (capacity > inline_count) heap_.resize(capacity);
+  }
+  void push_back(const Argument& a) {
+    if (size_ == capacity_) throw std::logic_error("flowdsl: more arguments than set() expected");
+    data()[size_++] = a;
+  }
+  const Argument* begin() const { return data(); }
+  const Argument* end() const { return data() + size_; }
+
+ private:
+  static constexpr std::size_t inline_count = 8;
+  Argument* data() { return heap_.empty() ? inline_.data() : heap_.data(); }
+  const Argument* data() const { return heap_.empty() ? inline_.data() : heap_.data(); }
+  std::array<Argument, inline_count> inline_{};
+  std::vector<Argument> heap_;
+  std::size_t size_ = 0;
+  std::size_t capacity_;
+};
+
 // Applies converted arguments to node `id` and keeps their tensors alive (an address given for a
 // parameter drops the tensor held for it before).
-template <class Node>
-void apply_arguments(PyGraph& g, Node& node, NodeId id, const std::vector<Argument>& args) {
+template <class Node, class Args>
+void apply_arguments(PyGraph& g, Node& node, NodeId id, const Args& args) {
   for (const Argument& a : args) {
     node.set_bytes(a.param->name, a.bytes.data(), a.param->type.size());
     if (a.param->type.pointer) {
@@ -257,7 +280,8 @@ void apply_arguments(PyGraph& g, Node& node, NodeId id, const std::vector<Argume
 }
 
 // The size of the tensor each parameter will hold once `args` apply to node `id` (0: none).
-auto held_after(const PyGraph& g, NodeId id, const std::vector<Argument>& args) {
+template <class Args>
+auto held_after(const PyGraph& g, NodeId id, const Args& args) {
   return [&g, id, &args](std::uint32_t index) -> std::size_t {
     for (const Argument& a : args) {
       if (a.index == index) return a.held_bytes;
@@ -681,13 +705,13 @@ NB_MODULE(_flowdsl, m) {
           "dependent may launch early (built-in kernels wait for their producers' writes).")
       .def(
           "set",
-          [](PyNode& self, nb::kwargs kwargs) {
+          [](nb::pointer_and_handle<PyNode> me, nb::kwargs kwargs) -> nb::typed<nb::object, PyNode> {
+            PyNode& self = *me.p;
             if (self.entry == nullptr) usage("node " + quoted_name(self.name()) + ": set() is for kernel and library nodes");
             PyGraph& g = *self.owner;
             const KernelInfo& entry = *self.entry;
             const auto node_name = [&self] { return self.name(); };
-            std::vector<Argument> args;
-            args.reserve(kwargs.size());
+            Arguments args(kwargs.size());
             for (auto [key, value] : kwargs) {
               const nb::str key_text = nb::borrow<nb::str>(key);
               const char* name = key_text.c_str();
@@ -709,7 +733,7 @@ NB_MODULE(_flowdsl, m) {
               RegisteredKernelNode node(&g.graph.state(), self.id, &entry);
               apply_arguments(g, node, self.id, args);
             }
-            return self;
+            return nb::borrow<nb::typed<nb::object, PyNode>>(me.h);  // the node itself, for chained calls
           },
           "kwargs"_a,
           "Changes arguments by parameter name: a parameter change, applied to the cached executable in place\n"

@@ -156,7 +156,7 @@ def test_set_changes_arguments_with_the_same_checks(arrays):
     g = flowdsl.Graph()
     k = g.kernel("scale", "scale.f32", n=N, a=2.0, x=x, y=y)
     before = g.topology_hash
-    k.set(a=3.0, x=z)
+    assert k.set(a=3.0, x=z) is k  # the node itself, for chained calls
     assert g.topology_hash == before  # arguments are parameters, not topology
     with pytest.raises(flowdsl.UsageError, match="parameter 'x'"):
         k.set(x=FakeArray(0x7F0000600000, (N,), typestr="<i4"))
