@@ -595,6 +595,7 @@ nb::object optional_attribute(nb::handle obj, PyObject* name) {
 cudaStream_t stream_of(nb::handle stream) {
   if (stream.is_none()) return nullptr;
   if (nb::isinstance<nb::int_>(stream)) return reinterpret_cast<cudaStream_t>(nb::cast<std::uintptr_t>(stream));
+  if (const std::optional<cudaStream_t> torch = torch_stream(stream)) return *torch;
   // Anything with __cuda_stream__ (the CUDA Python protocol): (version, handle); torch.cuda.Stream:
   // cuda_stream; cupy.cuda.Stream: ptr.
   static PyObject* const protocol = interned("__cuda_stream__");

@@ -118,6 +118,8 @@ struct TorchTypes {
   PyObject* data_ptr = nullptr;
   PyObject* numel = nullptr;
   PyObject* element_size = nullptr;
+  PyObject* stream = nullptr;  // torch.cuda.Stream (null if absent)
+  PyObject* cuda_stream = nullptr;
 };
 
 const TorchTypes* torch_types() {
@@ -144,6 +146,10 @@ const TorchTypes* torch_types() {
   t->data_ptr = PyUnicode_InternFromString("data_ptr");
   t->numel = PyUnicode_InternFromString("numel");
   t->element_size = PyUnicode_InternFromString("element_size");
+  t->cuda_stream = PyUnicode_InternFromString("cuda_stream");
+  if (nb::hasattr(module, "cuda") && nb::hasattr(module.attr("cuda"), "Stream")) {
+    t->stream = module.attr("cuda").attr("Stream").inc_ref().ptr();
+  }
   types = t;
   return types;
 }
@@ -181,6 +187,14 @@ std::optional<Memory> from_torch(nb::handle object, const Where& where) {
 }
 
 }  // namespace
+
+std::optional<cudaStream_t> torch_stream(nb::handle object) {
+  const TorchTypes* t = torch_types();
+  if (t == nullptr || t->stream == nullptr || !PyObject_TypeCheck(object.ptr(), reinterpret_cast<PyTypeObject*>(t->stream))) {
+    return std::nullopt;
+  }
+  return reinterpret_cast<cudaStream_t>(nb::cast<std::uintptr_t>(attribute(object, t->cuda_stream)));
+}
 
 const char* dtype_name(ScalarType type) noexcept {
   switch (type) {

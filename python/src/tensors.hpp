@@ -3,6 +3,7 @@
 // JAX), read without a copy. What a kernel parameter needs of them is checked by the caller.
 #pragma once
 
+#include <cuda_runtime_api.h>
 #include <nanobind/nanobind.h>
 
 #include <cstddef>
@@ -36,6 +37,10 @@ using Where = std::function<std::string()>;
 /// __cuda_array_interface__. A non-contiguous array is refused (kernels take dense buffers).
 /// \throws nanobind::type_error naming `where` for anything else.
 Memory memory_of(nanobind::handle object, const Where& where);
+
+/// \brief The handle of a torch.cuda.Stream (read through its attribute, the cheapest way), or
+/// nothing when `object` is not one (or torch is not imported).
+std::optional<cudaStream_t> torch_stream(nanobind::handle object);
 
 /// \brief "float32", "bfloat16", ... (the names PyTorch and NumPy use).
 const char* dtype_name(ScalarType type) noexcept;
