@@ -118,6 +118,9 @@ struct Runtime::Impl {
   Launch prepare(const Graph& graph, cudaStream_t stream, std::unique_lock<std::mutex>& lock);
   bool repeat(const Graph& graph, const Plan& plan, const detail::StreamKey& where, Launch& out);
   void remember(const Graph& graph, const detail::Pool& pool);
+  /// Drops what `recent` holds (plans), once executables leave the cache: it keeps no plan of a
+  /// topology the cache no longer holds.
+  void forget_recent() { recent.fill(Recent{}); }
   void finish(detail::Member& member, bool launched, bool marked);
   std::shared_ptr<detail::Member> instantiate(const Graph& graph, const Plan& plan, std::uint64_t key,
                                               const detail::StreamKey& where, cudaStream_t stream);
@@ -133,7 +136,9 @@ struct Runtime::Impl {
   /// is what choosing from the pool would give, without the cache's lookup or the choice.
   struct Recent {
     std::uint64_t graph_uid = 0;
-    std::shared_ptr<const Plan> plan;  ///< the Graph's plan then (held: its address stays unique)
+    /// The Graph's plan then, held so that its address stays unique (at most recent_slots plans
+    /// of cached topologies: the table is emptied when executables leave the cache).
+    std::shared_ptr<const Plan> plan;
     /// The pool's only executable. While the cache's generation is unchanged it is still cached
     /// and still alone in its pool; once launched on another stream, or by another Graph, its
     /// own fields say so.
@@ -218,7 +223,9 @@ std::shared_ptr<detail::Member> Runtime::Impl::instantiate(const Graph& graph, c
   } else {
     ++stats.busy_misses;
   }
-  for (const std::uint64_t evicted : cache.add(*pool, member)) {
+  const std::vector<std::uint64_t> dropped = cache.add(*pool, member);
+  if (!dropped.empty()) forget_recent();
+  for (const std::uint64_t evicted : dropped) {
     ++stats.evictions;
     FLOWDSL_DEBUG("evict executable {:016x}", evicted);
   }
@@ -304,6 +311,7 @@ Runtime::Impl::Launch Runtime::Impl::prepare(const Graph& graph, cudaStream_t st
     detail::Pool* pool = cache.find(key);
     if (pool != nullptr && pool->node_count != plan.position.size()) {  // 64-bit hash collision
       cache.erase(key);
+      forget_recent();
       pool = nullptr;
     }
     detail::Choice choice = pool != nullptr ? pool->choose(graph.uid(), where, bound(plan)) : detail::Choice{};
@@ -480,6 +488,7 @@ std::size_t Runtime::capacity() const noexcept { return impl_->cache.capacity();
 void Runtime::clear() {
   std::lock_guard lock(impl_->mutex);
   impl_->cache.clear();
+  impl_->forget_recent();
 }
 
 }  // namespace flowdsl
