@@ -48,7 +48,6 @@ std::vector<std::uint64_t> ExecutableCache::add(Pool& pool, std::shared_ptr<Memb
   const Member* added = member.get();
   pool.members.push_back(std::move(member));
   ++size_;
-  ++generation_;
   std::vector<std::uint64_t> dropped;
   while (size_ > capacity_) {
     // O(executables cached), on misses only.
@@ -69,7 +68,6 @@ std::vector<std::uint64_t> ExecutableCache::add(Pool& pool, std::shared_ptr<Memb
     if (victim_pool == nullptr) break;  // capacity 1: the added one stays
     victim_pool->members.erase(victim_pool->members.begin() + static_cast<std::ptrdiff_t>(victim));
     --size_;
-    ++generation_;
     dropped.push_back(victim_key);
     if (victim_pool->members.empty()) pools_.erase(victim_key);
   }
@@ -81,13 +79,11 @@ void ExecutableCache::erase(std::uint64_t key) {
   if (it == pools_.end()) return;
   size_ -= it->second.members.size();
   pools_.erase(it);
-  ++generation_;
 }
 
 void ExecutableCache::clear() {
   pools_.clear();
   size_ = 0;
-  ++generation_;
 }
 
 }  // namespace flowdsl::detail

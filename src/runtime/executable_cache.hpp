@@ -118,10 +118,6 @@ class ExecutableCache {
   std::vector<std::uint64_t> add(Pool& pool, std::shared_ptr<Member> member);
   void erase(std::uint64_t key);
   void clear();
-  /// Changes whenever an executable enters or leaves the cache: a Pool* or Member* taken while
-  /// it had the same value still points at what the cache holds, and pools hold the same
-  /// executables.
-  std::uint64_t generation() const noexcept { return generation_; }
 
   /// Calls `visit(pool)` for every pool.
   template <class Visit>
@@ -135,7 +131,6 @@ class ExecutableCache {
   std::unordered_map<std::uint64_t, Pool> pools_;
   std::size_t size_ = 0;
   std::size_t capacity_;
-  std::uint64_t generation_ = 0;
 };
 
 }  // namespace flowdsl::detail

@@ -118,8 +118,8 @@ struct Runtime::Impl {
   Launch prepare(const Graph& graph, cudaStream_t stream, std::unique_lock<std::mutex>& lock);
   bool repeat(const Graph& graph, const Plan& plan, const detail::StreamKey& where, Launch& out);
   void remember(const Graph& graph, const detail::Pool& pool);
-  /// Drops what `recent` holds (plans), once executables leave the cache: it keeps no plan of a
-  /// topology the cache no longer holds.
+  /// Empties `recent` whenever an executable enters or leaves the cache: what it points at is
+  /// then still cached and alone in its pool, and it keeps no plan of an uncached topology.
   void forget_recent() { recent.fill(Recent{}); }
   void finish(detail::Member& member, bool launched, bool marked);
   std::shared_ptr<detail::Member> instantiate(const Graph& graph, const Plan& plan, std::uint64_t key,
@@ -137,13 +137,11 @@ struct Runtime::Impl {
   struct Recent {
     std::uint64_t graph_uid = 0;
     /// The Graph's plan then, held so that its address stays unique (at most recent_slots plans
-    /// of cached topologies: the table is emptied when executables leave the cache).
+    /// of cached topologies: see forget_recent).
     std::shared_ptr<const Plan> plan;
-    /// The pool's only executable. While the cache's generation is unchanged it is still cached
-    /// and still alone in its pool; once launched on another stream, or by another Graph, its
-    /// own fields say so.
-    const std::shared_ptr<detail::Member>* member = nullptr;  ///< in the pool's vector
-    std::uint64_t generation = 0;
+    /// The pool's only executable, in the pool's vector (valid until forget_recent); once
+    /// launched on another stream, or by another Graph, its own fields say so.
+    const std::shared_ptr<detail::Member>* member = nullptr;
     bool mark = false;  ///< the pool's several_streams then (changed only by a launch on another stream)
   };
   static constexpr std::size_t recent_slots = 8;  // by Graph uid
@@ -223,9 +221,8 @@ std::shared_ptr<detail::Member> Runtime::Impl::instantiate(const Graph& graph, c
   } else {
     ++stats.busy_misses;
   }
-  const std::vector<std::uint64_t> dropped = cache.add(*pool, member);
-  if (!dropped.empty()) forget_recent();
-  for (const std::uint64_t evicted : dropped) {
+  forget_recent();
+  for (const std::uint64_t evicted : cache.add(*pool, member)) {
     ++stats.evictions;
     FLOWDSL_DEBUG("evict executable {:016x}", evicted);
   }
@@ -349,7 +346,7 @@ Runtime::Impl::Launch Runtime::Impl::prepare(const Graph& graph, cudaStream_t st
 
 bool Runtime::Impl::repeat(const Graph& graph, const Plan& plan, const detail::StreamKey& where, Launch& out) {
   const Recent& r = recent[graph.uid() % recent_slots];
-  if (r.graph_uid != graph.uid() || r.plan.get() != &plan || r.generation != cache.generation()) return false;
+  if (r.graph_uid != graph.uid() || r.plan.get() != &plan) return false;
   detail::Member& member = **r.member;
   // What the pool's choice would find: its only executable, synchronised with this Graph's
   // parameters, last launched on this stream, not being enqueued.
@@ -374,7 +371,6 @@ void Runtime::Impl::remember(const Graph& graph, const detail::Pool& pool) {
   if (r.graph_uid != graph.uid() || r.plan != plan) r.plan = plan;
   r.graph_uid = graph.uid();
   r.member = &pool.members.front();
-  r.generation = cache.generation();
   r.mark = pool.several_streams;
 }
 
