@@ -38,6 +38,9 @@ class Extent {
   bool empty() const noexcept { return program_.empty(); }
   /// \brief Whether the value depends on device memory (`p[e]`).
   bool data_dependent() const noexcept { return data_dependent_; }
+  /// \brief Whether the expression reads parameter `param` (by index, as the value of an
+  /// integer or through a load).
+  bool reads(std::uint32_t param) const noexcept;
 
   /// \brief The outcome of evaluating an extent.
   struct Value {

@@ -38,10 +38,62 @@ struct Held {
   std::size_t bytes = 0;  // 0: unknown (an address)
 };
 
+// The objects a graph's nodes hold, by node id and parameter index: a node's few in one short
+// array, found from its id without a search (a set() after a launch of thousands of kernels
+// finds them in a cache line or two).
+class HeldObjects {
+ public:
+  const Held* find(NodeId id, std::uint32_t index) const {
+    if (id >= by_node_.size()) return nullptr;
+    for (const Slot& s : by_node_[id]) {
+      if (s.index == index) return &s.held;
+    }
+    return nullptr;
+  }
+  void set(NodeId id, std::uint32_t index, Held held) {
+    if (id >= by_node_.size()) by_node_.resize(std::size_t{id} + 1);
+    std::vector<Slot>& slots = by_node_[id];
+    for (Slot& s : slots) {
+      if (s.index == index) {
+        s.held = std::move(held);  // the object held before is released here
+        return;
+      }
+    }
+    slots.push_back(Slot{index, std::move(held)});
+  }
+  void erase(NodeId id, std::uint32_t index) {
+    if (id >= by_node_.size()) return;
+    std::vector<Slot>& slots = by_node_[id];
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      if (slots[i].index == index) {
+        slots.erase(slots.begin() + static_cast<std::ptrdiff_t>(i));
+        return;
+      }
+    }
+  }
+  template <class Visit>
+  int visit_objects(const Visit& visit) const {
+    for (const std::vector<Slot>& slots : by_node_) {
+      for (const Slot& s : slots) {
+        if (const int r = visit(s.held.object.ptr()); r != 0) return r;
+      }
+    }
+    return 0;
+  }
+  void clear() { std::vector<std::vector<Slot>>().swap(by_node_); }
+
+ private:
+  struct Slot {
+    std::uint32_t index;
+    Held held;
+  };
+  std::vector<std::vector<Slot>> by_node_;
+};
+
 // A Graph and the Python objects whose memory its nodes use.
 struct PyGraph {
   Graph graph;
-  std::map<std::pair<NodeId, std::uint32_t>, Held> held;  // (node, parameter index) -> object
+  HeldObjects held;
   std::map<std::string, nb::object> buffers;            // named buffers' objects
 };
 
@@ -96,16 +148,49 @@ ArgumentPack empty_pack(const KernelInfo& entry) {
   return pack;
 }
 
+// The arguments of one set() call: inline up to eight, so that a call allocates nothing.
+class Arguments {
+ public:
+  explicit Arguments(std::size_t capacity) : capacity_(capacity) {
+    if (capacity > inline_count) heap_.resize(capacity);
+  }
+  void push_back(const Argument& a) {
+    if (size_ == capacity_) throw std::logic_error("flowdsl: more arguments than set() expected");
+    data()[size_++] = a;
+  }
+  const Argument* begin() const { return data(); }
+  const Argument* end() const { return data() + size_; }
+
+ private:
+  static constexpr std::size_t inline_count = 8;
+  Argument* data() { return heap_.empty() ? inline_.data() : heap_.data(); }
+  const Argument* data() const { return heap_.empty() ? inline_.data() : heap_.data(); }
+  std::array<Argument, inline_count> inline_{};
+  std::vector<Argument> heap_;
+  std::size_t size_ = 0;
+  std::size_t capacity_;
+};
+
 // Checks each tensor given to a node's pointer parameters against the parameter's extent,
 // evaluated with `args` and `launch` (a library call has no launch shape; an extent that names
 // an argument not bound yet, or a value in device memory, is checked at validation instead).
-// `held_bytes(i)` is the size of the tensor bound to parameter i (0: none, or unknown).
+// `held_bytes(i)` is the size of the tensor bound to parameter i (0: none, or unknown). With
+// `changed` (the arguments a set() call gives), only the parameters they affect are checked: one
+// given a tensor, or whose extent reads one of them; the others passed when they were bound.
 template <class HeldBytes, class NodeName>
 void check_extents(const KernelInfo& entry, const ArgumentPack& args, const LaunchShape& launch,
-                   const HeldBytes& held_bytes, const NodeName& node_name) {
+                   const HeldBytes& held_bytes, const NodeName& node_name, const Arguments* changed = nullptr) {
+  const auto affected = [changed](std::uint32_t i, const Extent& extent) {
+    if (changed == nullptr) return true;
+    for (const Argument& a : *changed) {
+      if (a.index == i || extent.reads(a.index)) return true;
+    }
+    return false;
+  };
   for (std::size_t i = 0; i < entry.params.size() && i < entry.extents.size(); ++i) {
     const KernelParam& p = entry.params[i];
     if (!p.type.pointer || entry.extents[i].empty()) continue;
+    if (!affected(static_cast<std::uint32_t>(i), entry.extents[i])) continue;
     const std::size_t bytes = held_bytes(static_cast<std::uint32_t>(i));
     if (bytes == 0) continue;
     const Extent::Value v = entry.extents[i].evaluate(args, launch);
@@ -240,29 +325,6 @@ Argument convert_argument(PyGraph& g, const KernelInfo& entry, const KernelParam
   return out;
 }
 
-// The arguments of one set() call: inline up to eight, so that a call allocates nothing.
-class Arguments {
- public:
-  explicit Arguments(std::size_t capacity) : capacity_(capacity) {
-    if (capacity > inline_count) heap_.resize(capacity);
-  }
-  void push_back(const Argument& a) {
-    if (size_ == capacity_) throw std::logic_error("flowdsl: more arguments than set() expected");
-    data()[size_++] = a;
-  }
-  const Argument* begin() const { return data(); }
-  const Argument* end() const { return data() + size_; }
-
- private:
-  static constexpr std::size_t inline_count = 8;
-  Argument* data() { return heap_.empty() ? inline_.data() : heap_.data(); }
-  const Argument* data() const { return heap_.empty() ? inline_.data() : heap_.data(); }
-  std::array<Argument, inline_count> inline_{};
-  std::vector<Argument> heap_;
-  std::size_t size_ = 0;
-  std::size_t capacity_;
-};
-
 // Applies converted arguments to node `id` and keeps their tensors alive (an address given for a
 // parameter drops the tensor held for it before).
 template <class Node, class Args>
@@ -271,9 +333,9 @@ void apply_arguments(PyGraph& g, Node& node, NodeId id, const Args& args) {
     node.set_bytes(a.param->name, a.bytes.data(), a.param->type.size());
     if (a.param->type.pointer) {
       if (a.object.is_valid()) {
-        g.held[{id, a.index}] = Held{nb::borrow(a.object), a.held_bytes};
+        g.held.set(id, a.index, Held{nb::borrow(a.object), a.held_bytes});
       } else {
-        g.held.erase({id, a.index});
+        g.held.erase(id, a.index);
       }
     }
   }
@@ -286,8 +348,8 @@ auto held_after(const PyGraph& g, NodeId id, const Args& args) {
     for (const Argument& a : args) {
       if (a.index == index) return a.held_bytes;
     }
-    const auto held = g.held.find({id, index});
-    return held == g.held.end() ? 0 : held->second.bytes;
+    const Held* held = g.held.find(id, index);
+    return held == nullptr ? 0 : held->bytes;
   };
 }
 
@@ -429,8 +491,8 @@ void builder_methods(Class& cls, GetBuilder get) {
           usage("node " + q(name) + ": " + std::to_string(n) + " bytes exceed " + (d.bytes && n > d.bytes ? "dst's " + std::to_string(d.bytes) : "src's " + std::to_string(s.bytes)));
         }
         MemcpyNode node = b.memcpy(name, reinterpret_cast<void*>(d.address), reinterpret_cast<const void*>(s.address), n);
-        if (!nb::isinstance<nb::int_>(dst)) g->held[{node.id(), 0}] = Held{nb::borrow(dst), d.bytes};
-        if (!nb::isinstance<nb::int_>(src)) g->held[{node.id(), 1}] = Held{nb::borrow(src), s.bytes};
+        if (!nb::isinstance<nb::int_>(dst)) g->held.set(node.id(), 0, Held{nb::borrow(dst), d.bytes});
+        if (!nb::isinstance<nb::int_>(src)) g->held.set(node.id(), 1, Held{nb::borrow(src), s.bytes});
         return PyNode{g, node.id()};
       },
       "name"_a, "dst"_a, "src"_a, "bytes"_a = nb::none(),
@@ -448,7 +510,7 @@ void builder_methods(Class& cls, GetBuilder get) {
                 " bytes exceed dst's " + std::to_string(d.bytes) + " bytes");
         }
         MemsetNode node = b.memset(name, reinterpret_cast<void*>(d.address), value, n, element_size);
-        if (!nb::isinstance<nb::int_>(dst)) g->held[{node.id(), 0}] = Held{nb::borrow(dst), d.bytes};
+        if (!nb::isinstance<nb::int_>(dst)) g->held.set(node.id(), 0, Held{nb::borrow(dst), d.bytes});
         return PyNode{g, node.id()};
       },
       "name"_a, "dst"_a, "value"_a, "count"_a = nb::none(), "element_size"_a = 1,
@@ -549,7 +611,13 @@ int graph_traverse(PyObject* self, visitproc visit, void* arg) {
   Py_VISIT(Py_TYPE(self));
   if (!nb::inst_ready(self)) return 0;
   const PyGraph* g = nb::inst_ptr<PyGraph>(self);
-  for (const auto& entry : g->held) Py_VISIT(entry.second.object.ptr());
+  if (const int r = g->held.visit_objects([&](PyObject* object) {
+        Py_VISIT(object);
+        return 0;
+      });
+      r != 0) {
+    return r;
+  }
   for (const auto& entry : g->buffers) Py_VISIT(entry.second.ptr());
   return 0;
 }
@@ -726,7 +794,7 @@ NB_MODULE(_flowdsl, m) {
             ArgumentPack trial = kernel != nullptr ? kernel->args : std::get<LibraryOp>(op).args;
             for (const Argument& a : args) trial.set(a.index, a.bytes.data(), a.param->type.size());
             check_extents(entry, trial, kernel != nullptr ? kernel->launch : LaunchShape{}, held_after(g, self.id, args),
-                          node_name);
+                          node_name, &args);
             if (entry.is_call()) {
               RegisteredLibraryNode node(&g.graph.state(), self.id, &entry);
               apply_arguments(g, node, self.id, args);

@@ -82,6 +82,13 @@ def test_extents_are_checked_against_the_tensors(arrays):
     k = g.kernel("fits", "scale.f32", n=100, a=2.0, x=x, y=short)
     with pytest.raises(flowdsl.UsageError, match="the tensor holds 100"):
         k.set(n=101)
+    # A set() checks what its arguments affect: a tensor given, or an extent reading a scalar given.
+    with pytest.raises(flowdsl.UsageError, match=r"parameter 'x': the kernel reaches 100 elements \(n\) but the tensor holds 99"):
+        k.set(x=FakeArray(0x7F0000500000, (99,)))
+    assert k.set(a=3.0) is k
+    k.set(n=100, y=x)
+    with pytest.raises(flowdsl.UsageError, match=r"parameter 'y'.*the tensor holds 100"):
+        k.set(n=N, y=short)  # both change: checked against each other
     # Named buffers: validation checks every kernel's pointer into them against their end.
     named = flowdsl.Graph()
     named.buffer("y", short)

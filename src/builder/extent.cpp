@@ -172,6 +172,13 @@ Extent Extent::parse(std::string_view text, const std::vector<KernelParam>& para
   return out;
 }
 
+bool Extent::reads(std::uint32_t param) const noexcept {
+  for (const Step& step : program_) {
+    if ((step.code == Code::param || step.code == Code::load) && step.param == param) return true;
+  }
+  return false;
+}
+
 Extent::Value Extent::evaluate(const ArgumentPack& args, const LaunchShape& launch) const {
   // A value on the stack: known, or unknown because it comes from device memory.
   struct Item {

@@ -105,6 +105,14 @@ TEST_CASE("extents parse and evaluate with the arguments and the launch shape", 
   const auto& pad = kernel("pad_f32");
   CHECK(pad.extents[2].data_dependent());
   CHECK_FALSE(pad.extents[3].data_dependent());
+  // What each extent reads, by parameter index: values through a load, integers by value.
+  CHECK(pad.extents[2].reads(3));   // offsets[batch]
+  CHECK(pad.extents[2].reads(0));
+  CHECK_FALSE(pad.extents[2].reads(1));
+  CHECK(rows.extents[2].reads(0));
+  CHECK(rows.extents[2].reads(1));
+  CHECK_FALSE(rows.extents[3].reads(1));
+  CHECK_FALSE(rows.extents[0].reads(0));  // none declared
 
   // Products beyond 2^63 overflow rather than wrap.
   flowdsl::KernelRegistry local;
