@@ -1,24 +1,23 @@
 #!/usr/bin/env python3
 """The host cost of launching from Python: flowdsl's Runtime.launch of a cached graph and a tensor
-swap (Node.set + launch), against the same from C++ (bench/torch_compare_bench, a subprocess of
-this run) and against torch.cuda.CUDAGraph.replay() of the same chain.
+swap (Node.set + launch), against the same calls made from C++ in this process (the module's
+_bench loops: Runtime::launch, RegisteredKernelNode::set_bytes + Runtime::launch) and against
+torch.cuda.CUDAGraph.replay() of the same chain.
 
 The chain: N kernels scaling one float32 buffer of 4096 elements in place (factors 1.0625 and
 0.9375 alternating): flowdsl's scale.f32 on a PyTorch tensor, PyTorch's x.mul_(a) captured.
-Host clock around one call, the device drained before each, median of --replays; --repeats
+Host clock around one call, the device drained before each, median of --replays calls (Python
+and C++ taking turns in batches, so that both see the same state of the host); --repeats
 repetitions of everything, reported as median (min-max). Results of both sides are checked
 against each other.
 
-    python3 bench/python_launch.py --flowdsl build/bench/torch_compare_bench [--json FILE]
+    python3 bench/python_launch.py [--json FILE]
 (with the flowdsl package importable: pip install ./python, or PYTHONPATH=<build>/python)
 """
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
 import torch
@@ -26,6 +25,9 @@ import torch
 import flowdsl
 
 FACTORS = (1.0625, 0.9375)
+BATCHES = 4  # Python and C++ take turns, this many batches each
+
+native = flowdsl._flowdsl._bench
 
 
 def timed(call, replays):
@@ -64,36 +66,59 @@ def python_side(n, elements, replays):
         stream.synchronize()
         flowdsl_result = x.clone()
 
-        # The two headline figures time the calls themselves, with no Python frame of the bench's
-        # around them (as the C++ side times its calls).
-        samples = []
-        launch = rt.launch
-        for i in range(replays + 2):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter_ns()
-            launch(g, stream=stream)
-            t1 = time.perf_counter_ns()
-            if i >= 2:
-                samples.append((t1 - t0) / 1000.0)
+        # PyTorch's CUDA graph of the same chain.
+        y = source.clone()
+        graph = torch.cuda.CUDAGraph()
         torch.cuda.synchronize()
-        hit = statistics.median(samples)
-        assert rt.launch(g, stream=stream)["kind"] == "hit"
+        with torch.cuda.graph(graph, stream=stream):
+            for i in range(n):
+                y.mul_(FACTORS[i % 2])
+        y.copy_(source)
+        graph.replay()
+        stream.synchronize()
+        torch_result = y.clone()
 
-        # The swap, timed whole (nothing else in the timed call, as the C++ side times it), then
-        # in its two parts (Node.set, then the launch that updates) in a loop of its own.
-        samples = []
+        # The headline figures: Python's calls, the same calls made from C++ in this process
+        # (flowdsl._flowdsl._bench: Runtime::launch, RegisteredKernelNode::set_bytes) and
+        # PyTorch's replay(), in alternating batches so that all see the same state of the host.
+        # Each Python call is timed bare between two clock reads, as the C++ loops time theirs.
+        launch = rt.launch
         tensors = (other, x)
-        for i in range(replays + 2):
-            tensor = tensors[i % 2]
-            torch.cuda.synchronize()
-            t0 = time.perf_counter_ns()
-            first.set(x=tensor)
-            launch(g, stream=stream)
-            t1 = time.perf_counter_ns()
-            if i >= 2:
-                samples.append((t1 - t0) / 1000.0)
+        per_batch = max(replays // BATCHES, 2) // 2 * 2  # even: a batch of swaps ends on x
+        replay_call = graph.replay
+        py_hit, cpp_hit, py_swap, cpp_swap, replays_us = [], [], [], [], []
+        for _ in range(BATCHES):
+            for i in range(per_batch + 2):
+                torch.cuda.synchronize()
+                t0 = time.perf_counter_ns()
+                launch(g, stream=stream)
+                t1 = time.perf_counter_ns()
+                if i >= 2:
+                    py_hit.append((t1 - t0) / 1000.0)
+            cpp_hit += native.launch(rt, g, stream, per_batch + 2)[2:]
+            for i in range(per_batch + 2):
+                tensor = tensors[i % 2]
+                torch.cuda.synchronize()
+                t0 = time.perf_counter_ns()
+                first.set(x=tensor)
+                launch(g, stream=stream)
+                t1 = time.perf_counter_ns()
+                if i >= 2:
+                    py_swap.append((t1 - t0) / 1000.0)
+            cpp_swap += native.swap(rt, first, "x", other.data_ptr(), x.data_ptr(), stream, per_batch + 2)[2:]
+            for i in range(per_batch + 2):
+                torch.cuda.synchronize()
+                t0 = time.perf_counter_ns()
+                replay_call()
+                t1 = time.perf_counter_ns()
+                if i >= 2:
+                    replays_us.append((t1 - t0) / 1000.0)
         torch.cuda.synchronize()
-        swapped = statistics.median(samples)
+        first.set(x=x)
+        assert rt.launch(g, stream=stream)["kind"] in ("hit", "updated")
+        hit, cpp_launch = statistics.median(py_hit), statistics.median(cpp_hit)
+        swapped, cpp_swapped = statistics.median(py_swap), statistics.median(cpp_swap)
+        replay = statistics.median(replays_us)
 
         parts = {"set": [], "launch": []}
 
@@ -116,52 +141,14 @@ def python_side(n, elements, replays):
         stats = rt.stats
         assert stats["reinstantiations"] == 0 and stats["misses"] == 1, stats
 
-        # PyTorch's CUDA graph of the same chain.
-        y = source.clone()
-        graph = torch.cuda.CUDAGraph()
-        torch.cuda.synchronize()
-        with torch.cuda.graph(graph, stream=stream):
-            for i in range(n):
-                y.mul_(FACTORS[i % 2])
-        y.copy_(source)
-        graph.replay()
-        stream.synchronize()
-        torch_result = y.clone()
-        samples = []
-        replay_call = graph.replay
-        for i in range(replays + 2):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter_ns()
-            replay_call()
-            t1 = time.perf_counter_ns()
-            if i >= 2:
-                samples.append((t1 - t0) / 1000.0)
-        torch.cuda.synchronize()
-        replay = statistics.median(samples)
     error = ((flowdsl_result - torch_result).abs() / torch_result.abs()).max().item()
     return {"python launch": hit, "python swap + launch": swapped, "python set": statistics.median(parts["set"]), "python set alone": set_alone,
-            "python update launch": statistics.median(parts["launch"]), "torch replay": replay, "max_rel_error": error}
-
-
-def cpp_side(binary, sizes, elements, replays):
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "cpp.json")
-        cmd = [binary, "--n", ",".join(map(str, sizes)), "--elements", str(elements), "--builds", "2",
-               "--replays", str(replays), "--json", path]
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0:
-            sys.exit(f"python_launch: {' '.join(cmd)} exited {done.returncode}:\n{done.stdout}{done.stderr}")
-        report = json.load(open(path))
-    out = {}
-    for f in report["figures"]:
-        if f["variant"] == "flowdsl" and f["figure"] in ("replay call, host", "swap + launch, host"):
-            out.setdefault(f["n"], {})["c++ launch" if f["figure"].startswith("replay") else "c++ swap + launch"] = f["us"]
-    return out
+            "python update launch": statistics.median(parts["launch"]), "torch replay": replay, "max_rel_error": error,
+            "c++ launch": cpp_launch, "c++ swap + launch": cpp_swapped}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--flowdsl", required=True, help="path of bench/torch_compare_bench")
     parser.add_argument("--n", default="100,1000,2000")
     parser.add_argument("--elements", type=int, default=4096)
     parser.add_argument("--replays", type=int, default=200)
@@ -171,8 +158,7 @@ def main():
     sizes = [int(s) for s in args.n.split(",")]
     runs = []
     for _ in range(args.repeats):
-        cpp = cpp_side(args.flowdsl, sizes, args.elements, args.replays)
-        runs.append({n: {**python_side(n, args.elements, args.replays), **cpp[n]} for n in sizes})
+        runs.append({n: python_side(n, args.elements, args.replays) for n in sizes})
 
     def spread(n, key):
         v = [r[n][key] for r in runs]
