@@ -53,6 +53,8 @@ class CompactJson {
 
   /// \brief The null value.
   CompactJson() = default;
+  /// \brief An empty object ({}).
+  static CompactJson object();
   CompactJson(const CompactJson& other);
   CompactJson(CompactJson&& other) noexcept = default;
   CompactJson& operator=(const CompactJson& other);

@@ -27,6 +27,13 @@ CompactJson& CompactJson::operator=(const CompactJson& other) {
 
 CompactJson::Ref CompactJson::root() const { return Ref(this, 0); }
 
+CompactJson CompactJson::object() {
+  Builder b;
+  b.start_object();
+  b.end_object();
+  return b.finish();
+}
+
 bool operator==(const CompactJson& a, const CompactJson& b) { return a.root() == b.root(); }
 
 // --- Ref ---------------------------------------------------------------------------------------
