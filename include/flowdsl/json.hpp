@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "flowdsl/compact_json.hpp"
 #include "flowdsl/description.hpp"
 #include "flowdsl/error.hpp"
 #include "flowdsl/graph.hpp"
@@ -103,7 +104,9 @@ struct BodySpec {
 struct NodeSpec {
   std::string name;
   std::string kind;                 ///< "kernel", "memcpy", ... (flowdsl/kinds.hpp)
-  nlohmann::json fields = nlohmann::json::object();  ///< the kind's own members, e.g. {"dst": ..., "bytes": 64}
+  /// The kind's own members, e.g. {"dst": ..., "bytes": 64}, kept compactly (a file may hold a
+  /// million nodes): `fields.root().find("bytes")`, or `fields.to_json()` for a DOM.
+  CompactJson fields = CompactJson::object();
   /// The node's bodies in the kind's order: a child's "nodes"; an IF's "then", then its "else"
   /// if it has one; a WHILE's "body"; each of a SWITCH's "cases".
   std::vector<BodySpec> bodies;

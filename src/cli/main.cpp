@@ -57,14 +57,14 @@ flowdsl::GraphSpec checked_spec(const std::string& file) { return flowdsl::cli::
 // declare an extent, so that nodes of them are not checked against their buffers.
 void unchecked_kernels(const flowdsl::GraphSpec& spec, const std::vector<flowdsl::NodeSpec>& nodes,
                        std::set<std::string>& out) {
-  const std::string* previous = nullptr;  // the kernel of the previous kernel node: decided already
+  std::string_view previous;  // the kernel of the previous kernel node: decided already
   for (const flowdsl::NodeSpec& node : nodes) {
     for (const flowdsl::BodySpec& body : node.bodies) unchecked_kernels(spec, body.nodes, out);
-    const auto kernel = node.fields.find("kernel");  // the nodes that launch a registered or file kernel
-    if (kernel == node.fields.end() || !kernel->is_string()) continue;
-    const std::string& name = kernel->get_ref<const std::string&>();
-    if (previous != nullptr && *previous == name) continue;
-    previous = &name;
+    const auto kernel = node.fields.root().find("kernel");  // the nodes that launch a registered or file kernel
+    if (!kernel || !kernel->is_string()) continue;
+    const std::string_view name = kernel->get_string();  // valid while the spec is
+    if (!previous.empty() && previous == name) continue;
+    previous = name;
     bool checked = true;
     if (const flowdsl::KernelInfo* info = flowdsl::KernelRegistry::global().find(name)) {
       checked = info->checked();
@@ -74,7 +74,7 @@ void unchecked_kernels(const flowdsl::GraphSpec& spec, const std::vector<flowdsl
         for (const flowdsl::KernelParam& p : f.params) checked = checked && (!p.type.pointer || !p.extent.empty());
       }
     }
-    if (!checked) out.insert(name);
+    if (!checked) out.insert(std::string(name));
   }
 }
 
@@ -85,8 +85,8 @@ bool uses_nccl(const std::vector<flowdsl::NodeSpec>& nodes) {
     for (const flowdsl::BodySpec& body : node.bodies) {
       if (uses_nccl(body.nodes)) return true;
     }
-    const auto call = node.fields.find("call");
-    if (call != node.fields.end() && call->is_string() && call->get_ref<const std::string&>().rfind("nccl.", 0) == 0) {
+    const auto call = node.fields.root().find("call");
+    if (call && call->is_string() && call->get_string().substr(0, 5) == "nccl.") {
       return true;
     }
   }

@@ -154,7 +154,7 @@ class Binder final : public io::NodeBinder {
             {at + "/name", "alloc " + quoted_name(node.name) +
                                " has the name of a buffer: buffers and allocs are referenced by name alike"});
       } else if (const auto [it, added] = allocs_.try_emplace(node.name); added) {
-        it->second = Alloc{node.fields.at("bytes").get<std::uint64_t>(), detail::reserve_symbol(graph_.state()), at};
+        it->second = Alloc{node.fields.root().find("bytes")->get_unsigned(), detail::reserve_symbol(graph_.state()), at};
       } else {
         problems_.push_back(
             {at + "/name", "alloc " + quoted_name(node.name) + " is declared twice (also at " + it->second.pointer +
@@ -261,7 +261,7 @@ class Binder final : public io::NodeBinder {
       std::vector<io::BodyMember> members;
       std::optional<NodeHandle>& handle = frame.handles[i];
       const bool known = io::with_kind(node.kind, [&](auto tag) {
-        handle = io::bind_json(tag, node.name, node.fields, *this);
+        handle = io::bind_json(tag, node.name, node.fields.to_json(), *this);
         members = io::json_bodies(tag);
       });
       if (!known)

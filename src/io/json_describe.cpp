@@ -131,7 +131,7 @@ class Describer final : public io::NodeDescriber {
     NodeSpec out;
     out.name = node.name;
     out.kind = std::string(kind_name(node.op));
-    std::visit([&](const auto& op) { out.fields = io::describe_json(op, *this); }, node.op);
+    std::visit([&](const auto& op) { out.fields = CompactJson::from_json(io::describe_json(op, *this)); }, node.op);
     out.bodies.resize(body_count(node.op));
     for (std::size_t j = 0; j < node.accesses.size(); ++j) {
       const Access& a = node.accesses[j];

@@ -156,7 +156,7 @@ void json_detail::read_node(nlohmann::json&& j, NodeSpec& v) {
     j.erase("kind");
     for (const char* key : {"after", "reads", "writes"}) take(j, key, common);
     for (const io::BodyMember& body : bodies) take(j, body.name, common);
-    v.fields = io::read_json(tag, std::move(j));
+    v.fields = CompactJson::from_json(io::read_json(tag, std::move(j)));
     for (const io::BodyMember& body : bodies) read_bodies(common, body, v.bodies);
   });
   if (!known) fail("/kind", "unknown node kind " + quoted_name(v.kind) + " (expected " + io::kind_names() + ")");
@@ -301,7 +301,7 @@ void from_json(const json& j, AccessSpec& v) {
 
 void to_json(json& j, const NodeSpec& v) {
   j = json{{"name", v.name}, {"kind", v.kind}};
-  for (const auto& item : v.fields.items()) j[item.key()] = item.value();
+  for (const CompactJson::Member m : v.fields.root().members()) j[std::string(m.key)] = m.value.to_json();
   io::with_kind(v.kind, [&](auto tag) {
     const std::vector<io::BodyMember> members = io::json_bodies(tag);
     for (std::uint32_t b = 0; b < v.bodies.size(); ++b) {

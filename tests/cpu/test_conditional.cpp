@@ -358,7 +358,7 @@ TEST_CASE("A C++ graph's condition arguments are written as names, or reported w
   auto y = loop.body().if_then("y", flowdsl::ConditionDefault{1}).after(out);
   y.body().kernel("in", decide).launch(1, 32).args(x, 0.25f, loop.condition());
   const flowdsl::GraphSpec spec = flowdsl::describe_graph(g, "t", buffers, addresses, registry());
-  CHECK(spec.nodes.at(0).bodies.at(0).nodes.at(1).bodies.at(0).nodes.at(0).fields["args"]["loop"] == "x");
+  CHECK(spec.nodes.at(0).bodies.at(0).nodes.at(1).bodies.at(0).nodes.at(0).fields.to_json()["args"]["loop"] == "x");
   CHECK(flowdsl::bind_graph(spec, addresses, registry()).topology_hash() == g.topology_hash());
 
   y.body().empty("x");  // from "in", the name 'x' now finds this node

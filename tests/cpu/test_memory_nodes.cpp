@@ -335,8 +335,8 @@ TEST_CASE("Allocs travel through JSON: referenced by name where a buffer goes, f
   const std::vector<flowdsl::BufferSpec> buffers = {{"x", flowdsl::ScalarType::f32, 64, {}, false},
                                                     {"y", flowdsl::ScalarType::f32, 64, {}, false}};
   const flowdsl::GraphSpec written = flowdsl::describe_graph(g, "t", buffers, at, registry());
-  CHECK(written.nodes[1].fields.at("args").at("y") == "tmp");
-  CHECK(written.nodes[3].fields == nlohmann::json{{"alloc", "tmp"}});
+  CHECK(written.nodes[1].fields.to_json().at("args").at("y") == "tmp");
+  CHECK(written.nodes[3].fields.to_json() == nlohmann::json{{"alloc", "tmp"}});
   const flowdsl::GraphSpec read = flowdsl::parse_graph(flowdsl::to_json_text(written));
   CHECK(flowdsl::bind_graph(read, at, registry()).topology_hash() == g.topology_hash());
 

@@ -27,8 +27,8 @@ void collect_events(const std::vector<NodeSpec>& nodes, std::set<std::string>& o
   for (const NodeSpec& node : nodes) {
     for (const BodySpec& body : node.bodies) collect_events(body.nodes, out);  // named bodies: below
     if (node.kind != EventRecordOp::kind && node.kind != EventWaitOp::kind) continue;
-    const auto event = node.fields.find("event");
-    if (event != node.fields.end() && event->is_string()) out.insert(event->get<std::string>());
+    const auto event = node.fields.root().find("event");
+    if (event && event->is_string()) out.insert(std::string(event->get_string()));
   }
 }
 

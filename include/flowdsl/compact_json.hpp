@@ -1,0 +1,240 @@
+#pragma once
+/// \file compact_json.hpp
+/// \brief An immutable JSON value stored compactly: its values in one array of 16-byte cells and
+/// its strings in one buffer, together in a single allocation.
+///
+/// Graph files hold a million nodes; a DOM of `nlohmann::json` spends an allocation and a tree
+/// node on every member of every node (about 1 KiB for a kernel node), this spends 16 bytes a
+/// value and the bytes of its strings. Values are built in document order by a Builder (from a
+/// parser's events) and read through Ref, whose queries follow nlohmann's const API.
+///
+/// \code
+///   flowdsl::CompactJson::Builder b;
+///   b.start_object();
+///   b.key("kernel"); b.string("scale.f32");
+///   b.key("grid");   b.unsigned_integer(4);
+///   b.end_object();
+///   const flowdsl::CompactJson fields = b.finish();
+///   fields.root().find("kernel")->get_string();   // "scale.f32"
+/// \endcode
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace flowdsl {
+
+class CompactJson {
+  /// One value: a scalar's bits (a string's offset in the strings), the index of the cell after
+  /// its subtree, its type (top 4 bits) and its size (string bytes, members or elements).
+  struct Cell {
+    std::uint64_t payload;
+    std::uint32_t next;
+    std::uint32_t info;
+  };
+  static_assert(sizeof(Cell) == 16, "a cell is 16 bytes");
+
+ public:
+  /// \brief What a value is. Numbers keep the kind the text gave them, as nlohmann's do: a
+  /// negative integer, a non-negative one, or one with a fraction or exponent.
+  enum class Type : std::uint8_t { null, boolean, integer, unsigned_integer, number, string, array, object };
+
+  class Ref;
+  class Builder;
+
+  /// \brief A member of an object: its key and its value.
+  struct Member;
+
+  /// \brief The null value.
+  CompactJson() = default;
+  /// \brief An empty object ({}).
+  static CompactJson object();
+  CompactJson(const CompactJson& other);
+  CompactJson(CompactJson&& other) noexcept = default;
+  CompactJson& operator=(const CompactJson& other);
+  CompactJson& operator=(CompactJson&& other) noexcept = default;
+  ~CompactJson() = default;
+
+  /// \brief The value itself.
+  Ref root() const;
+
+  /// \brief The same value, converted (numbers keep their kinds; member order is kept).
+  static CompactJson from_json(const nlohmann::json& value);
+  /// \brief The value as a nlohmann DOM (members in nlohmann's order).
+  nlohmann::json to_json() const;
+
+  /// \brief Bytes this value holds beyond the object itself.
+  std::size_t heap_bytes() const noexcept { return data_ ? allocated_cells() * cell_bytes : 0; }
+
+  friend bool operator==(const CompactJson& a, const CompactJson& b);
+  friend bool operator!=(const CompactJson& a, const CompactJson& b) { return !(a == b); }
+
+ private:
+  static constexpr std::size_t cell_bytes = 16;
+
+  const Cell* cells() const noexcept { return data_.get(); }
+  const char* strings() const noexcept { return reinterpret_cast<const char*>(data_.get() + cell_count_); }
+  std::size_t allocated_cells() const noexcept { return cell_count_ + (string_bytes_ + cell_bytes - 1) / cell_bytes; }
+
+  /// The cells, then the strings in the cells after them; null: the null value.
+  std::unique_ptr<Cell[]> data_;
+  std::uint32_t cell_count_ = 0;
+  std::uint32_t string_bytes_ = 0;
+};
+
+/// \brief A value inside a CompactJson (valid while it lives, like a reference).
+class CompactJson::Ref {
+ public:
+  Type type() const noexcept;
+  bool is_null() const noexcept { return type() == Type::null; }
+  bool is_boolean() const noexcept { return type() == Type::boolean; }
+  bool is_string() const noexcept { return type() == Type::string; }
+  bool is_array() const noexcept { return type() == Type::array; }
+  bool is_object() const noexcept { return type() == Type::object; }
+  bool is_structured() const noexcept { return is_array() || is_object(); }
+  bool is_number() const noexcept { return is_number_integer() || type() == Type::number; }
+  /// \brief An integer (signed or not), as nlohmann's is_number_integer.
+  bool is_number_integer() const noexcept { return type() == Type::integer || type() == Type::unsigned_integer; }
+  bool is_number_unsigned() const noexcept { return type() == Type::unsigned_integer; }
+  bool is_number_float() const noexcept { return type() == Type::number; }
+
+  /// \brief Members of an object or elements of an array; 0 for anything else.
+  std::size_t size() const noexcept;
+  bool empty() const noexcept { return size() == 0; }
+
+  /// \brief The member `key` of an object, or nothing (also when this is not an object).
+  std::optional<Ref> find(std::string_view key) const noexcept;
+  bool contains(std::string_view key) const noexcept { return find(key).has_value(); }
+  /// \brief Element `i` of an array (i < size()).
+  Ref operator[](std::size_t i) const noexcept;
+
+  /// \brief The members of an object in the order they were written (`for (auto m : ref.members())`).
+  class Members;
+  Members members() const noexcept;
+  /// \brief The elements of an array.
+  class Elements;
+  Elements elements() const noexcept;
+
+  /// \brief The scalar, as the type says (precondition: that type).
+  bool get_bool() const noexcept;
+  std::int64_t get_integer() const noexcept;    ///< integer or unsigned_integer (as nlohmann's get<int64_t>)
+  std::uint64_t get_unsigned() const noexcept;  ///< integer or unsigned_integer (as nlohmann's get<uint64_t>)
+  double get_number() const noexcept;           ///< any number
+  std::string_view get_string() const noexcept;
+
+  /// \brief This value as a nlohmann DOM.
+  nlohmann::json to_json() const;
+
+  friend bool operator==(const Ref& a, const Ref& b) noexcept;
+
+ private:
+  friend class CompactJson;
+  Ref(const CompactJson* owner, std::uint32_t cell) noexcept : owner_(owner), cell_(cell) {}
+  const Cell& cell() const noexcept;
+  std::uint32_t next() const noexcept;  ///< the cell after this value's subtree
+
+  const CompactJson* owner_;
+  std::uint32_t cell_;
+};
+
+struct CompactJson::Member {
+  std::string_view key;
+  Ref value;
+};
+
+class CompactJson::Ref::Members {
+ public:
+  class iterator {
+   public:
+    Member operator*() const noexcept;
+    iterator& operator++() noexcept;
+    bool operator!=(const iterator& other) const noexcept { return cell_ != other.cell_; }
+    bool operator==(const iterator& other) const noexcept { return cell_ == other.cell_; }
+
+   private:
+    friend class Members;
+    iterator(const CompactJson* owner, std::uint32_t cell) noexcept : owner_(owner), cell_(cell) {}
+    const CompactJson* owner_;
+    std::uint32_t cell_;  ///< the key cell of the member
+  };
+  iterator begin() const noexcept { return {owner_, first_}; }
+  iterator end() const noexcept { return {owner_, last_}; }
+
+ private:
+  friend class Ref;
+  Members(const CompactJson* owner, std::uint32_t first, std::uint32_t last) noexcept
+      : owner_(owner), first_(first), last_(last) {}
+  const CompactJson* owner_;
+  std::uint32_t first_, last_;
+};
+
+class CompactJson::Ref::Elements {
+ public:
+  class iterator {
+   public:
+    Ref operator*() const noexcept { return Ref(owner_, cell_); }
+    iterator& operator++() noexcept;
+    bool operator!=(const iterator& other) const noexcept { return cell_ != other.cell_; }
+    bool operator==(const iterator& other) const noexcept { return cell_ == other.cell_; }
+
+   private:
+    friend class Elements;
+    iterator(const CompactJson* owner, std::uint32_t cell) noexcept : owner_(owner), cell_(cell) {}
+    const CompactJson* owner_;
+    std::uint32_t cell_;
+  };
+  iterator begin() const noexcept { return {owner_, first_}; }
+  iterator end() const noexcept { return {owner_, last_}; }
+
+ private:
+  friend class Ref;
+  Elements(const CompactJson* owner, std::uint32_t first, std::uint32_t last) noexcept
+      : owner_(owner), first_(first), last_(last) {}
+  const CompactJson* owner_;
+  std::uint32_t first_, last_;
+};
+
+/// \brief Builds one value from events in document order (a SAX parser's): scalars, keys (in
+/// objects, before each value) and the starts and ends of arrays and objects. Reusable: finish()
+/// returns the value and leaves the builder empty, keeping its buffers for the next.
+class CompactJson::Builder {
+ public:
+  void null();
+  void boolean(bool value);
+  void integer(std::int64_t value);  ///< any integer; a non-negative one is stored as unsigned
+  void unsigned_integer(std::uint64_t value);
+  void number(double value);
+  void string(std::string_view value);
+  void key(std::string_view key);
+  void start_object();
+  void end_object();
+  void start_array();
+  void end_array();
+
+  /// \brief Whether a whole value has been given (every array and object closed).
+  bool complete() const noexcept { return !cells_.empty() && open_.empty(); }
+  /// \brief Containers open, innermost last (0: none).
+  std::size_t depth() const noexcept { return open_.size(); }
+
+  /// \brief The value built (precondition: complete()).
+  /// \throws std::logic_error when it is not complete
+  CompactJson finish();
+  /// \brief Drops what was given so far.
+  void clear() noexcept;
+
+ private:
+  void add(Type type, std::uint64_t payload, std::uint32_t size = 0);
+  void close(Type type);
+
+  std::vector<CompactJson::Cell> cells_;
+  std::string strings_;
+  std::vector<std::uint32_t> open_;  ///< cells of the open containers
+};
+
+}  // namespace flowdsl
