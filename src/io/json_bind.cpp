@@ -149,12 +149,16 @@ class Binder final : public io::NodeBinder {
                                                "alloc's name must stand for one allocation; declare it inline"});
         continue;
       }
-      if (buffers_.count(node.name) != 0) {
+      // A spec made by a program rather than read may lack the size the reader requires.
+      const std::optional<CompactJson::Ref> bytes = node.fields.root().find("bytes");
+      if (!bytes || !bytes->is_number_unsigned()) {
+        problems_.push_back({at + "/bytes", "expected the size of the alloc's memory in bytes"});
+      } else if (buffers_.count(node.name) != 0) {
         problems_.push_back(
             {at + "/name", "alloc " + quoted_name(node.name) +
                                " has the name of a buffer: buffers and allocs are referenced by name alike"});
       } else if (const auto [it, added] = allocs_.try_emplace(node.name); added) {
-        it->second = Alloc{node.fields.root().find("bytes")->get_unsigned(), detail::reserve_symbol(graph_.state()), at};
+        it->second = Alloc{bytes->get_unsigned(), detail::reserve_symbol(graph_.state()), at};
       } else {
         problems_.push_back(
             {at + "/name", "alloc " + quoted_name(node.name) + " is declared twice (also at " + it->second.pointer +
