@@ -114,11 +114,15 @@ class CompactJson::Ref {
   /// \brief Element `i` of an array (i < size()).
   Ref operator[](std::size_t i) const noexcept;
 
+  /// \brief The cells of an object's members (Item: Member) or of an array's elements (Item: Ref),
+  /// walked in order by skipping each subtree.
+  template <class Item>
+  class Range;
+  using Members = Range<Member>;
+  using Elements = Range<Ref>;
   /// \brief The members of an object in the order they were written (`for (auto m : ref.members())`).
-  class Members;
   Members members() const noexcept;
   /// \brief The elements of an array.
-  class Elements;
   Elements elements() const noexcept;
 
   /// \brief The scalar, as the type says (precondition: that type).
@@ -137,7 +141,6 @@ class CompactJson::Ref {
   friend class CompactJson;
   Ref(const CompactJson* owner, std::uint32_t cell) noexcept : owner_(owner), cell_(cell) {}
   const Cell& cell() const noexcept;
-  std::uint32_t next() const noexcept;  ///< the cell after this value's subtree
 
   const CompactJson* owner_;
   std::uint32_t cell_;
@@ -148,57 +151,42 @@ struct CompactJson::Member {
   Ref value;
 };
 
-class CompactJson::Ref::Members {
+template <class Item>
+class CompactJson::Ref::Range {
  public:
   class iterator {
    public:
-    Member operator*() const noexcept;
+    Item operator*() const noexcept;
     iterator& operator++() noexcept;
     bool operator!=(const iterator& other) const noexcept { return cell_ != other.cell_; }
     bool operator==(const iterator& other) const noexcept { return cell_ == other.cell_; }
 
    private:
-    friend class Members;
+    friend class Range;
     iterator(const CompactJson* owner, std::uint32_t cell) noexcept : owner_(owner), cell_(cell) {}
     const CompactJson* owner_;
-    std::uint32_t cell_;  ///< the key cell of the member
+    std::uint32_t cell_;  ///< the element's cell, or the key cell of the member
   };
   iterator begin() const noexcept { return {owner_, first_}; }
   iterator end() const noexcept { return {owner_, last_}; }
 
  private:
   friend class Ref;
-  Members(const CompactJson* owner, std::uint32_t first, std::uint32_t last) noexcept
+  Range(const CompactJson* owner, std::uint32_t first, std::uint32_t last) noexcept
       : owner_(owner), first_(first), last_(last) {}
   const CompactJson* owner_;
   std::uint32_t first_, last_;
 };
 
-class CompactJson::Ref::Elements {
- public:
-  class iterator {
-   public:
-    Ref operator*() const noexcept { return Ref(owner_, cell_); }
-    iterator& operator++() noexcept;
-    bool operator!=(const iterator& other) const noexcept { return cell_ != other.cell_; }
-    bool operator==(const iterator& other) const noexcept { return cell_ == other.cell_; }
-
-   private:
-    friend class Elements;
-    iterator(const CompactJson* owner, std::uint32_t cell) noexcept : owner_(owner), cell_(cell) {}
-    const CompactJson* owner_;
-    std::uint32_t cell_;
-  };
-  iterator begin() const noexcept { return {owner_, first_}; }
-  iterator end() const noexcept { return {owner_, last_}; }
-
- private:
-  friend class Ref;
-  Elements(const CompactJson* owner, std::uint32_t first, std::uint32_t last) noexcept
-      : owner_(owner), first_(first), last_(last) {}
-  const CompactJson* owner_;
-  std::uint32_t first_, last_;
-};
+// How each range steps: defined in compact_json.cpp.
+template <>
+CompactJson::Member CompactJson::Ref::Members::iterator::operator*() const noexcept;
+template <>
+CompactJson::Ref::Members::iterator& CompactJson::Ref::Members::iterator::operator++() noexcept;
+template <>
+CompactJson::Ref CompactJson::Ref::Elements::iterator::operator*() const noexcept;
+template <>
+CompactJson::Ref::Elements::iterator& CompactJson::Ref::Elements::iterator::operator++() noexcept;
 
 /// \brief Builds one value from events in document order (a SAX parser's): scalars, keys (in
 /// objects, before each value) and the starts and ends of arrays and objects. Reusable: finish()

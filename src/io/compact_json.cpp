@@ -45,8 +45,6 @@ CompactJson::Type CompactJson::Ref::type() const noexcept {
   return static_cast<Type>(cell().info >> type_shift);
 }
 
-std::uint32_t CompactJson::Ref::next() const noexcept { return owner_->data_ ? cell().next : cell_ + 1; }
-
 std::size_t CompactJson::Ref::size() const noexcept {
   return is_structured() ? cell().info & size_mask : 0;
 }
@@ -75,16 +73,23 @@ CompactJson::Ref::Elements CompactJson::Ref::elements() const noexcept {
   return Elements(owner_, cell_ + 1, cell().next);
 }
 
+template <>
 CompactJson::Member CompactJson::Ref::Members::iterator::operator*() const noexcept {
-  const Ref key(owner_, cell_);
-  return Member{key.get_string(), Ref(owner_, cell_ + 1)};
+  return Member{Ref(owner_, cell_).get_string(), Ref(owner_, cell_ + 1)};
 }
 
+template <>
 CompactJson::Ref::Members::iterator& CompactJson::Ref::Members::iterator::operator++() noexcept {
   cell_ = owner_->cells()[cell_ + 1].next;  // past the key, then past the value's subtree
   return *this;
 }
 
+template <>
+CompactJson::Ref CompactJson::Ref::Elements::iterator::operator*() const noexcept {
+  return Ref(owner_, cell_);
+}
+
+template <>
 CompactJson::Ref::Elements::iterator& CompactJson::Ref::Elements::iterator::operator++() noexcept {
   cell_ = owner_->cells()[cell_].next;
   return *this;
