@@ -129,7 +129,7 @@ struct DotStyle {
      or made anew; JsonError relative to the node. */                                          \
   json read_json(Tag<Op>, json&& node);                                                       \
   /* Declares the node from its members; null after reporting problems to `binder`. */       \
-  std::optional<NodeHandle> bind_json(Tag<Op>, const std::string& name, const json& fields, NodeBinder& binder); \
+  std::optional<NodeHandle> bind_json(Tag<Op>, const std::string& name, CompactJson::Ref fields, NodeBinder& binder); \
   /* The kind's members for an operation of a C++-built graph. */                            \
   json describe_json(const Op&, NodeDescriber&);                                              \
   /* The label lines after the node's name. */                                               \

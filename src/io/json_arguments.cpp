@@ -22,19 +22,19 @@ std::string list_names(const std::vector<KernelParam>& params) {
 
 // Stores a number of the file as a scalar of the visited type `T`; empty on success, else what
 // was expected.
-template <class T>
-std::string store_scalar(const json& v, unsigned char* out) {
+template <class T, class J>
+std::string store_scalar(const J& v, unsigned char* out) {
   T value{};
   if constexpr (std::is_integral_v<T>) {
     using limits = std::numeric_limits<T>;
     const std::string range = "[" + std::to_string(limits::min()) + ", " + std::to_string(limits::max()) + "]";
     if (v.is_number_float()) return "expected an integer in " + range + ", found a number with a fraction or exponent";
     if (v.is_number_unsigned()) {
-      const auto u = v.get<std::uint64_t>();
+      const std::uint64_t u = unsigned_of(v);
       if (u > static_cast<std::uint64_t>(limits::max())) return "value " + std::to_string(u) + " is out of range " + range;
       value = static_cast<T>(u);
     } else {
-      const auto i = v.get<std::int64_t>();
+      const std::int64_t i = integer_of(v);
       if (i < static_cast<std::int64_t>(limits::min()) ||
           (i > 0 && static_cast<std::uint64_t>(i) > static_cast<std::uint64_t>(limits::max()))) {
         return "value " + std::to_string(i) + " is out of range " + range;
@@ -49,7 +49,7 @@ std::string store_scalar(const json& v, unsigned char* out) {
         return static_cast<double>(std::numeric_limits<T>::max());
       }
     }();
-    const double d = v.get<double>();
+    const double d = number_of(v);
     if (!(std::fabs(d) <= max)) {
       return "value " + std::to_string(d) + " is out of range of the type (largest " + std::to_string(max) + ")";
     }
@@ -89,7 +89,7 @@ bool bind_enumerator(const std::string& name, const KernelParam& param, const st
 
 // One argument's bytes; false after reporting a problem at `where`. (A condition argument is
 // bound once the node is declared: see bind_json.)
-bool bind_argument(const json& value, const KernelParam& param, const std::string& where, NodeBinder& binder,
+bool bind_argument(CompactJson::Ref value, const KernelParam& param, const std::string& where, NodeBinder& binder,
                    unsigned char* out) {
   const ParamType& type = param.type;
   if (type.condition) {
@@ -99,7 +99,7 @@ bool bind_argument(const json& value, const KernelParam& param, const std::strin
                               (value.is_object() ? std::string("a buffer reference") : type_of(value)));
     return false;
   }
-  if (value.is_string() && !param.enumerators.empty()) return bind_enumerator(value.get<std::string>(), param, where, binder, out);
+  if (value.is_string() && !param.enumerators.empty()) return bind_enumerator(std::string(value.get_string()), param, where, binder, out);
   if (value.is_string() || value.is_object()) {
     BufferRef ref;
     from_json(value, ref);
@@ -201,20 +201,24 @@ void read_arguments(json& fields) {
   }
 }
 
-bool bind_arguments(const json& args, const KernelInfo& entry, NodeBinder& binder, std::vector<BoundArgument>& values) {
+bool bind_arguments(CompactJson::Ref args, const KernelInfo& entry, NodeBinder& binder, std::vector<BoundArgument>& values) {
+  if (!args.is_object()) {
+    binder.problem("/args", "expected an object of arguments by parameter name, found " + type_of(args));
+    return false;
+  }
   bool ok = true;
   values.reserve(args.size());
-  for (const auto& item : args.items()) {
-    const std::string where = "/args" + token(item.key());
-    const std::size_t index = entry.index_of(item.key());
+  for (const CompactJson::Member item : args.members()) {
+    const std::string where = "/args" + token(item.key);
+    const std::size_t index = entry.index_of(item.key);
     if (index == entry.params.size()) {
-      binder.problem(where, "unknown parameter " + quoted_name(item.key()) + " of " + entry_text(entry) +
+      binder.problem(where, "unknown parameter " + quoted_name(std::string(item.key)) + " of " + entry_text(entry) +
                                 " (parameters: " + list_names(entry.params) + ")");
       ok = false;
       continue;
     }
     BoundArgument value{index, {}};
-    if (bind_argument(item.value(), entry.params[index], where, binder, value.bytes)) {
+    if (bind_argument(item.value, entry.params[index], where, binder, value.bytes)) {
       values.push_back(value);
     } else {
       ok = false;

@@ -28,7 +28,7 @@ void read_arguments(json& fields);
 /// The file's arguments (`args`) of a node of `entry`, one per parameter; false after reporting
 /// every unknown, missing or ill-typed one to `binder`. Condition arguments are left for the
 /// caller to bind once the node is declared (their bytes are not set).
-bool bind_arguments(const json& args, const KernelInfo& entry, NodeBinder& binder, std::vector<BoundArgument>& out);
+bool bind_arguments(CompactJson::Ref args, const KernelInfo& entry, NodeBinder& binder, std::vector<BoundArgument>& out);
 
 /// The "args" object of a C++ node's arguments of `entry` (`described` false after a problem
 /// that leaves the arguments undescribable: a count that differs from the entry's).

@@ -265,7 +265,13 @@ class Binder final : public io::NodeBinder {
       std::vector<io::BodyMember> members;
       std::optional<NodeHandle>& handle = frame.handles[i];
       const bool known = io::with_kind(node.kind, [&](auto tag) {
-        handle = io::bind_json(tag, node.name, node.fields.to_json(), *this);
+        // Fields a program wrote (not read from a file) may lack a member or hold another type:
+        // a problem of the node, as a file's would be.
+        try {
+          handle = io::bind_json(tag, node.name, node.fields.root(), *this);
+        } catch (const JsonError& e) {
+          for (const JsonProblem& p : e.problems()) problem(p.pointer, p.message);
+        }
         members = io::json_bodies(tag);
       });
       if (!known)

@@ -265,7 +265,9 @@ void to_json(json& j, const BufferRef& v) {
   }
 }
 
-void from_json(const json& j, BufferRef& v) {
+namespace {
+template <class J>
+void read_buffer_ref(const J& j, BufferRef& v) {
   v = BufferRef{};
   if (j.is_string()) {
     v.buffer = as_string(j);
@@ -274,8 +276,12 @@ void from_json(const json& j, BufferRef& v) {
   if (!j.is_object()) fail("", "expected a buffer name or {\"buffer\": name, \"offset\": bytes}, found " + type_of(j));
   expect_object(j, {"buffer", "offset"});
   v.buffer = get_string(j, "buffer");
-  if (optional_member(j, "offset") != nullptr) v.offset = get_unsigned(j, "offset", json_max_buffer_bytes);
+  if (optional_member(j, "offset")) v.offset = get_unsigned(j, "offset", json_max_buffer_bytes);
 }
+}  // namespace
+
+void from_json(const json& j, BufferRef& v) { read_buffer_ref(j, v); }
+void from_json(CompactJson::Ref j, BufferRef& v) { read_buffer_ref(j, v); }
 
 void to_json(json& j, const AccessSpec& v) {
   if (v.bytes == 0) {

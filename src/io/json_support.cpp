@@ -2,6 +2,7 @@
 #include "json_support.hpp"
 
 #include <limits>
+#include <type_traits>
 
 namespace flowdsl {
 namespace json_detail {
@@ -47,42 +48,86 @@ std::string type_of(const json& j) {
   }
 }
 
-void expect_object(const json& j, const std::vector<std::string_view>& allowed) {
-  if (!j.is_object()) fail("", "expected an object, found " + type_of(j));
-  for (const auto& item : j.items()) {
-    bool known = false;
-    for (std::string_view a : allowed) known = known || item.key() == a;
-    if (known) continue;
-    std::string list;
-    for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-    fail(token(item.key()), "unknown member " + quoted_name(item.key()) + " (expected one of: " + list + ")");
+std::string type_of(Ref j) {
+  switch (j.type()) {
+    case CompactJson::Type::null: return "null";
+    case CompactJson::Type::object: return "an object";
+    case CompactJson::Type::array: return "an array";
+    case CompactJson::Type::string: return "a string";
+    case CompactJson::Type::boolean: return "a boolean";
+    case CompactJson::Type::integer:
+    case CompactJson::Type::unsigned_integer: return "an integer";
+    case CompactJson::Type::number: return "a number with a fraction or exponent";
   }
+  return "an unsupported value";
 }
 
-const json& member(const json& j, const char* key) {
-  const json* found = optional_member(j, key);
-  if (found == nullptr) fail(token(key), std::string("missing required member '") + key + "'");
-  return *found;
-}
+namespace {
 
-const json* optional_member(const json& j, const char* key) {
-  if (!j.is_object()) fail("", "expected an object, found " + type_of(j));
+// What the readers need of a value beyond the queries both kinds share.
+const json* find_member(const json& j, const char* key) {
   const auto it = j.find(key);
   return it == j.end() ? nullptr : &*it;
 }
+std::optional<Ref> find_member(Ref j, const char* key) { return j.find(key); }
 
-std::string as_string(const json& j) {
-  if (!j.is_string()) fail("", "expected a string, found " + type_of(j));
-  return j.get<std::string>();
+template <class F>
+void each_key(const json& j, F&& f) {
+  for (const auto& item : j.items()) f(std::string_view(item.key()));
+}
+template <class F>
+void each_key(Ref j, F&& f) {
+  for (const CompactJson::Member m : j.members()) f(m.key);
 }
 
-std::uint64_t as_unsigned(const json& j, std::uint64_t max) {
+std::string string_of(const json& j) { return j.get<std::string>(); }
+std::string string_of(Ref j) { return std::string(j.get_string()); }
+bool bool_of(const json& j) { return j.get<bool>(); }
+bool bool_of(Ref j) { return j.get_bool(); }
+
+// The readers, once for both kinds of value (J: const json& or Ref).
+
+template <class J>
+void expect_object_of(const J& j, const std::vector<std::string_view>& allowed) {
+  if (!j.is_object()) fail("", "expected an object, found " + type_of(j));
+  each_key(j, [&](std::string_view key) {
+    for (std::string_view a : allowed) {
+      if (key == a) return;
+    }
+    std::string list;
+    for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+    fail(token(key), "unknown member " + quoted_name(std::string(key)) + " (expected one of: " + list + ")");
+  });
+}
+
+template <class J>
+auto optional_member_of(const J& j, const char* key) {
+  if (!j.is_object()) fail("", "expected an object, found " + type_of(j));
+  return find_member(j, key);
+}
+
+// A DOM's member by reference, a CompactJson's by value (a Ref is a reference itself).
+template <class J>
+auto member_of(const J& j, const char* key) -> std::conditional_t<std::is_same_v<J, json>, const json&, Ref> {
+  const auto found = optional_member_of(j, key);
+  if (!found) fail(token(key), std::string("missing required member '") + key + "'");
+  return *found;
+}
+
+template <class J>
+std::string as_string_of(const J& j) {
+  if (!j.is_string()) fail("", "expected a string, found " + type_of(j));
+  return string_of(j);
+}
+
+template <class J>
+std::uint64_t as_unsigned_of(const J& j, std::uint64_t max) {
   if (j.is_number_integer() && !j.is_number_unsigned()) {
-    fail("", "value " + std::to_string(j.get<std::int64_t>()) + " is out of range: expected an integer in [0, " +
+    fail("", "value " + std::to_string(integer_of(j)) + " is out of range: expected an integer in [0, " +
                  std::to_string(max) + "]");
   }
   if (!j.is_number_unsigned()) fail("", "expected a non-negative integer, found " + type_of(j));
-  const auto value = j.get<std::uint64_t>();
+  const std::uint64_t value = unsigned_of(j);
   if (value > max) {
     fail("", "value " + std::to_string(value) + " is out of range: expected an integer in [0, " + std::to_string(max) +
                  "]");
@@ -90,39 +135,44 @@ std::uint64_t as_unsigned(const json& j, std::uint64_t max) {
   return value;
 }
 
-std::string get_string(const json& j, const char* key) {
-  const json& value = member(j, key);
+template <class J>
+std::string get_string_of(const J& j, const char* key) {
+  const auto& value = member_of(j, key);
   std::string out;
-  within(token(key), [&] { out = as_string(value); });
+  within(token(key), [&] { out = as_string_of(value); });
   return out;
 }
 
-std::uint64_t get_unsigned(const json& j, const char* key, std::uint64_t max) {
-  const json& value = member(j, key);
+template <class J>
+std::uint64_t get_unsigned_of(const J& j, const char* key, std::uint64_t max) {
+  const auto& value = member_of(j, key);
   std::uint64_t out = 0;
-  within(token(key), [&] { out = as_unsigned(value, max); });
+  within(token(key), [&] { out = as_unsigned_of(value, max); });
   return out;
 }
 
-double get_number(const json& j, const char* key) {
-  const json& value = member(j, key);
+template <class J>
+double get_number_of(const J& j, const char* key) {
+  const auto& value = member_of(j, key);
   if (!value.is_number()) fail(token(key), "expected a number, found " + type_of(value));
-  return value.get<double>();
+  return number_of(value);
 }
 
-bool get_bool(const json& j, const char* key) {
-  const json& value = member(j, key);
+template <class J>
+bool get_bool_of(const J& j, const char* key) {
+  const auto& value = member_of(j, key);
   if (!value.is_boolean()) fail(token(key), "expected true or false, found " + type_of(value));
-  return value.get<bool>();
+  return bool_of(value);
 }
 
-Dim3 get_dim(const json& j, const char* key) {
+template <class J>
+Dim3 get_dim_of(const J& j, const char* key) {
   constexpr std::uint64_t u32_max = std::numeric_limits<std::uint32_t>::max();
-  const json& value = member(j, key);
+  const auto& value = member_of(j, key);
   Dim3 d;
   within(token(key), [&] {
     if (value.is_number()) {
-      d.x = static_cast<std::uint32_t>(as_unsigned(value, u32_max));
+      d.x = static_cast<std::uint32_t>(as_unsigned_of(value, u32_max));
       return;
     }
     if (!value.is_array() || value.empty() || value.size() > 3) {
@@ -130,11 +180,34 @@ Dim3 get_dim(const json& j, const char* key) {
     }
     std::uint32_t* axes[3] = {&d.x, &d.y, &d.z};
     for (std::size_t i = 0; i < value.size(); ++i) {
-      within(token(i), [&] { *axes[i] = static_cast<std::uint32_t>(as_unsigned(value[i], u32_max)); });
+      within(token(i), [&] { *axes[i] = static_cast<std::uint32_t>(as_unsigned_of(value[i], u32_max)); });
     }
   });
   return d;
 }
+
+}  // namespace
+
+void expect_object(const json& j, const std::vector<std::string_view>& allowed) { expect_object_of(j, allowed); }
+void expect_object(Ref j, const std::vector<std::string_view>& allowed) { expect_object_of(j, allowed); }
+const json& member(const json& j, const char* key) { return member_of(j, key); }
+Ref member(Ref j, const char* key) { return member_of(j, key); }
+const json* optional_member(const json& j, const char* key) { return optional_member_of(j, key); }
+std::optional<Ref> optional_member(Ref j, const char* key) { return optional_member_of(j, key); }
+std::string as_string(const json& j) { return as_string_of(j); }
+std::string as_string(Ref j) { return as_string_of(j); }
+std::uint64_t as_unsigned(const json& j, std::uint64_t max) { return as_unsigned_of(j, max); }
+std::uint64_t as_unsigned(Ref j, std::uint64_t max) { return as_unsigned_of(j, max); }
+std::string get_string(const json& j, const char* key) { return get_string_of(j, key); }
+std::string get_string(Ref j, const char* key) { return get_string_of(j, key); }
+std::uint64_t get_unsigned(const json& j, const char* key, std::uint64_t max) { return get_unsigned_of(j, key, max); }
+std::uint64_t get_unsigned(Ref j, const char* key, std::uint64_t max) { return get_unsigned_of(j, key, max); }
+double get_number(const json& j, const char* key) { return get_number_of(j, key); }
+double get_number(Ref j, const char* key) { return get_number_of(j, key); }
+bool get_bool(const json& j, const char* key) { return get_bool_of(j, key); }
+bool get_bool(Ref j, const char* key) { return get_bool_of(j, key); }
+Dim3 get_dim(const json& j, const char* key) { return get_dim_of(j, key); }
+Dim3 get_dim(Ref j, const char* key) { return get_dim_of(j, key); }
 
 json write_dim(const Dim3& d) {
   if (d.y == 1 && d.z == 1) return d.x;

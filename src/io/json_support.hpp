@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 #include <string>
 #include <string_view>
@@ -10,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "flowdsl/compact_json.hpp"
 #include "flowdsl/error.hpp"
 #include "flowdsl/node_parts.hpp"
 
@@ -17,6 +19,11 @@ namespace flowdsl {
 struct NodeSpec;
 struct GraphSpec;
 struct JsonLimits;
+struct BufferRef;
+
+/// A buffer reference of a node's fields as they are kept (see from_json(const json&, BufferRef&)).
+/// \throws JsonError relative to `j`
+void from_json(CompactJson::Ref j, BufferRef& v);
 }
 
 namespace flowdsl::json_detail {
@@ -55,28 +62,51 @@ void within(const std::string& prefix, F&& read) {
   }
 }
 
+// The readers below take a nlohmann DOM (what a graph file's top level is read from) or a
+// CompactJson value (what a node's fields are kept as) alike.
+using Ref = CompactJson::Ref;
+
 /// The JSON type of `j`, for messages ("a string", "an array", ...).
 std::string type_of(const json& j);
+std::string type_of(Ref j);
 
 /// Fails unless `j` is an object whose members are all among `allowed`.
 void expect_object(const json& j, const std::vector<std::string_view>& allowed);
+void expect_object(Ref j, const std::vector<std::string_view>& allowed);
 /// The member `key` of an object; fails when absent.
 const json& member(const json& j, const char* key);
-/// The member `key`, or null when absent.
+Ref member(Ref j, const char* key);
+/// The member `key`, or none when absent (fails when `j` is not an object).
 const json* optional_member(const json& j, const char* key);
+std::optional<Ref> optional_member(Ref j, const char* key);
 
 std::string get_string(const json& j, const char* key);
+std::string get_string(Ref j, const char* key);
 /// An integer in [0, max].
 std::uint64_t get_unsigned(const json& j, const char* key, std::uint64_t max);
+std::uint64_t get_unsigned(Ref j, const char* key, std::uint64_t max);
 double get_number(const json& j, const char* key);
+double get_number(Ref j, const char* key);
 bool get_bool(const json& j, const char* key);
+bool get_bool(Ref j, const char* key);
 
 /// A launch dimension: an integer or an array of 1 to 3 integers (absent: the member is required).
 Dim3 get_dim(const json& j, const char* key);
+Dim3 get_dim(Ref j, const char* key);
 json write_dim(const Dim3& d);
 
 /// Value readers for a member that is already found (pointer "" is the value itself).
 std::string as_string(const json& j);
+std::string as_string(Ref j);
 std::uint64_t as_unsigned(const json& j, std::uint64_t max);
+std::uint64_t as_unsigned(Ref j, std::uint64_t max);
+
+/// A number's value, as its type (precondition: a number), for both kinds of value.
+inline std::int64_t integer_of(const json& j) { return j.get<std::int64_t>(); }
+inline std::int64_t integer_of(Ref j) { return j.get_integer(); }
+inline std::uint64_t unsigned_of(const json& j) { return j.get<std::uint64_t>(); }
+inline std::uint64_t unsigned_of(Ref j) { return j.get_unsigned(); }
+inline double number_of(const json& j) { return j.get<double>(); }
+inline double number_of(Ref j) { return j.get_number(); }
 
 }  // namespace flowdsl::json_detail

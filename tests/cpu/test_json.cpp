@@ -299,6 +299,29 @@ TEST_CASE("Core validation errors are mapped to their node's pointer", "[json][e
   CHECK_THAT(e.what(), contains("empty"));
 }
 
+TEST_CASE("A spec made by a program with fields missing or ill-typed is reported at the member", "[json][errors]") {
+  // Nothing read it, so nothing checked its members: binding reports them as it would a file's.
+  flowdsl::GraphSpec spec = flowdsl::parse_graph(graph_with(good_kernel, R"(, {"name": "m", "kind": "memcpy",
+      "dst": "y", "src": "x", "bytes": 64})"), "test.json");
+  spec.nodes[0].fields = flowdsl::CompactJson::from_json({{"kernel", "scale_f32"}, {"grid", 4}, {"block", 256}});
+  spec.nodes[1].fields = flowdsl::CompactJson::from_json({{"dst", 7}, {"src", "x"}, {"bytes", "many"}});
+  try {
+    flowdsl::check_graph(spec, registry(), hosts, "test.json");
+    FAIL("no JsonError");
+  } catch (const flowdsl::JsonError& e) {
+    REQUIRE(e.problems().size() == 2);
+    CHECK(e.problems()[0].pointer == "/nodes/0/args");
+    CHECK_THAT(e.problems()[0].message, contains("missing required member 'args'"));
+    CHECK(e.problems()[1].pointer == "/nodes/1/bytes");
+    CHECK_THAT(e.problems()[1].message, contains("expected a non-negative integer, found a string"));
+  }
+  // The same spec, mended, checks: the failed attempt left nothing behind.
+  spec.nodes[0].fields = flowdsl::CompactJson::from_json(
+      {{"kernel", "scale_f32"}, {"grid", 4}, {"block", 256}, {"args", {{"n", 1024}, {"alpha", 2.0}, {"x", "x"}, {"y", "y"}}}});
+  spec.nodes[1].fields = flowdsl::CompactJson::from_json({{"dst", "y"}, {"src", "x"}, {"bytes", 64}});
+  CHECK_NOTHROW(flowdsl::check_graph(spec, registry(), hosts, "test.json"));
+}
+
 TEST_CASE("Every problem is reported at once", "[json][errors]") {
   const auto e = error_of(graph_with(kernel_with_args(R"({"n": -3000000000, "alpha": 1.0, "x": "nope", "y": "y", "z": 1})")));
   REQUIRE(e.problems().size() == 3);

@@ -7,7 +7,7 @@ std::vector<BodyMember> json_bodies(Tag<ChildOp>) { return {{"nodes", nullptr}};
 json json_schema(Tag<ChildOp>) { return {{"required", json::array()}, {"properties", json::object()}}; }
 json read_json(Tag<ChildOp>, json&&) { return json::object(); }
 
-std::optional<NodeHandle> bind_json(Tag<ChildOp>, const std::string& name, const json&, NodeBinder& binder) {
+std::optional<NodeHandle> bind_json(Tag<ChildOp>, const std::string& name, CompactJson::Ref, NodeBinder& binder) {
   return binder.builder().child(name);
 }
 

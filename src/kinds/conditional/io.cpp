@@ -24,10 +24,9 @@ json read_fields(json&& node) {
   return fields;
 }
 
-std::optional<ConditionDefault> default_of(const json& fields) {
-  const auto it = fields.find("default");
-  if (it == fields.end()) return std::nullopt;
-  return ConditionDefault{it->get<unsigned>()};
+std::optional<ConditionDefault> default_of(CompactJson::Ref fields) {
+  if (!optional_member(fields, "default")) return std::nullopt;
+  return ConditionDefault{static_cast<unsigned>(get_unsigned(fields, "default", std::numeric_limits<unsigned>::max()))};
 }
 
 json describe_fields(const ConditionalFields& op) {
@@ -58,15 +57,15 @@ json read_json(Tag<IfOp>, json&& node) { return read_fields(std::move(node)); }
 json read_json(Tag<WhileOp>, json&& node) { return read_fields(std::move(node)); }
 json read_json(Tag<SwitchOp>, json&& node) { return read_fields(std::move(node)); }
 
-std::optional<NodeHandle> bind_json(Tag<IfOp>, const std::string& name, const json& fields, NodeBinder& binder) {
+std::optional<NodeHandle> bind_json(Tag<IfOp>, const std::string& name, CompactJson::Ref fields, NodeBinder& binder) {
   // With "else" the file gives two bodies.
   if (binder.bodies() > 1) return binder.builder().if_else(name, default_of(fields));
   return binder.builder().if_then(name, default_of(fields));
 }
-std::optional<NodeHandle> bind_json(Tag<WhileOp>, const std::string& name, const json& fields, NodeBinder& binder) {
+std::optional<NodeHandle> bind_json(Tag<WhileOp>, const std::string& name, CompactJson::Ref fields, NodeBinder& binder) {
   return binder.builder().while_loop(name, default_of(fields));
 }
-std::optional<NodeHandle> bind_json(Tag<SwitchOp>, const std::string& name, const json& fields, NodeBinder& binder) {
+std::optional<NodeHandle> bind_json(Tag<SwitchOp>, const std::string& name, CompactJson::Ref fields, NodeBinder& binder) {
   return binder.builder().switch_cases(name, binder.bodies(), default_of(fields));
 }
 

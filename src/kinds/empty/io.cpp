@@ -7,7 +7,7 @@ std::vector<BodyMember> json_bodies(Tag<EmptyOp>) { return {}; }
 json json_schema(Tag<EmptyOp>) { return {{"required", json::array()}, {"properties", json::object()}}; }
 json read_json(Tag<EmptyOp>, json&&) { return json::object(); }
 
-std::optional<NodeHandle> bind_json(Tag<EmptyOp>, const std::string& name, const json&, NodeBinder& binder) {
+std::optional<NodeHandle> bind_json(Tag<EmptyOp>, const std::string& name, CompactJson::Ref, NodeBinder& binder) {
   return binder.builder().empty(name);
 }
 

@@ -41,15 +41,15 @@ json json_schema(Tag<EventWaitOp>) { return event_schema(); }
 json read_json(Tag<EventRecordOp>, json&& node) { return {{"event", get_string(node, "event")}}; }
 json read_json(Tag<EventWaitOp>, json&& node) { return {{"event", get_string(node, "event")}}; }
 
-std::optional<NodeHandle> bind_json(Tag<EventRecordOp>, const std::string& name, const json& fields,
+std::optional<NodeHandle> bind_json(Tag<EventRecordOp>, const std::string& name, CompactJson::Ref fields,
                                     NodeBinder& binder) {
-  const CudaEvent event = binder.event(fields.at("event").get<std::string>(), "/event");
+  const CudaEvent event = binder.event(get_string(fields, "event"), "/event");
   if (event == nullptr) return std::nullopt;
   return NodeHandle(binder.builder().record_event(name, event));
 }
 
-std::optional<NodeHandle> bind_json(Tag<EventWaitOp>, const std::string& name, const json& fields, NodeBinder& binder) {
-  const CudaEvent event = binder.event(fields.at("event").get<std::string>(), "/event");
+std::optional<NodeHandle> bind_json(Tag<EventWaitOp>, const std::string& name, CompactJson::Ref fields, NodeBinder& binder) {
+  const CudaEvent event = binder.event(get_string(fields, "event"), "/event");
   if (event == nullptr) return std::nullopt;
   return NodeHandle(binder.builder().wait_event(name, event));
 }

@@ -15,8 +15,8 @@ json json_schema(Tag<HostOp>) {
 
 json read_json(Tag<HostOp>, json&& node) { return {{"function", get_string(node, "function")}}; }
 
-std::optional<NodeHandle> bind_json(Tag<HostOp>, const std::string& name, const json& fields, NodeBinder& binder) {
-  const auto function = fields.at("function").get<std::string>();
+std::optional<NodeHandle> bind_json(Tag<HostOp>, const std::string& name, CompactJson::Ref fields, NodeBinder& binder) {
+  const std::string function = get_string(fields, "function");
   const auto it = binder.hosts().find(function);
   if (it == binder.hosts().end()) {
     std::string known;

@@ -35,6 +35,8 @@ json json_schema(Tag<KernelOp>) {
 }
 
 namespace {
+constexpr std::uint64_t u32_max = std::numeric_limits<std::uint32_t>::max();
+
 // The registry's view of arguments: one pointer per parameter, to its bytes.
 std::vector<const void*> argument_pointers(const std::vector<std::array<unsigned char, 8>>& bytes) {
   std::vector<const void*> out;
@@ -45,7 +47,7 @@ std::vector<const void*> argument_pointers(const std::vector<std::array<unsigned
 // The shape of a node of `info`, a kernel with a launch rule: the file's where it gives one,
 // checked against what the kernel needs (`rule`, the rule's shape for the node's arguments),
 // else the rule's. False after reporting each problem.
-bool rule_shape(const json& fields, const KernelInfo& info, const void* const* args, const LaunchShape& rule,
+bool rule_shape(CompactJson::Ref fields, const KernelInfo& info, const void* const* args, const LaunchShape& rule,
                 NodeBinder& binder, LaunchShape& shape) {
   const std::string kernel = "kernel '" + info.name + "'";
   bool ok = true;
@@ -61,7 +63,7 @@ bool rule_shape(const json& fields, const KernelInfo& info, const void* const* a
       ok = false;
     }
     // Clusters the rule gives for its grid: a grid of the file's gets them only where it is a multiple.
-    if (fields.count("cluster") == 0 && (g.x % rule.cluster.x != 0 || g.y % rule.cluster.y != 0 || g.z % rule.cluster.z != 0)) {
+    if (!fields.contains("cluster") && (g.x % rule.cluster.x != 0 || g.y % rule.cluster.y != 0 || g.z % rule.cluster.z != 0)) {
       shape.cluster = Dim3();
     }
   }
@@ -80,7 +82,7 @@ bool rule_shape(const json& fields, const KernelInfo& info, const void* const* a
   }
   if (fields.contains("cluster")) shape.cluster = get_dim(fields, "cluster");
   if (fields.contains("shared_bytes")) {
-    shape.shared_bytes = fields.at("shared_bytes").get<std::uint32_t>();
+    shape.shared_bytes = static_cast<std::uint32_t>(get_unsigned(fields, "shared_bytes", u32_max));
     if (shape.shared_bytes < rule.shared_bytes) {
       binder.problem("/shared_bytes", "shared_bytes " + std::to_string(shape.shared_bytes) + " is less than the " +
                                           std::to_string(rule.shared_bytes) + " " + kernel +
@@ -107,15 +109,15 @@ json read_json(Tag<KernelOp>, json&& node) {
   return fields;
 }
 
-std::optional<NodeHandle> bind_json(Tag<KernelOp>, const std::string& name, const json& fields, NodeBinder& binder) {
-  const KernelInfo* info = find_entry(fields.at("kernel").get_ref<const std::string&>(), "/kernel", binder);
+std::optional<NodeHandle> bind_json(Tag<KernelOp>, const std::string& name, CompactJson::Ref fields, NodeBinder& binder) {
+  const KernelInfo* info = find_entry(get_string(fields, "kernel"), "/kernel", binder);
   if (info == nullptr) return std::nullopt;
   if (info->is_call()) {
     binder.problem("/kernel",
                    quoted_name(info->name) + " is a library call, not a kernel (a node of kind \"library\" makes it)");
     return std::nullopt;
   }
-  const json& args = fields.at("args");
+  const CompactJson::Ref args = member(fields, "args");
   std::vector<BoundArgument> values;
   if (!bind_arguments(args, *info, binder, values)) return std::nullopt;
   std::optional<LaunchShape> shape;
@@ -134,7 +136,9 @@ std::optional<NodeHandle> bind_json(Tag<KernelOp>, const std::string& name, cons
     // A kernel without a rule: a shape the file does not give stays unset, and validation says so.
     if (fields.contains("grid")) node.grid(get_dim(fields, "grid"));
     if (fields.contains("block")) node.block(get_dim(fields, "block"));
-    if (fields.contains("shared_bytes")) node.shared_memory(fields.at("shared_bytes").get<std::uint32_t>());
+    if (fields.contains("shared_bytes")) {
+      node.shared_memory(static_cast<std::uint32_t>(get_unsigned(fields, "shared_bytes", u32_max)));
+    }
     if (fields.contains("cluster")) node.cluster(get_dim(fields, "cluster"));
   }
   for (const BoundArgument& v : values) {
@@ -145,7 +149,7 @@ std::optional<NodeHandle> bind_json(Tag<KernelOp>, const std::string& name, cons
     }
     // The conditional node it names may be declared later in the file: the binder sets the
     // argument once it is. A name that finds none is reported; the graph is then not built.
-    const std::string& target = args.at(p.name).get_ref<const std::string&>();
+    const std::string target = get_string(args, p.name.c_str());
     (void)binder.condition(target, "/args" + token(p.name), [node, name = p.name](Condition c) mutable {
       node.set(name, c);
     });

@@ -24,8 +24,8 @@ json read_json(Tag<LibraryOp>, json&& node) {
   return fields;
 }
 
-std::optional<NodeHandle> bind_json(Tag<LibraryOp>, const std::string& name, const json& fields, NodeBinder& binder) {
-  const KernelInfo* entry = find_entry(fields.at("call").get_ref<const std::string&>(), "/call", binder);
+std::optional<NodeHandle> bind_json(Tag<LibraryOp>, const std::string& name, CompactJson::Ref fields, NodeBinder& binder) {
+  const KernelInfo* entry = find_entry(get_string(fields, "call"), "/call", binder);
   if (entry == nullptr) return std::nullopt;
   if (!entry->is_call()) {
     binder.problem(
@@ -33,7 +33,7 @@ std::optional<NodeHandle> bind_json(Tag<LibraryOp>, const std::string& name, con
     return std::nullopt;
   }
   std::vector<BoundArgument> values;
-  if (!bind_arguments(fields.at("args"), *entry, binder, values)) return std::nullopt;
+  if (!bind_arguments(member(fields, "args"), *entry, binder, values)) return std::nullopt;
   auto node = binder.builder().library(name, *entry);
   for (const BoundArgument& v : values) {
     const KernelParam& p = entry->params[v.index];

@@ -23,10 +23,13 @@ json read_json(Tag<MemcpyOp>, json&& node) {
   return {{"dst", dst}, {"src", src}, {"bytes", get_unsigned(node, "bytes", json_max_buffer_bytes)}};
 }
 
-std::optional<NodeHandle> bind_json(Tag<MemcpyOp>, const std::string& name, const json& fields, NodeBinder& binder) {
-  const auto bytes = fields.at("bytes").get<std::uint64_t>();
-  void* dst = binder.address(fields.at("dst").get<BufferRef>(), bytes, 1, "/dst");
-  void* src = binder.address(fields.at("src").get<BufferRef>(), bytes, 1, "/src");
+std::optional<NodeHandle> bind_json(Tag<MemcpyOp>, const std::string& name, CompactJson::Ref fields, NodeBinder& binder) {
+  const std::uint64_t bytes = get_unsigned(fields, "bytes", json_max_buffer_bytes);
+  BufferRef dst_ref, src_ref;
+  within("/dst", [&] { from_json(member(fields, "dst"), dst_ref); });
+  within("/src", [&] { from_json(member(fields, "src"), src_ref); });
+  void* dst = binder.address(dst_ref, bytes, 1, "/dst");
+  void* src = binder.address(src_ref, bytes, 1, "/src");
   if (dst == nullptr || src == nullptr) return std::nullopt;
   return NodeHandle(binder.builder().memcpy(name, dst, src, bytes));
 }

@@ -28,14 +28,14 @@ json json_schema(Tag<FreeOp>) {
 json read_json(Tag<AllocOp>, json&& node) { return {{"bytes", get_unsigned(node, "bytes", json_max_buffer_bytes)}}; }
 json read_json(Tag<FreeOp>, json&& node) { return {{"alloc", get_string(node, "alloc")}}; }
 
-std::optional<NodeHandle> bind_json(Tag<AllocOp>, const std::string& name, const json& fields, NodeBinder& binder) {
-  const AllocNode node = binder.builder().alloc(name, fields.at("bytes").get<std::uint64_t>());
+std::optional<NodeHandle> bind_json(Tag<AllocOp>, const std::string& name, CompactJson::Ref fields, NodeBinder& binder) {
+  const AllocNode node = binder.builder().alloc(name, get_unsigned(fields, "bytes", json_max_buffer_bytes));
   binder.declared_alloc(name, node.id());
   return NodeHandle(node);
 }
 
-std::optional<NodeHandle> bind_json(Tag<FreeOp>, const std::string& name, const json& fields, NodeBinder& binder) {
-  const std::optional<std::uint64_t> memory = binder.alloc_memory(fields.at("alloc").get<std::string>(), "/alloc");
+std::optional<NodeHandle> bind_json(Tag<FreeOp>, const std::string& name, CompactJson::Ref fields, NodeBinder& binder) {
+  const std::optional<std::uint64_t> memory = binder.alloc_memory(get_string(fields, "alloc"), "/alloc");
   if (!memory) return std::nullopt;
   FreeOp op;
   op.memory = *memory;

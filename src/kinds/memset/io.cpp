@@ -30,10 +30,11 @@ json read_json(Tag<MemsetOp>, json&& node) {
   return fields;
 }
 
-std::optional<NodeHandle> bind_json(Tag<MemsetOp>, const std::string& name, const json& fields, NodeBinder& binder) {
-  const auto element_size = fields.at("element_size").get<std::uint32_t>();
-  const auto value = fields.at("value").get<std::uint32_t>();
-  const auto count = fields.at("count").get<std::uint64_t>();
+std::optional<NodeHandle> bind_json(Tag<MemsetOp>, const std::string& name, CompactJson::Ref fields, NodeBinder& binder) {
+  constexpr std::uint64_t u32_max = std::numeric_limits<std::uint32_t>::max();
+  const auto element_size = static_cast<std::uint32_t>(get_unsigned(fields, "element_size", u32_max));
+  const auto value = static_cast<std::uint32_t>(get_unsigned(fields, "value", u32_max));
+  const std::uint64_t count = get_unsigned(fields, "count", json_max_buffer_bytes);
   if (element_size != 1 && element_size != 2 && element_size != 4) {
     binder.problem("/element_size", "element size " + std::to_string(element_size) + " is not 1, 2 or 4");
     return std::nullopt;
@@ -43,7 +44,9 @@ std::optional<NodeHandle> bind_json(Tag<MemsetOp>, const std::string& name, cons
                                  "-byte elements");
     return std::nullopt;
   }
-  void* dst = binder.address(fields.at("dst").get<BufferRef>(), count * element_size, element_size, "/dst");
+  BufferRef dst_ref;
+  within("/dst", [&] { from_json(member(fields, "dst"), dst_ref); });
+  void* dst = binder.address(dst_ref, count * element_size, element_size, "/dst");
   if (dst == nullptr) return std::nullopt;
   return NodeHandle(binder.builder().memset(name, dst, value, count, element_size));
 }
