@@ -205,6 +205,22 @@ class CompactJson::Builder {
   void start_array();
   void end_array();
 
+  /// \brief A copy of `value` (of any CompactJson), as if its events were given one by one.
+  void value(Ref value);
+
+  /// \brief Where the builder stands. rewind() drops every event given after it, as if none had
+  /// been (the container open at the mark counts its members or elements as it did then).
+  struct Mark {
+    std::uint32_t cells;
+    std::uint32_t strings;
+    std::uint32_t open;
+    std::uint32_t container;       ///< the innermost open container's cell
+    std::uint32_t container_info;  ///< its type and count
+  };
+  Mark mark() const noexcept;
+  /// \throws std::logic_error when a container open at the mark has been closed since
+  void rewind(const Mark& at);
+
   /// \brief Whether a whole value has been given (every array and object closed).
   bool complete() const noexcept { return !cells_.empty() && open_.empty(); }
   /// \brief Containers open, innermost last (0: none).

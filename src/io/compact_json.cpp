@@ -303,6 +303,46 @@ void CompactJson::Builder::close(Type type) {
 void CompactJson::Builder::end_object() { close(Type::object); }
 void CompactJson::Builder::end_array() { close(Type::array); }
 
+void CompactJson::Builder::value(Ref v) {
+  switch (v.type()) {
+    case Type::null: null(); return;
+    case Type::boolean: boolean(v.get_bool()); return;
+    case Type::integer: integer(v.get_integer()); return;
+    case Type::unsigned_integer: unsigned_integer(v.get_unsigned()); return;
+    case Type::number: number(v.get_number()); return;
+    case Type::string: string(v.get_string()); return;
+    case Type::array:
+      start_array();
+      for (const Ref e : v.elements()) value(e);
+      end_array();
+      return;
+    case Type::object:
+      start_object();
+      for (const Member m : v.members()) {
+        key(m.key);
+        value(m.value);
+      }
+      end_object();
+      return;
+  }
+}
+
+CompactJson::Builder::Mark CompactJson::Builder::mark() const noexcept {
+  return Mark{static_cast<std::uint32_t>(cells_.size()), static_cast<std::uint32_t>(strings_.size()),
+              static_cast<std::uint32_t>(open_.size()), open_.empty() ? 0 : open_.back(),
+              open_.empty() ? 0 : cells_[open_.back()].info};
+}
+
+void CompactJson::Builder::rewind(const Mark& at) {
+  if (open_.size() < at.open || cells_.size() < at.cells || (at.open > 0 && open_[at.open - 1] != at.container)) {
+    throw std::logic_error("flowdsl: CompactJson::Builder::rewind past a container closed after the mark");
+  }
+  open_.resize(at.open);
+  cells_.resize(at.cells);
+  strings_.resize(at.strings);
+  if (!open_.empty()) cells_[open_.back()].info = at.container_info;  // its count as it was
+}
+
 CompactJson CompactJson::Builder::finish() {
   if (!complete()) throw std::logic_error("flowdsl: CompactJson::Builder::finish before a whole value");
   CompactJson out;

@@ -137,6 +137,48 @@ TEST_CASE("CompactJson::Builder refuses events out of place", "[compact_json]") 
   CHECK(b.finish().to_json() == json::array());
 }
 
+TEST_CASE("CompactJson::Builder copies values and rewinds to a mark", "[compact_json]") {
+  const nlohmann::json source = {{"kernel", "scale.f32"}, {"grid", {4, 2}}, {"args", {{"n", -3}, {"x", {{"buffer", "b"}}}}}};
+  const flowdsl::CompactJson from = flowdsl::CompactJson::from_json(source);
+  flowdsl::CompactJson::Builder b;
+  b.start_array();
+  b.value(from.root());
+  b.value(from.root().find("args")->find("n").value());
+  // An object replaced by a number, as a reader replaces {"expr": ...} by its value.
+  const flowdsl::CompactJson::Builder::Mark mark = b.mark();
+  b.start_object();
+  b.key("expr");
+  b.string("rank + 1");
+  b.end_object();
+  b.rewind(mark);
+  b.unsigned_integer(2);
+  b.end_array();
+  const flowdsl::CompactJson built = b.finish();
+  CHECK(built.to_json() == nlohmann::json::array({source, -3, 2}));
+  CHECK(built.root().size() == 3);
+
+  // A mark inside a container: what was added after it goes, the container counts as before.
+  b.start_object();
+  b.key("a");
+  b.null();
+  const auto inside = b.mark();
+  b.key("b");
+  b.start_array();
+  b.boolean(true);
+  b.rewind(inside);
+  CHECK(b.depth() == 1);
+  b.end_object();
+  CHECK(b.finish().to_json() == nlohmann::json{{"a", nullptr}});
+
+  // A container open at the mark and closed since: refused.
+  b.start_array();
+  b.start_array();
+  const auto deep = b.mark();
+  b.end_array();
+  b.start_array();
+  CHECK_THROWS_AS(b.rewind(deep), std::logic_error);
+}
+
 TEST_CASE("CompactJson compares numbers by value across kinds, objects in any order", "[compact_json]") {
   const CompactJson a = CompactJson::from_json(json::parse(R"({"x": 1, "y": [2.0, -3]})"));
   const CompactJson b = CompactJson::from_json(json::parse(R"({"y": [2, -3.0], "x": 1.0})"));
