@@ -108,7 +108,8 @@ class CompactJson::Ref {
   std::size_t size() const noexcept;
   bool empty() const noexcept { return size() == 0; }
 
-  /// \brief The member `key` of an object, or nothing (also when this is not an object).
+  /// \brief The member `key` of an object (the last, where text repeats a key: the one a DOM
+  /// keeps), or nothing (also when this is not an object).
   std::optional<Ref> find(std::string_view key) const noexcept;
   bool contains(std::string_view key) const noexcept { return find(key).has_value(); }
   /// \brief Element `i` of an array (i < size()).

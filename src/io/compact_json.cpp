@@ -51,10 +51,11 @@ std::size_t CompactJson::Ref::size() const noexcept {
 
 std::optional<CompactJson::Ref> CompactJson::Ref::find(std::string_view key) const noexcept {
   if (!is_object()) return std::nullopt;
+  std::optional<Ref> found;
   for (const Member m : members()) {
-    if (m.key == key) return m.value;
+    if (m.key == key) found = m.value;  // the last of a repeated key, as a DOM keeps
   }
-  return std::nullopt;
+  return found;
 }
 
 CompactJson::Ref CompactJson::Ref::operator[](std::size_t i) const noexcept {

@@ -125,9 +125,9 @@ struct DotStyle {
   std::vector<BodyMember> json_bodies(Tag<Op>);                                               \
   /* The JSON Schema of the kind's own members: {"required": [...], "properties": {...}}. */  \
   json json_schema(Tag<Op>);                                                                  \
-  /* Checks the kind's members (`node` holds them alone) and returns them, taken from `node` \
-     or made anew; JsonError relative to the node. */                                          \
-  json read_json(Tag<Op>, json&& node);                                                       \
+  /* Checks the kind's members of `node` (the node's object: the kind reads its own members) \
+     and writes them to `out` as one object; JsonError relative to the node. */               \
+  void read_json(Tag<Op>, CompactJson::Ref node, CompactJson::Builder& out);                  \
   /* Declares the node from its members; null after reporting problems to `binder`. */       \
   std::optional<NodeHandle> bind_json(Tag<Op>, const std::string& name, CompactJson::Ref fields, NodeBinder& binder); \
   /* The kind's members for an operation of a C++-built graph. */                            \

@@ -181,16 +181,13 @@ const KernelInfo* find_entry(const std::string& name, const char* member, NodeBi
   return nullptr;
 }
 
-void read_arguments(json& fields) {
-  const auto args = fields.find("args");
-  if (args == fields.end()) {
-    fields["args"] = json::object();
-    return;
-  }
+void read_arguments(CompactJson::Ref node) {
+  const std::optional<CompactJson::Ref> args = optional_member(node, "args");
+  if (!args) return;
   if (!args->is_object()) fail("/args", "expected an object of arguments by parameter name, found " + type_of(*args));
-  for (const auto& item : args->items()) {
-    const json& v = item.value();
-    within("/args" + token(item.key()), [&] {
+  for (const CompactJson::Member item : unique_members(*args)) {
+    const CompactJson::Ref v = item.value;
+    within("/args" + token(item.key), [&] {
       if (v.is_string() || v.is_object()) {
         BufferRef ref;
         from_json(v, ref);
@@ -198,6 +195,16 @@ void read_arguments(json& fields) {
         fail("", "expected a number (scalar parameter) or a buffer name (pointer parameter), found " + type_of(v));
       }
     });
+  }
+}
+
+void write_arguments(CompactJson::Builder& out, CompactJson::Ref node) {
+  out.key("args");
+  if (const std::optional<CompactJson::Ref> args = node.find("args")) {
+    write_unique(out, *args);
+  } else {
+    out.start_object();
+    out.end_object();
   }
 }
 

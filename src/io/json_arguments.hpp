@@ -20,10 +20,13 @@ struct BoundArgument {
   unsigned char bytes[8];
 };
 
-/// Checks the "args" member of a node's fields as read_json does: an object of numbers and
-/// buffer references. Adds an empty one when absent.
+/// Checks the "args" member of a node (absent: none) as read_json does: an object of numbers
+/// and buffer references.
 /// \throws JsonError relative to the node
-void read_arguments(json& fields);
+void read_arguments(CompactJson::Ref node);
+/// Appends "args" (checked by read_arguments) to the fields `out` is writing: each argument
+/// once, an empty object when the node has none.
+void write_arguments(CompactJson::Builder& out, CompactJson::Ref node);
 
 /// The file's arguments (`args`) of a node of `entry`, one per parameter; false after reporting
 /// every unknown, missing or ill-typed one to `binder`. Condition arguments are left for the

@@ -1,7 +1,7 @@
 // Graph files: parsing within JsonLimits in one pass over the text (a SAX handler), in time and
-// memory linear in its size. The top-level "nodes" are read one at a time: each node's DOM is
-// built, read into a NodeSpec (from_json, at "/nodes/i") and dropped, so that the DOM of the
-// whole file never exists.
+// memory linear in its size. The top-level "nodes" are read one at a time: each node is built as
+// a CompactJson from the parser's events, read into a NodeSpec (at "/nodes/i") and dropped, so
+// that no DOM of a node, nor of the whole file, ever exists.
 #include <fstream>
 #include <optional>
 #include <utility>
@@ -25,24 +25,52 @@ class GraphFileReader {
   GraphFileReader(const JsonLimits& limits, const JsonRanks& ranks) : limits_(limits), ranks_(ranks) {}
 
   // nlohmann's SAX interface (json::sax_parse); false stops the parse.
-  bool null() { return scalar(nullptr); }
-  bool boolean(bool v) { return scalar(v); }
-  bool number_integer(json::number_integer_t v) { return scalar(v); }
-  bool number_unsigned(json::number_unsigned_t v) { return scalar(v); }
-  bool number_float(json::number_float_t v, const json::string_t& /*text*/) { return scalar(v); }
-  bool string(json::string_t& v) { return admit(v.size()) && (place(std::move(v)), true); }
-  bool binary(json::binary_t& v) { return scalar(std::move(v)); }  // never in JSON text
+  bool null() {
+    if (in_node()) return node_value("null", [&] { node_.null(); });
+    return scalar(nullptr);
+  }
+  bool boolean(bool v) {
+    if (in_node()) return node_value("a boolean", [&] { node_.boolean(v); });
+    return scalar(v);
+  }
+  bool number_integer(json::number_integer_t v) {
+    if (in_node()) return node_value("an integer", [&] { node_.integer(v); });
+    return scalar(v);
+  }
+  bool number_unsigned(json::number_unsigned_t v) {
+    if (in_node()) return node_value("an integer", [&] { node_.unsigned_integer(v); });
+    return scalar(v);
+  }
+  bool number_float(json::number_float_t v, const json::string_t& /*text*/) {
+    if (in_node()) return node_value("a number with a fraction or exponent", [&] { node_.number(v); });
+    return scalar(v);
+  }
+  bool string(json::string_t& v) {
+    if (in_node()) return node_value("a string", [&] { node_.string(v); }, &v);
+    return admit(v.size()) && (place(std::move(v)), true);
+  }
+  bool binary(json::binary_t& v) {  // never in JSON text
+    if (in_node()) return node_value("an unsupported value", [&] { node_.null(); });
+    return scalar(std::move(v));
+  }
   bool key(json::string_t& k) {
     if (!admit(k.size())) return false;
+    if (in_node()) {
+      Frame& f = frames_.back();
+      if (f.members == 0) f.expr = k == "expr";
+      node_.key(k);
+      key_ = std::move(k);
+      return true;
+    }
     // A repeated "nodes" replaces the earlier one, as in a DOM.
     if (open_.size() == 1 && open_.back() == &root_ && k == "nodes") restart_nodes();
     key_ = std::move(k);
     return true;
   }
-  bool start_object(std::size_t /*elements*/) { return open(json::object()); }
-  bool start_array(std::size_t /*elements*/) { return open(json::array()); }
-  bool end_object() { return close(); }
-  bool end_array() { return close(); }
+  bool start_object(std::size_t /*elements*/) { return in_node() ? node_open(true) : open(json::object()); }
+  bool start_array(std::size_t /*elements*/) { return in_node() ? node_open(false) : open(json::array()); }
+  bool end_object() { return in_node() && !frames_.empty() ? node_close() : close(); }
+  bool end_array() { return in_node() && !frames_.empty() ? node_close() : close(); }
   template <class Exception>
   bool parse_error(std::size_t position, const std::string& /*token*/, const Exception& e) {
     syntax_ = Syntax{position, e.what(), std::is_same_v<Exception, json::parse_error>};
@@ -86,9 +114,103 @@ class GraphFileReader {
     bool positioned;    ///< a parse error (with a place); else a number beyond double's range
   };
 
+  // A container open inside the node being read: where its value starts in the builder, what
+  // it is, and whether it is an {"expr": text} object so far.
+  struct Frame {
+    CompactJson::Builder::Mark mark;
+    bool object;
+    std::string token;      ///< its JSON pointer token in its parent ("" for the node itself)
+    std::size_t members = 0;
+    bool expr = false;      ///< an object whose first key is "expr"
+    std::string expr_type;  ///< the type of that member's value
+    std::optional<std::string> expr_text;  ///< its text, when a string
+  };
+
+  // Inside the top-level "nodes" array: events build the node being read.
+  bool in_node() const { return !open_.empty() && open_.back() == nullptr; }
+  std::size_t depth() const { return open_.size() + frames_.size(); }
+
+  // A value begins in the innermost container of the node: counted, and noted for an expression.
+  void value_begins(const char* type, const std::string* text) {
+    if (frames_.empty()) return;
+    Frame& f = frames_.back();
+    if (f.object && f.members == 0 && f.expr) {
+      f.expr_type = type;
+      if (text != nullptr) f.expr_text = *text;
+    }
+    ++f.members;
+  }
+
+  template <class Emit>
+  bool node_value(const char* type, Emit&& emit, const std::string* text = nullptr) {
+    if (!admit(text != nullptr ? text->size() : 0)) return false;
+    value_begins(type, text);
+    emit();
+    if (node_.depth() == 0) read_node();
+    return true;
+  }
+
+  bool node_open(bool object) {
+    if (depth() > limits_.max_depth) return exceed("nesting deeper than " + std::to_string(limits_.max_depth) + " levels");
+    std::string tok;
+    if (!frames_.empty()) tok = frames_.back().object ? token(key_) : token(frames_.back().members);
+    value_begins(object ? "an object" : "an array", nullptr);
+    Frame f{node_.mark(), object, std::move(tok)};
+    if (object) {
+      node_.start_object();
+    } else {
+      node_.start_array();
+    }
+    frames_.push_back(std::move(f));
+    return true;
+  }
+
+  bool node_close() {
+    Frame& f = frames_.back();
+    std::optional<std::uint64_t> value;
+    if (f.object && f.members == 1 && f.expr) value = evaluate(f);
+    const CompactJson::Builder::Mark mark = f.mark;
+    const bool object = f.object;
+    frames_.pop_back();
+    if (value) {
+      // The object becomes its value, in place.
+      node_.rewind(mark);
+      node_.unsigned_integer(*value);
+      if (!frames_.empty()) {
+        Frame& parent = frames_.back();
+        if (parent.object && parent.members == 1 && parent.expr) {
+          parent.expr_type = "an integer";
+          parent.expr_text.reset();
+        }
+      }
+    } else if (object) {
+      node_.end_object();
+    } else {
+      node_.end_array();
+    }
+    if (node_.depth() == 0) read_node();
+    return true;
+  }
+
+  // The value of an {"expr": text} object of a node; none after keeping the first failure.
+  std::optional<std::uint64_t> evaluate(const Frame& f) {
+    std::string problem;
+    std::uint64_t value = 0;
+    if (!f.expr_text) {
+      problem = "an expression is a string, found " + f.expr_type;
+    } else if (evaluate_expression(*f.expr_text, ranks_.rank, ranks_.world, value, problem)) {
+      return value;
+    } else {
+      problem = "cannot evaluate \"" + *f.expr_text + "\" with rank " + std::to_string(ranks_.rank) + " and world " +
+                std::to_string(ranks_.world) + ": " + problem;
+    }
+    if (!expression_) expression_ = JsonProblem{pointer_of_innermost(), std::move(problem)};
+    return std::nullopt;
+  }
+
   // Counts a key or scalar value and checks its depth and (for strings) its length.
   bool admit(std::size_t string_bytes = 0) {
-    if (open_.size() > limits_.max_depth) return exceed("nesting deeper than " + std::to_string(limits_.max_depth) + " levels");
+    if (depth() > limits_.max_depth) return exceed("nesting deeper than " + std::to_string(limits_.max_depth) + " levels");
     if (++values_ > limits_.max_values) return exceed("more than " + std::to_string(limits_.max_values) + " values");
     if (string_bytes > limits_.max_string) {
       return exceed("a string of " + std::to_string(string_bytes) + " bytes, over the limit of " +
@@ -112,8 +234,6 @@ class GraphFileReader {
     json* at = nullptr;
     if (open_.empty()) {
       at = &root_;
-    } else if (open_.back() == nullptr) {
-      at = &node_;
     } else if (open_.back()->is_array()) {
       open_.back()->push_back(std::move(v));
       return &open_.back()->back();
@@ -121,12 +241,11 @@ class GraphFileReader {
       at = &(*open_.back())[key_];
     }
     *at = std::move(v);
-    if (at == &node_ && !node_.is_structured()) read_node();
     return at;
   }
 
   bool open(json&& container) {
-    if (open_.size() > limits_.max_depth) return exceed("nesting deeper than " + std::to_string(limits_.max_depth) + " levels");
+    if (depth() > limits_.max_depth) return exceed("nesting deeper than " + std::to_string(limits_.max_depth) + " levels");
     if (open_.size() == 1 && open_.back() == &root_ && key_ == "nodes" && container.is_array()) {
       root_["nodes"] = json::array();  // read by from_json(GraphSpec) as no nodes; ours are in nodes_
       open_.push_back(nullptr);
@@ -142,7 +261,6 @@ class GraphFileReader {
       evaluate(*closed);
     }
     open_.pop_back();
-    if (closed == &node_) read_node();
     return true;
   }
 
@@ -170,10 +288,6 @@ class GraphFileReader {
     for (std::size_t i = 0; i + 1 < open_.size(); ++i) {
       const json* parent = open_[i];
       const json* child = open_[i + 1];
-      if (parent == nullptr) {  // the top-level nodes: the one being read is node_
-        pointer += "/nodes" + token(nodes_seen_);
-        continue;
-      }
       if (child == nullptr) continue;  // "/nodes" itself: added with its node
       if (parent->is_array()) {
         pointer += token(static_cast<std::size_t>(child - &(*parent)[0]));
@@ -186,10 +300,16 @@ class GraphFileReader {
         }
       }
     }
+    if (in_node()) {
+      pointer += "/nodes" + token(nodes_seen_);
+      for (const Frame& f : frames_) pointer += f.token;
+    }
     return pointer;
   }
 
   void restart_nodes() {
+    node_.clear();
+    frames_.clear();
     nodes_.clear();
     nodes_seen_ = 0;
     node_error_.reset();
@@ -199,9 +319,10 @@ class GraphFileReader {
   void read_node() {
     const std::size_t i = nodes_seen_++;
     if (i < limits_.max_nodes && !node_error_) {
+      const CompactJson node = node_.finish();
       NodeSpec spec;
       try {
-        json_detail::read_node(std::move(node_), spec);
+        json_detail::read_node(node.root(), spec, scratch_);
         nodes_.push_back(std::move(spec));
       } catch (const JsonError& e) {
         std::vector<JsonProblem> problems = e.problems();
@@ -209,7 +330,7 @@ class GraphFileReader {
         node_error_.emplace(std::move(problems));
       }
     }
-    node_ = json();
+    node_.clear();
   }
 
   // nlohmann gives the byte position; lines and columns are what a person looks for.
@@ -244,7 +365,9 @@ class GraphFileReader {
   json root_;                     ///< the file, its top-level nodes left out
   std::vector<json*> open_;       ///< containers being read, innermost last; null: the top-level nodes
   std::string key_;               ///< the member being read
-  json node_;                     ///< the top-level node being read
+  CompactJson::Builder node_;     ///< the top-level node being read
+  std::vector<Frame> frames_;     ///< its containers open, innermost last
+  CompactJson::Builder scratch_;  ///< the fields of the node being read
   std::vector<NodeSpec> nodes_;
   std::size_t nodes_seen_ = 0;
   std::optional<JsonError> node_error_;  ///< the first node that failed to read (pointer from the top)

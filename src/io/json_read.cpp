@@ -16,15 +16,17 @@ namespace {
 constexpr std::uint32_t u32_max = std::numeric_limits<std::uint32_t>::max();
 
 // Reads `array` element by element, each under its index.
-template <class T>
-std::vector<T> read_array(const json& j, const char* key) {
+template <class T, class J>
+std::vector<T> read_array(const J& j, const char* key) {
   std::vector<T> out;
-  const json* array = optional_member(j, key);
-  if (array == nullptr) return out;
+  const auto array = optional_member(j, key);
+  if (!array) return out;
   if (!array->is_array()) fail(token(key), "expected an array, found " + type_of(*array));
   out.resize(array->size());
-  for (std::size_t i = 0; i < array->size(); ++i) {
-    within(token(key) + token(i), [&] { from_json((*array)[i], out[i]); });
+  std::size_t i = 0;
+  for (const auto& element : elements_of(*array)) {
+    within(token(key) + token(i), [&] { from_json(element, out[i]); });
+    ++i;
   }
   return out;
 }
@@ -48,41 +50,44 @@ ScalarType read_scalar_type(const json& j, const char* key) {
 }
 
 // "after": node names, or {"node": name, "programmatic": bool} for an edge of another kind.
-void read_after(const json& j, NodeSpec& v) {
-  const json* array = optional_member(j, "after");
-  if (array == nullptr) return;
+void read_after(Ref j, NodeSpec& v) {
+  const std::optional<Ref> array = optional_member(j, "after");
+  if (!array) return;
   if (!array->is_array()) fail("/after", "expected an array of node names, found " + type_of(*array));
-  for (std::size_t i = 0; i < array->size(); ++i) {
-    within("/after" + token(i), [&] {
-      const json& item = (*array)[i];
+  v.after.reserve(array->size());
+  std::size_t i = 0;
+  for (const Ref item : array->elements()) {
+    within("/after" + token(i++), [&] {
       if (!item.is_object()) {
         v.after.push_back(as_string(item));
         return;
       }
-      for (const auto& member : item.items()) {
-        if (member.key() != "node" && member.key() != "programmatic") {
-          fail(token(member.key()), "unknown member (an edge has \"node\" and \"programmatic\")");
+      for (const CompactJson::Member m : item.members()) {
+        if (m.key != "node" && m.key != "programmatic") {
+          fail(token(m.key), "unknown member (an edge has \"node\" and \"programmatic\")");
         }
       }
       v.after.push_back(get_string(item, "node"));
-      const json* kind = optional_member(item, "programmatic");
-      if (kind != nullptr && !kind->is_boolean()) fail("/programmatic", "expected true or false, found " + type_of(*kind));
-      if (kind != nullptr && kind->get<bool>()) v.programmatic.push_back(static_cast<std::uint32_t>(v.after.size() - 1));
+      const std::optional<Ref> kind = item.find("programmatic");
+      if (kind && !kind->is_boolean()) fail("/programmatic", "expected true or false, found " + type_of(*kind));
+      if (kind && kind->get_bool()) v.programmatic.push_back(static_cast<std::uint32_t>(v.after.size() - 1));
     });
   }
 }
 
-// Reads an array of nodes, taking their members.
-void read_nodes(json& value, std::vector<NodeSpec>& out) {
+// Reads an array of nodes.
+void read_nodes(Ref value, std::vector<NodeSpec>& out, CompactJson::Builder& scratch) {
   if (!value.is_array()) fail("", "expected an array of nodes, found " + type_of(value));
   out.resize(value.size());
-  for (std::size_t i = 0; i < value.size(); ++i) {
-    within(token(i), [&] { read_node(std::move(value[i]), out[i]); });
+  std::size_t i = 0;
+  for (const Ref node : value.elements()) {
+    within(token(i), [&] { read_node(node, out[i], scratch); });
+    ++i;
   }
 }
 
 // Reads one body: its nodes inline, or {"use": name}.
-void read_body(json& value, BodySpec& out) {
+void read_body(Ref value, BodySpec& out, CompactJson::Builder& scratch) {
   if (value.is_object()) {
     expect_object(value, {"use"});
     out.use = get_string(value, "use");
@@ -90,25 +95,26 @@ void read_body(json& value, BodySpec& out) {
     return;
   }
   if (!value.is_array()) fail("", "expected an array of nodes or {\"use\": <body name>}, found " + type_of(value));
-  read_nodes(value, out.nodes);
+  read_nodes(value, out.nodes, scratch);
 }
 
 // Appends the bodies member `m` of `from` holds. An absent member of one body that is not
 // optional is an empty body, which validation reports as such.
-void read_bodies(json& from, const io::BodyMember& m, std::vector<BodySpec>& out) {
-  const auto it = from.find(m.name);
-  if (it == from.end()) {
+void read_bodies(Ref from, const io::BodyMember& m, std::vector<BodySpec>& out, CompactJson::Builder& scratch) {
+  const std::optional<Ref> bodies = from.find(m.name);
+  if (!bodies) {
     if (!m.many && !m.optional) out.emplace_back();
     return;
   }
   within(token(m.name), [&] {
     if (!m.many) {
-      read_body(*it, out.emplace_back());
+      read_body(*bodies, out.emplace_back(), scratch);
       return;
     }
-    if (!it->is_array()) fail("", "expected an array of bodies, found " + type_of(*it));
-    for (std::size_t i = 0; i < it->size(); ++i) {
-      within(token(i), [&] { read_body((*it)[i], out.emplace_back()); });
+    if (!bodies->is_array()) fail("", "expected an array of bodies, found " + type_of(*bodies));
+    std::size_t i = 0;
+    for (const Ref body : bodies->elements()) {
+      within(token(i++), [&] { read_body(body, out.emplace_back(), scratch); });
     }
   });
 }
@@ -127,17 +133,9 @@ const std::vector<std::string_view>& allowed_members(io::Tag<Op> tag) {
   return allowed;
 }
 
-// Moves member `key` of object `from` (if any) into `to`.
-void take(json& from, const char* key, json& to) {
-  const auto it = from.find(key);
-  if (it == from.end()) return;
-  to[key] = std::move(*it);
-  from.erase(it);
-}
-
 }  // namespace
 
-void json_detail::read_node(nlohmann::json&& j, NodeSpec& v) {
+void json_detail::read_node(Ref j, NodeSpec& v, CompactJson::Builder& scratch) {
   v = NodeSpec{};
   v.name = get_string(j, "name");
   // Refused here, at its member: bound, a name holding '/' would read as a path into a body.
@@ -146,23 +144,25 @@ void json_detail::read_node(nlohmann::json&& j, NodeSpec& v) {
     fail("/name", "the node name " + quoted_name(v.name) + " is not valid: " + problem);
   }
   v.kind = get_string(j, "kind");
-  // What every node has and the bodies are taken out first: the kind is given its own members
-  // to keep (no copy). They are read after the kind's, so that the first problem stays the same.
-  json common = json::object();
+  // The kind's members first, then the bodies and what every node has, so that the first
+  // problem stays the same.
   const bool known = io::with_kind(v.kind, [&](auto tag) {
     expect_object(j, allowed_members(tag));
-    const std::vector<io::BodyMember> bodies = io::json_bodies(tag);
-    j.erase("name");
-    j.erase("kind");
-    for (const char* key : {"after", "reads", "writes"}) take(j, key, common);
-    for (const io::BodyMember& body : bodies) take(j, body.name, common);
-    v.fields = CompactJson::from_json(io::read_json(tag, std::move(j)));
-    for (const io::BodyMember& body : bodies) read_bodies(common, body, v.bodies);
+    scratch.clear();
+    io::read_json(tag, j, scratch);
+    v.fields = scratch.finish();
+    for (const io::BodyMember& body : io::json_bodies(tag)) read_bodies(j, body, v.bodies, scratch);
   });
   if (!known) fail("/kind", "unknown node kind " + quoted_name(v.kind) + " (expected " + io::kind_names() + ")");
-  read_after(common, v);
-  v.reads = read_array<AccessSpec>(common, "reads");
-  v.writes = read_array<AccessSpec>(common, "writes");
+  read_after(j, v);
+  v.reads = read_array<AccessSpec>(j, "reads");
+  v.writes = read_array<AccessSpec>(j, "writes");
+}
+
+void json_detail::read_node(nlohmann::json&& j, NodeSpec& v) {
+  const CompactJson node = CompactJson::from_json(j);
+  CompactJson::Builder scratch;
+  read_node(node.root(), v, scratch);
 }
 
 bool parse_param_type(std::string_view text, ParamType& out) {
@@ -292,7 +292,9 @@ void to_json(json& j, const AccessSpec& v) {
   if (v.at.offset != 0) j["offset"] = v.at.offset;
 }
 
-void from_json(const json& j, AccessSpec& v) {
+namespace {
+template <class J>
+void read_access(const J& j, AccessSpec& v) {
   v = AccessSpec{};
   if (j.is_string()) {
     v.at.buffer = as_string(j);
@@ -301,8 +303,25 @@ void from_json(const json& j, AccessSpec& v) {
   if (!j.is_object()) fail("", "expected a buffer name or {\"buffer\", \"offset\", \"bytes\"}, found " + type_of(j));
   expect_object(j, {"buffer", "offset", "bytes"});
   v.at.buffer = get_string(j, "buffer");
-  if (optional_member(j, "offset") != nullptr) v.at.offset = get_unsigned(j, "offset", json_max_buffer_bytes);
-  if (optional_member(j, "bytes") != nullptr) v.bytes = get_unsigned(j, "bytes", json_max_buffer_bytes);
+  if (optional_member(j, "offset")) v.at.offset = get_unsigned(j, "offset", json_max_buffer_bytes);
+  if (optional_member(j, "bytes")) v.bytes = get_unsigned(j, "bytes", json_max_buffer_bytes);
+}
+}  // namespace
+
+void from_json(const json& j, AccessSpec& v) { read_access(j, v); }
+void from_json(CompactJson::Ref j, AccessSpec& v) { read_access(j, v); }
+
+void json_detail::write_buffer_ref(CompactJson::Builder& out, const BufferRef& ref) {
+  if (ref.offset == 0) {
+    out.string(ref.buffer);
+    return;
+  }
+  out.start_object();
+  out.key("buffer");
+  out.string(ref.buffer);
+  out.key("offset");
+  out.unsigned_integer(ref.offset);
+  out.end_object();
 }
 
 void to_json(json& j, const NodeSpec& v) {
@@ -345,9 +364,10 @@ void to_json(json& j, const BodySpec& v) {
 }
 
 void from_json(const json& j, BodySpec& v) {
-  json copy = j;
+  const CompactJson body = CompactJson::from_json(j);
+  CompactJson::Builder scratch;
   v = BodySpec{};
-  read_body(copy, v);
+  read_body(body.root(), v, scratch);
 }
 
 void to_json(json& j, const KernelFileSpec& v) {
@@ -423,8 +443,9 @@ void json_detail::read_graph(const json& j, GraphSpec& v) {
     for (const auto& item : bodies->items()) {
       within("/bodies" + token(item.key()), [&] {
         if (item.key().empty()) fail("", "expected a non-empty body name");
-        json nodes = item.value();
-        read_nodes(nodes, v.bodies[item.key()]);
+        const CompactJson nodes = CompactJson::from_json(item.value());
+        CompactJson::Builder scratch;
+        read_nodes(nodes.root(), v.bodies[item.key()], scratch);
       });
     }
   }

@@ -1,6 +1,7 @@
 // Helpers of the JSON reader, binder and writer: typed member access failing at a JSON pointer.
 #include "json_support.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <type_traits>
 
@@ -208,6 +209,52 @@ bool get_bool(const json& j, const char* key) { return get_bool_of(j, key); }
 bool get_bool(Ref j, const char* key) { return get_bool_of(j, key); }
 Dim3 get_dim(const json& j, const char* key) { return get_dim_of(j, key); }
 Dim3 get_dim(Ref j, const char* key) { return get_dim_of(j, key); }
+
+void write_dim(CompactJson::Builder& out, const Dim3& d) {
+  if (d.y == 1 && d.z == 1) {
+    out.unsigned_integer(d.x);
+    return;
+  }
+  out.start_array();
+  out.unsigned_integer(d.x);
+  out.unsigned_integer(d.y);
+  if (d.z != 1) out.unsigned_integer(d.z);
+  out.end_array();
+}
+
+std::vector<CompactJson::Member> unique_members(Ref j) {
+  std::vector<CompactJson::Member> all;
+  all.reserve(j.size());
+  for (const CompactJson::Member m : j.members()) all.push_back(m);
+  // By key, later ones first within a key: the first of each run is the one kept.
+  std::vector<std::size_t> order(all.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return all[a].key < all[b].key || (all[a].key == all[b].key && a > b);
+  });
+  std::vector<CompactJson::Member> out;
+  out.reserve(all.size());
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    if (k == 0 || all[order[k]].key != all[order[k - 1]].key) out.push_back(all[order[k]]);
+  }
+  return out;
+}
+
+void write_unique(CompactJson::Builder& out, Ref j) {
+  out.start_object();
+  for (const CompactJson::Member m : unique_members(j)) {
+    out.key(m.key);
+    out.value(m.value);
+  }
+  out.end_object();
+}
+
+void write_string_member(CompactJson::Builder& out, const char* key, std::string_view value) {
+  out.start_object();
+  out.key(key);
+  out.string(value);
+  out.end_object();
+}
 
 json write_dim(const Dim3& d) {
   if (d.y == 1 && d.z == 1) return d.x;

@@ -20,10 +20,12 @@ struct NodeSpec;
 struct GraphSpec;
 struct JsonLimits;
 struct BufferRef;
+struct AccessSpec;
 
 /// A buffer reference of a node's fields as they are kept (see from_json(const json&, BufferRef&)).
 /// \throws JsonError relative to `j`
 void from_json(CompactJson::Ref j, BufferRef& v);
+void from_json(CompactJson::Ref j, AccessSpec& v);
 }
 
 namespace flowdsl::json_detail {
@@ -94,6 +96,21 @@ bool get_bool(Ref j, const char* key);
 Dim3 get_dim(const json& j, const char* key);
 Dim3 get_dim(Ref j, const char* key);
 json write_dim(const Dim3& d);
+void write_dim(CompactJson::Builder& out, const Dim3& d);
+
+/// The members of object `j`, each key once: the last where the text repeats one, as a DOM
+/// keeps (in time n log n, whatever the text).
+std::vector<CompactJson::Member> unique_members(Ref j);
+/// Appends object `j` to `out` with each key once (see unique_members).
+void write_unique(CompactJson::Builder& out, Ref j);
+/// Appends {key: value}.
+void write_string_member(CompactJson::Builder& out, const char* key, std::string_view value);
+/// Appends a buffer reference as a file writes it: its name, or {"buffer", "offset"}.
+void write_buffer_ref(CompactJson::Builder& out, const BufferRef& ref);
+
+/// Reads a node as from_json(const json&, NodeSpec&) does, from the node's object as the parser
+/// keeps it; `scratch` builds the node's fields (reused from node to node).
+void read_node(Ref node, NodeSpec& out, CompactJson::Builder& scratch);
 
 /// Value readers for a member that is already found (pointer "" is the value itself).
 std::string as_string(const json& j);
@@ -108,5 +125,8 @@ inline std::uint64_t unsigned_of(const json& j) { return j.get<std::uint64_t>();
 inline std::uint64_t unsigned_of(Ref j) { return j.get_unsigned(); }
 inline double number_of(const json& j) { return j.get<double>(); }
 inline double number_of(Ref j) { return j.get_number(); }
+/// An array's elements, for a range-for over either kind of value.
+inline const json& elements_of(const json& j) { return j; }
+inline Ref::Elements elements_of(Ref j) { return j.elements(); }
 
 }  // namespace flowdsl::json_detail

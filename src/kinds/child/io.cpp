@@ -5,7 +5,10 @@ namespace flowdsl::io {
 
 std::vector<BodyMember> json_bodies(Tag<ChildOp>) { return {{"nodes", nullptr}}; }
 json json_schema(Tag<ChildOp>) { return {{"required", json::array()}, {"properties", json::object()}}; }
-json read_json(Tag<ChildOp>, json&&) { return json::object(); }
+void read_json(Tag<ChildOp>, CompactJson::Ref, CompactJson::Builder& out) {
+  out.start_object();
+  out.end_object();
+}
 
 std::optional<NodeHandle> bind_json(Tag<ChildOp>, const std::string& name, CompactJson::Ref, NodeBinder& binder) {
   return binder.builder().child(name);

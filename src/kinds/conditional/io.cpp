@@ -16,12 +16,13 @@ json schema_of_fields() {
           {"properties", {{"default", {{"type", "integer"}, {"minimum", 0}, {"maximum", 4294967295u}}}}}};
 }
 
-json read_fields(json&& node) {
-  json fields = json::object();
-  if (optional_member(node, "default") != nullptr) {
-    fields["default"] = get_unsigned(node, "default", std::numeric_limits<unsigned>::max());
+void read_fields(CompactJson::Ref node, CompactJson::Builder& out) {
+  out.start_object();
+  if (optional_member(node, "default")) {
+    out.key("default");
+    out.unsigned_integer(get_unsigned(node, "default", std::numeric_limits<unsigned>::max()));
   }
-  return fields;
+  out.end_object();
 }
 
 std::optional<ConditionDefault> default_of(CompactJson::Ref fields) {
@@ -53,9 +54,9 @@ json json_schema(Tag<IfOp>) { return schema_of_fields(); }
 json json_schema(Tag<WhileOp>) { return schema_of_fields(); }
 json json_schema(Tag<SwitchOp>) { return schema_of_fields(); }
 
-json read_json(Tag<IfOp>, json&& node) { return read_fields(std::move(node)); }
-json read_json(Tag<WhileOp>, json&& node) { return read_fields(std::move(node)); }
-json read_json(Tag<SwitchOp>, json&& node) { return read_fields(std::move(node)); }
+void read_json(Tag<IfOp>, CompactJson::Ref node, CompactJson::Builder& out) { read_fields(node, out); }
+void read_json(Tag<WhileOp>, CompactJson::Ref node, CompactJson::Builder& out) { read_fields(node, out); }
+void read_json(Tag<SwitchOp>, CompactJson::Ref node, CompactJson::Builder& out) { read_fields(node, out); }
 
 std::optional<NodeHandle> bind_json(Tag<IfOp>, const std::string& name, CompactJson::Ref fields, NodeBinder& binder) {
   // With "else" the file gives two bodies.

@@ -5,7 +5,10 @@ namespace flowdsl::io {
 
 std::vector<BodyMember> json_bodies(Tag<EmptyOp>) { return {}; }
 json json_schema(Tag<EmptyOp>) { return {{"required", json::array()}, {"properties", json::object()}}; }
-json read_json(Tag<EmptyOp>, json&&) { return json::object(); }
+void read_json(Tag<EmptyOp>, CompactJson::Ref, CompactJson::Builder& out) {
+  out.start_object();
+  out.end_object();
+}
 
 std::optional<NodeHandle> bind_json(Tag<EmptyOp>, const std::string& name, CompactJson::Ref, NodeBinder& binder) {
   return binder.builder().empty(name);

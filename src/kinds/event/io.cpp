@@ -38,8 +38,12 @@ std::vector<BodyMember> json_bodies(Tag<EventRecordOp>) { return {}; }
 std::vector<BodyMember> json_bodies(Tag<EventWaitOp>) { return {}; }
 json json_schema(Tag<EventRecordOp>) { return event_schema(); }
 json json_schema(Tag<EventWaitOp>) { return event_schema(); }
-json read_json(Tag<EventRecordOp>, json&& node) { return {{"event", get_string(node, "event")}}; }
-json read_json(Tag<EventWaitOp>, json&& node) { return {{"event", get_string(node, "event")}}; }
+void read_json(Tag<EventRecordOp>, CompactJson::Ref node, CompactJson::Builder& out) {
+  write_string_member(out, "event", get_string(node, "event"));
+}
+void read_json(Tag<EventWaitOp>, CompactJson::Ref node, CompactJson::Builder& out) {
+  write_string_member(out, "event", get_string(node, "event"));
+}
 
 std::optional<NodeHandle> bind_json(Tag<EventRecordOp>, const std::string& name, CompactJson::Ref fields,
                                     NodeBinder& binder) {

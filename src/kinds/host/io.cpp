@@ -13,7 +13,9 @@ json json_schema(Tag<HostOp>) {
   return {{"required", json::array({"function"})}, {"properties", {{"function", {{"type", "string"}}}}}};
 }
 
-json read_json(Tag<HostOp>, json&& node) { return {{"function", get_string(node, "function")}}; }
+void read_json(Tag<HostOp>, CompactJson::Ref node, CompactJson::Builder& out) {
+  write_string_member(out, "function", get_string(node, "function"));
+}
 
 std::optional<NodeHandle> bind_json(Tag<HostOp>, const std::string& name, CompactJson::Ref fields, NodeBinder& binder) {
   const std::string function = get_string(fields, "function");

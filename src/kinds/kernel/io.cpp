@@ -94,19 +94,32 @@ bool rule_shape(CompactJson::Ref fields, const KernelInfo& info, const void* con
 }
 }  // namespace
 
-json read_json(Tag<KernelOp>, json&& node) {
-  // The members are kept where the parser put them; only the launch shape is rewritten (a
-  // dimension in its shortest form, shared_bytes as an unsigned number).
-  json fields = std::move(node);
-  (void)get_string(fields, "kernel");
-  for (const char* dim : {"grid", "block", "cluster"}) {
-    if (optional_member(fields, dim) != nullptr) fields[dim] = write_dim(get_dim(fields, dim));
+void read_json(Tag<KernelOp>, CompactJson::Ref node, CompactJson::Builder& out) {
+  // Checked in the order the problems are reported, then written: a dimension in its shortest
+  // form, shared_bytes as an unsigned number, the arguments each once.
+  const std::string kernel = get_string(node, "kernel");
+  const char* const dims[] = {"grid", "block", "cluster"};
+  std::optional<Dim3> shape[3];
+  for (int i = 0; i < 3; ++i) {
+    if (optional_member(node, dims[i])) shape[i] = get_dim(node, dims[i]);
   }
-  if (optional_member(fields, "shared_bytes") != nullptr) {
-    fields["shared_bytes"] = get_unsigned(fields, "shared_bytes", std::numeric_limits<std::uint32_t>::max());
+  std::optional<std::uint64_t> shared;
+  if (optional_member(node, "shared_bytes")) shared = get_unsigned(node, "shared_bytes", u32_max);
+  read_arguments(node);
+  out.start_object();
+  out.key("kernel");
+  out.string(kernel);
+  for (int i = 0; i < 3; ++i) {
+    if (!shape[i]) continue;
+    out.key(dims[i]);
+    write_dim(out, *shape[i]);
   }
-  read_arguments(fields);
-  return fields;
+  if (shared) {
+    out.key("shared_bytes");
+    out.unsigned_integer(*shared);
+  }
+  write_arguments(out, node);
+  out.end_object();
 }
 
 std::optional<NodeHandle> bind_json(Tag<KernelOp>, const std::string& name, CompactJson::Ref fields, NodeBinder& binder) {

@@ -17,11 +17,14 @@ json json_schema(Tag<LibraryOp>) {
   return {{"required", json::array({"call"})}, {"properties", std::move(properties)}};
 }
 
-json read_json(Tag<LibraryOp>, json&& node) {
-  json fields = std::move(node);
-  (void)get_string(fields, "call");
-  read_arguments(fields);
-  return fields;
+void read_json(Tag<LibraryOp>, CompactJson::Ref node, CompactJson::Builder& out) {
+  const std::string call = get_string(node, "call");
+  read_arguments(node);
+  out.start_object();
+  out.key("call");
+  out.string(call);
+  write_arguments(out, node);
+  out.end_object();
 }
 
 std::optional<NodeHandle> bind_json(Tag<LibraryOp>, const std::string& name, CompactJson::Ref fields, NodeBinder& binder) {

@@ -16,11 +16,19 @@ json json_schema(Tag<MemcpyOp>) {
             {"bytes", {{"$ref", "#/$defs/count"}}}}}};
 }
 
-json read_json(Tag<MemcpyOp>, json&& node) {
+void read_json(Tag<MemcpyOp>, CompactJson::Ref node, CompactJson::Builder& out) {
   BufferRef dst, src;
   within("/dst", [&] { from_json(member(node, "dst"), dst); });
   within("/src", [&] { from_json(member(node, "src"), src); });
-  return {{"dst", dst}, {"src", src}, {"bytes", get_unsigned(node, "bytes", json_max_buffer_bytes)}};
+  const std::uint64_t bytes = get_unsigned(node, "bytes", json_max_buffer_bytes);
+  out.start_object();
+  out.key("dst");
+  write_buffer_ref(out, dst);
+  out.key("src");
+  write_buffer_ref(out, src);
+  out.key("bytes");
+  out.unsigned_integer(bytes);
+  out.end_object();
 }
 
 std::optional<NodeHandle> bind_json(Tag<MemcpyOp>, const std::string& name, CompactJson::Ref fields, NodeBinder& binder) {

@@ -25,8 +25,16 @@ json json_schema(Tag<FreeOp>) {
   return {{"required", json::array({"alloc"})}, {"properties", {{"alloc", {{"type", "string"}}}}}};
 }
 
-json read_json(Tag<AllocOp>, json&& node) { return {{"bytes", get_unsigned(node, "bytes", json_max_buffer_bytes)}}; }
-json read_json(Tag<FreeOp>, json&& node) { return {{"alloc", get_string(node, "alloc")}}; }
+void read_json(Tag<AllocOp>, CompactJson::Ref node, CompactJson::Builder& out) {
+  const std::uint64_t bytes = get_unsigned(node, "bytes", json_max_buffer_bytes);
+  out.start_object();
+  out.key("bytes");
+  out.unsigned_integer(bytes);
+  out.end_object();
+}
+void read_json(Tag<FreeOp>, CompactJson::Ref node, CompactJson::Builder& out) {
+  write_string_member(out, "alloc", get_string(node, "alloc"));
+}
 
 std::optional<NodeHandle> bind_json(Tag<AllocOp>, const std::string& name, CompactJson::Ref fields, NodeBinder& binder) {
   const AllocNode node = binder.builder().alloc(name, get_unsigned(fields, "bytes", json_max_buffer_bytes));

@@ -19,15 +19,22 @@ json json_schema(Tag<MemsetOp>) {
             {"count", {{"$ref", "#/$defs/count"}}}}}};
 }
 
-json read_json(Tag<MemsetOp>, json&& node) {
+void read_json(Tag<MemsetOp>, CompactJson::Ref node, CompactJson::Builder& out) {
   BufferRef dst;
   within("/dst", [&] { from_json(member(node, "dst"), dst); });
-  json fields = {{"dst", dst},
-                 {"value", get_unsigned(node, "value", std::numeric_limits<std::uint32_t>::max())},
-                 {"element_size", 1},
-                 {"count", get_unsigned(node, "count", json_max_buffer_bytes)}};
-  if (optional_member(node, "element_size") != nullptr) fields["element_size"] = get_unsigned(node, "element_size", 4);
-  return fields;
+  const std::uint64_t value = get_unsigned(node, "value", std::numeric_limits<std::uint32_t>::max());
+  const std::uint64_t count = get_unsigned(node, "count", json_max_buffer_bytes);
+  const std::uint64_t element_size = optional_member(node, "element_size") ? get_unsigned(node, "element_size", 4) : 1;
+  out.start_object();
+  out.key("dst");
+  write_buffer_ref(out, dst);
+  out.key("value");
+  out.unsigned_integer(value);
+  out.key("element_size");
+  out.unsigned_integer(element_size);
+  out.key("count");
+  out.unsigned_integer(count);
+  out.end_object();
 }
 
 std::optional<NodeHandle> bind_json(Tag<MemsetOp>, const std::string& name, CompactJson::Ref fields, NodeBinder& binder) {
