@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -77,6 +78,8 @@ class CompactJson {
 
  private:
   static constexpr std::size_t cell_bytes = 16;
+  static constexpr std::uint32_t type_shift = 28;  ///< a cell's info: type above, size below
+  static constexpr std::uint32_t size_mask = (std::uint32_t{1} << type_shift) - 1;
 
   const Cell* cells() const noexcept { return data_.get(); }
   const char* strings() const noexcept { return reinterpret_cast<const char*>(data_.get() + cell_count_); }
@@ -179,15 +182,78 @@ class CompactJson::Ref::Range {
   std::uint32_t first_, last_;
 };
 
-// How each range steps: defined in compact_json.cpp.
+// The queries loaders run for every member of every node, inline.
+
+inline const CompactJson::Cell& CompactJson::Ref::cell() const noexcept { return owner_->cells()[cell_]; }
+
+inline CompactJson::Type CompactJson::Ref::type() const noexcept {
+  if (!owner_->data_) return Type::null;
+  return static_cast<Type>(cell().info >> type_shift);
+}
+
+inline std::size_t CompactJson::Ref::size() const noexcept {
+  return is_structured() ? cell().info & size_mask : 0;
+}
+
+inline std::string_view CompactJson::Ref::get_string() const noexcept {
+  if (!is_string()) return {};
+  const Cell& c = cell();
+  return std::string_view(owner_->strings() + c.payload, c.info & size_mask);
+}
+
+inline std::optional<CompactJson::Ref> CompactJson::Ref::find(std::string_view key) const noexcept {
+  if (!is_object()) return std::nullopt;
+  const Cell* cells = owner_->cells();
+  const char* strings = owner_->strings();
+  std::optional<Ref> found;
+  for (std::uint32_t k = cell_ + 1, end = cells[cell_].next; k != end; k = cells[k + 1].next) {
+    const Cell& c = cells[k];  // the key, then its value at k + 1
+    if ((c.info & size_mask) == key.size() && std::memcmp(strings + c.payload, key.data(), key.size()) == 0) {
+      found = Ref(owner_, k + 1);  // the last of a repeated key, as a DOM keeps
+    }
+  }
+  return found;
+}
+
+inline CompactJson::Ref::Members CompactJson::Ref::members() const noexcept {
+  if (!is_object()) return Members(owner_, 0, 0);
+  return Members(owner_, cell_ + 1, cell().next);
+}
+
+inline CompactJson::Ref::Elements CompactJson::Ref::elements() const noexcept {
+  if (!is_array()) return Elements(owner_, 0, 0);
+  return Elements(owner_, cell_ + 1, cell().next);
+}
+
 template <>
-CompactJson::Member CompactJson::Ref::Members::iterator::operator*() const noexcept;
+inline CompactJson::Member CompactJson::Ref::Members::iterator::operator*() const noexcept {
+  const Cell& k = owner_->cells()[cell_];
+  return Member{std::string_view(owner_->strings() + k.payload, k.info & size_mask), Ref(owner_, cell_ + 1)};
+}
+
 template <>
-CompactJson::Ref::Members::iterator& CompactJson::Ref::Members::iterator::operator++() noexcept;
+inline CompactJson::Ref::Members::iterator& CompactJson::Ref::Members::iterator::operator++() noexcept {
+  cell_ = owner_->cells()[cell_ + 1].next;  // past the key, then past the value's subtree
+  return *this;
+}
+
 template <>
-CompactJson::Ref CompactJson::Ref::Elements::iterator::operator*() const noexcept;
+inline CompactJson::Ref CompactJson::Ref::Elements::iterator::operator*() const noexcept {
+  return Ref(owner_, cell_);
+}
+
 template <>
-CompactJson::Ref::Elements::iterator& CompactJson::Ref::Elements::iterator::operator++() noexcept;
+inline CompactJson::Ref::Elements::iterator& CompactJson::Ref::Elements::iterator::operator++() noexcept {
+  cell_ = owner_->cells()[cell_].next;
+  return *this;
+}
+
+inline bool CompactJson::Ref::get_bool() const noexcept { return cell().payload != 0; }
+
+inline std::uint64_t CompactJson::Ref::get_unsigned() const noexcept {
+  if (type() == Type::number) return static_cast<std::uint64_t>(get_number());
+  return cell().payload;
+}
 
 /// \brief Builds one value from events in document order (a SAX parser's): scalars, keys (in
 /// objects, before each value) and the starts and ends of arrays and objects. Reusable: finish()

@@ -6,13 +6,6 @@
 #include <stdexcept>
 
 namespace flowdsl {
-namespace {
-
-constexpr std::uint32_t type_shift = 28;
-constexpr std::uint32_t size_mask = (std::uint32_t{1} << type_shift) - 1;
-
-}  // namespace
-
 CompactJson::CompactJson(const CompactJson& other)
     : cell_count_(other.cell_count_), string_bytes_(other.string_bytes_) {
   if (!other.data_) return;
@@ -38,76 +31,17 @@ bool operator==(const CompactJson& a, const CompactJson& b) { return a.root() ==
 
 // --- Ref ---------------------------------------------------------------------------------------
 
-const CompactJson::Cell& CompactJson::Ref::cell() const noexcept { return owner_->cells()[cell_]; }
-
-CompactJson::Type CompactJson::Ref::type() const noexcept {
-  if (!owner_->data_) return Type::null;
-  return static_cast<Type>(cell().info >> type_shift);
-}
-
-std::size_t CompactJson::Ref::size() const noexcept {
-  return is_structured() ? cell().info & size_mask : 0;
-}
-
-std::optional<CompactJson::Ref> CompactJson::Ref::find(std::string_view key) const noexcept {
-  if (!is_object()) return std::nullopt;
-  std::optional<Ref> found;
-  for (const Member m : members()) {
-    if (m.key == key) found = m.value;  // the last of a repeated key, as a DOM keeps
-  }
-  return found;
-}
-
 CompactJson::Ref CompactJson::Ref::operator[](std::size_t i) const noexcept {
   auto it = elements().begin();
   for (std::size_t k = 0; k < i; ++k) ++it;
   return *it;
 }
 
-CompactJson::Ref::Members CompactJson::Ref::members() const noexcept {
-  if (!is_object()) return Members(owner_, 0, 0);
-  return Members(owner_, cell_ + 1, cell().next);
-}
-
-CompactJson::Ref::Elements CompactJson::Ref::elements() const noexcept {
-  if (!is_array()) return Elements(owner_, 0, 0);
-  return Elements(owner_, cell_ + 1, cell().next);
-}
-
-template <>
-CompactJson::Member CompactJson::Ref::Members::iterator::operator*() const noexcept {
-  return Member{Ref(owner_, cell_).get_string(), Ref(owner_, cell_ + 1)};
-}
-
-template <>
-CompactJson::Ref::Members::iterator& CompactJson::Ref::Members::iterator::operator++() noexcept {
-  cell_ = owner_->cells()[cell_ + 1].next;  // past the key, then past the value's subtree
-  return *this;
-}
-
-template <>
-CompactJson::Ref CompactJson::Ref::Elements::iterator::operator*() const noexcept {
-  return Ref(owner_, cell_);
-}
-
-template <>
-CompactJson::Ref::Elements::iterator& CompactJson::Ref::Elements::iterator::operator++() noexcept {
-  cell_ = owner_->cells()[cell_].next;
-  return *this;
-}
-
-bool CompactJson::Ref::get_bool() const noexcept { return cell().payload != 0; }
-
 std::int64_t CompactJson::Ref::get_integer() const noexcept {
   if (type() == Type::number) return static_cast<std::int64_t>(get_number());
   std::int64_t v;
   std::memcpy(&v, &cell().payload, sizeof v);
   return v;
-}
-
-std::uint64_t CompactJson::Ref::get_unsigned() const noexcept {
-  if (type() == Type::number) return static_cast<std::uint64_t>(get_number());
-  return cell().payload;
 }
 
 double CompactJson::Ref::get_number() const noexcept {
@@ -121,11 +55,6 @@ double CompactJson::Ref::get_number() const noexcept {
     }
     default: return 0;
   }
-}
-
-std::string_view CompactJson::Ref::get_string() const noexcept {
-  if (!is_string()) return {};
-  return std::string_view(owner_->strings() + cell().payload, cell().info & size_mask);
 }
 
 nlohmann::json CompactJson::Ref::to_json() const {
