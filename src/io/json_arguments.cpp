@@ -166,7 +166,7 @@ std::string entry_text(const KernelInfo& entry) {
 
 }  // namespace
 
-const KernelInfo* find_entry(const std::string& name, const char* member, NodeBinder& binder) {
+const KernelInfo* find_entry(std::string_view name, const char* member, NodeBinder& binder) {
   const KernelInfo* info = binder.find_kernel(name);
   if (info != nullptr) return info;
   const auto& files = binder.spec().kernel_files;

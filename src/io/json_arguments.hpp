@@ -12,7 +12,7 @@ namespace flowdsl::io {
 
 /// The entry registered as `name` (`member`: "/kernel", "/call"), or null after reporting it
 /// unknown (or declared in the file's kernel_files but not loaded).
-const KernelInfo* find_entry(const std::string& name, const char* member, NodeBinder& binder);
+const KernelInfo* find_entry(std::string_view name, const char* member, NodeBinder& binder);
 
 /// One argument of a file, as the bytes of its parameter (8 at most: a scalar or a pointer).
 struct BoundArgument {

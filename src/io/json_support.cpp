@@ -97,7 +97,7 @@ void expect_object_of(const J& j, const std::vector<std::string_view>& allowed) 
     }
     std::string list;
     for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-    fail(token(key), "unknown member " + quoted_name(std::string(key)) + " (expected one of: " + list + ")");
+    fail(token(key), "unknown member " + quoted_name(key) + " (expected one of: " + list + ")");
   });
 }
 
@@ -166,10 +166,10 @@ bool get_bool_of(const J& j, const char* key) {
   return bool_of(value);
 }
 
-template <class J>
-Dim3 get_dim_of(const J& j, const char* key) {
+// The launch dimension `value`, the member `key` of its object.
+template <class V>
+Dim3 dim_of(const V& value, const char* key) {
   constexpr std::uint64_t u32_max = std::numeric_limits<std::uint32_t>::max();
-  const auto& value = member_of(j, key);
   Dim3 d;
   within(token(key), [&] {
     if (value.is_number()) {
@@ -180,11 +180,18 @@ Dim3 get_dim_of(const J& j, const char* key) {
       fail("", "expected an integer or an array of 1 to 3 integers, found " + type_of(value));
     }
     std::uint32_t* axes[3] = {&d.x, &d.y, &d.z};
-    for (std::size_t i = 0; i < value.size(); ++i) {
-      within(token(i), [&] { *axes[i] = static_cast<std::uint32_t>(as_unsigned_of(value[i], u32_max)); });
+    std::size_t i = 0;
+    for (const auto& axis : elements_of(value)) {
+      within(token(i), [&] { *axes[i] = static_cast<std::uint32_t>(as_unsigned_of(axis, u32_max)); });
+      ++i;
     }
   });
   return d;
+}
+
+template <class J>
+Dim3 get_dim_of(const J& j, const char* key) {
+  return dim_of(member_of(j, key), key);
 }
 
 }  // namespace
@@ -209,6 +216,18 @@ bool get_bool(const json& j, const char* key) { return get_bool_of(j, key); }
 bool get_bool(Ref j, const char* key) { return get_bool_of(j, key); }
 Dim3 get_dim(const json& j, const char* key) { return get_dim_of(j, key); }
 Dim3 get_dim(Ref j, const char* key) { return get_dim_of(j, key); }
+
+std::optional<Dim3> optional_dim(Ref j, const char* key) {
+  const std::optional<Ref> value = optional_member_of(j, key);
+  if (!value) return std::nullopt;
+  return dim_of(*value, key);
+}
+
+std::string_view get_string_view(Ref j, const char* key) {
+  const Ref value = member_of(j, key);
+  if (!value.is_string()) within(token(key), [&] { (void)as_string_of(value); });  // fails, naming the type found
+  return value.get_string();
+}
 
 void write_dim(CompactJson::Builder& out, const Dim3& d) {
   if (d.y == 1 && d.z == 1) {

@@ -84,6 +84,8 @@ std::optional<Ref> optional_member(Ref j, const char* key);
 
 std::string get_string(const json& j, const char* key);
 std::string get_string(Ref j, const char* key);
+/// The string member `key`, where the value keeps it (valid while `j`'s CompactJson lives).
+std::string_view get_string_view(Ref j, const char* key);
 /// An integer in [0, max].
 std::uint64_t get_unsigned(const json& j, const char* key, std::uint64_t max);
 std::uint64_t get_unsigned(Ref j, const char* key, std::uint64_t max);
@@ -95,6 +97,8 @@ bool get_bool(Ref j, const char* key);
 /// A launch dimension: an integer or an array of 1 to 3 integers (absent: the member is required).
 Dim3 get_dim(const json& j, const char* key);
 Dim3 get_dim(Ref j, const char* key);
+/// The launch dimension `key`, or none when absent.
+std::optional<Dim3> optional_dim(Ref j, const char* key);
 json write_dim(const Dim3& d);
 void write_dim(CompactJson::Builder& out, const Dim3& d);
 

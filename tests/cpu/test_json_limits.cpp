@@ -100,6 +100,24 @@ TEST_CASE("Nodes read one at a time are the nodes of the file", "[json][limits]"
   CHECK(flowdsl::parse_graph(flowdsl::to_json_text(spec)).nodes.size() == 3);
 }
 
+TEST_CASE("A member repeated inside a node keeps its last value, as in a DOM", "[json][limits]") {
+  // Each key is kept once, even when a hostile file repeats one many times in one object.
+  std::string args = R"("n": 1, "a": 1.0, "x": "in", "y": "out")";
+  for (int i = 0; i < 50000; ++i) args += R"(, "n": )" + std::to_string(i);
+  const flowdsl::GraphSpec spec = flowdsl::parse_graph(graph_of(
+      R"({"name": "k", "kind": "kernel", "kernel": "scale.f32", "grid": 1, "block": 64, "grid": 2,
+          "args": {)" + args + R"(}, "args": {"n": 16, "a": 2.0, "x": "in", "y": "out", "a": {"expr": "3"}}})"));
+  REQUIRE(spec.nodes.size() == 1);
+  const flowdsl::CompactJson::Ref fields = spec.nodes[0].fields.root();
+  CHECK(fields.find("grid")->get_unsigned() == 2);
+  const flowdsl::CompactJson::Ref read_args = *fields.find("args");
+  CHECK(read_args.size() == 4);
+  CHECK(read_args.find("n")->get_unsigned() == 16);
+  CHECK(read_args.find("a")->get_unsigned() == 3);
+  const std::string written = flowdsl::to_json_text(spec);
+  CHECK(written.find("\"grid\"") == written.rfind("\"grid\""));  // written once
+}
+
 TEST_CASE("A file of many bad nodes gives the first problems and a count", "[json][limits]") {
   std::string nodes;
   for (int i = 0; i < 1000; ++i) {

@@ -52,8 +52,8 @@ bool rule_shape(CompactJson::Ref fields, const KernelInfo& info, const void* con
   const std::string kernel = "kernel '" + info.name + "'";
   bool ok = true;
   shape = rule;
-  if (fields.contains("grid")) {
-    shape.grid = get_dim(fields, "grid");
+  if (const std::optional<Dim3> grid = optional_dim(fields, "grid")) {
+    shape.grid = *grid;
     const Dim3& g = shape.grid;
     const Dim3 least = info.launch.least_grid != nullptr ? info.launch.least_grid(args) : rule.grid;
     if (!info.launch.grid_strides && (g.x < least.x || g.y < least.y || g.z < least.z)) {
@@ -67,8 +67,8 @@ bool rule_shape(CompactJson::Ref fields, const KernelInfo& info, const void* con
       shape.cluster = Dim3();
     }
   }
-  if (fields.contains("block")) {
-    shape.block = get_dim(fields, "block");
+  if (const std::optional<Dim3> block = optional_dim(fields, "block")) {
+    shape.block = *block;
     const Dim3& b = shape.block;
     if (info.launch.block_exact && b != rule.block) {
       binder.problem("/block", kernel + " runs with a block of " + to_string(rule.block) + " only, found " + to_string(b) +
@@ -123,7 +123,7 @@ void read_json(Tag<KernelOp>, CompactJson::Ref node, CompactJson::Builder& out) 
 }
 
 std::optional<NodeHandle> bind_json(Tag<KernelOp>, const std::string& name, CompactJson::Ref fields, NodeBinder& binder) {
-  const KernelInfo* info = find_entry(get_string(fields, "kernel"), "/kernel", binder);
+  const KernelInfo* info = find_entry(get_string_view(fields, "kernel"), "/kernel", binder);
   if (info == nullptr) return std::nullopt;
   if (info->is_call()) {
     binder.problem("/kernel",
@@ -147,8 +147,8 @@ std::optional<NodeHandle> bind_json(Tag<KernelOp>, const std::string& name, Comp
     node.launch(*shape);
   } else {
     // A kernel without a rule: a shape the file does not give stays unset, and validation says so.
-    if (fields.contains("grid")) node.grid(get_dim(fields, "grid"));
-    if (fields.contains("block")) node.block(get_dim(fields, "block"));
+    if (const std::optional<Dim3> grid = optional_dim(fields, "grid")) node.grid(*grid);
+    if (const std::optional<Dim3> block = optional_dim(fields, "block")) node.block(*block);
     if (fields.contains("shared_bytes")) {
       node.shared_memory(static_cast<std::uint32_t>(get_unsigned(fields, "shared_bytes", u32_max)));
     }

@@ -28,7 +28,7 @@ void read_json(Tag<LibraryOp>, CompactJson::Ref node, CompactJson::Builder& out)
 }
 
 std::optional<NodeHandle> bind_json(Tag<LibraryOp>, const std::string& name, CompactJson::Ref fields, NodeBinder& binder) {
-  const KernelInfo* entry = find_entry(get_string(fields, "call"), "/call", binder);
+  const KernelInfo* entry = find_entry(get_string_view(fields, "call"), "/call", binder);
   if (entry == nullptr) return std::nullopt;
   if (!entry->is_call()) {
     binder.problem(
