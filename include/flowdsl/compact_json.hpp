@@ -208,7 +208,9 @@ inline std::optional<CompactJson::Ref> CompactJson::Ref::find(std::string_view k
   std::optional<Ref> found;
   for (std::uint32_t k = cell_ + 1, end = cells[cell_].next; k != end; k = cells[k + 1].next) {
     const Cell& c = cells[k];  // the key, then its value at k + 1
-    if ((c.info & size_mask) == key.size() && std::memcmp(strings + c.payload, key.data(), key.size()) == 0) {
+    // Lengths, then first bytes, before the bytes: keys of a node are short and often equally long.
+    if ((c.info & size_mask) == key.size() && (key.empty() || strings[c.payload] == key[0]) &&
+        std::memcmp(strings + c.payload, key.data(), key.size()) == 0) {
       found = Ref(owner_, k + 1);  // the last of a repeated key, as a DOM keeps
     }
   }

@@ -21,10 +21,11 @@ CompactJson& CompactJson::operator=(const CompactJson& other) {
 CompactJson::Ref CompactJson::root() const { return Ref(this, 0); }
 
 CompactJson CompactJson::object() {
-  Builder b;
-  b.start_object();
-  b.end_object();
-  return b.finish();
+  // One cell, as a Builder writes {} (every node's fields start as this).
+  CompactJson out;
+  out.data_.reset(new Cell[1]{Cell{0, 1, static_cast<std::uint32_t>(Type::object) << type_shift}});
+  out.cell_count_ = 1;
+  return out;
 }
 
 bool operator==(const CompactJson& a, const CompactJson& b) { return a.root() == b.root(); }

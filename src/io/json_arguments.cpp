@@ -27,17 +27,17 @@ std::string store_scalar(const J& v, unsigned char* out) {
   T value{};
   if constexpr (std::is_integral_v<T>) {
     using limits = std::numeric_limits<T>;
-    const std::string range = "[" + std::to_string(limits::min()) + ", " + std::to_string(limits::max()) + "]";
-    if (v.is_number_float()) return "expected an integer in " + range + ", found a number with a fraction or exponent";
+    const auto range = [] { return "[" + std::to_string(limits::min()) + ", " + std::to_string(limits::max()) + "]"; };
+    if (v.is_number_float()) return "expected an integer in " + range() + ", found a number with a fraction or exponent";
     if (v.is_number_unsigned()) {
       const std::uint64_t u = unsigned_of(v);
-      if (u > static_cast<std::uint64_t>(limits::max())) return "value " + std::to_string(u) + " is out of range " + range;
+      if (u > static_cast<std::uint64_t>(limits::max())) return "value " + std::to_string(u) + " is out of range " + range();
       value = static_cast<T>(u);
     } else {
       const std::int64_t i = integer_of(v);
       if (i < static_cast<std::int64_t>(limits::min()) ||
           (i > 0 && static_cast<std::uint64_t>(i) > static_cast<std::uint64_t>(limits::max()))) {
-        return "value " + std::to_string(i) + " is out of range " + range;
+        return "value " + std::to_string(i) + " is out of range " + range();
       }
       value = static_cast<T>(i);
     }
@@ -181,13 +181,14 @@ const KernelInfo* find_entry(std::string_view name, const char* member, NodeBind
   return nullptr;
 }
 
-void read_arguments(CompactJson::Ref node) {
+std::vector<CompactJson::Member> read_arguments(CompactJson::Ref node) {
   const std::optional<CompactJson::Ref> args = optional_member(node, "args");
-  if (!args) return;
+  if (!args) return {};
   if (!args->is_object()) fail("/args", "expected an object of arguments by parameter name, found " + type_of(*args));
-  for (const CompactJson::Member item : unique_members(*args)) {
+  std::vector<CompactJson::Member> unique = unique_members(*args);
+  for (const CompactJson::Member item : unique) {
     const CompactJson::Ref v = item.value;
-    within("/args" + token(item.key), [&] {
+    within_made([&] { return "/args" + token(item.key); }, [&] {
       if (v.is_string() || v.is_object()) {
         BufferRef ref;
         from_json(v, ref);
@@ -196,16 +197,17 @@ void read_arguments(CompactJson::Ref node) {
       }
     });
   }
+  return unique;
 }
 
-void write_arguments(CompactJson::Builder& out, CompactJson::Ref node) {
+void write_arguments(CompactJson::Builder& out, const std::vector<CompactJson::Member>& args) {
   out.key("args");
-  if (const std::optional<CompactJson::Ref> args = node.find("args")) {
-    write_unique(out, *args);
-  } else {
-    out.start_object();
-    out.end_object();
+  out.start_object();
+  for (const CompactJson::Member m : args) {
+    out.key(m.key);
+    out.value(m.value);
   }
+  out.end_object();
 }
 
 bool bind_arguments(CompactJson::Ref args, const KernelInfo& entry, NodeBinder& binder, std::vector<BoundArgument>& values) {

@@ -21,12 +21,12 @@ struct BoundArgument {
 };
 
 /// Checks the "args" member of a node (absent: none) as read_json does: an object of numbers
-/// and buffer references.
+/// and buffer references. Returns its members, each key once (the last of a repeated one).
 /// \throws JsonError relative to the node
-void read_arguments(CompactJson::Ref node);
-/// Appends "args" (checked by read_arguments) to the fields `out` is writing: each argument
-/// once, an empty object when the node has none.
-void write_arguments(CompactJson::Builder& out, CompactJson::Ref node);
+std::vector<CompactJson::Member> read_arguments(CompactJson::Ref node);
+/// Appends "args" (as read_arguments returned them) to the fields `out` is writing: an empty
+/// object when the node has none.
+void write_arguments(CompactJson::Builder& out, const std::vector<CompactJson::Member>& args);
 
 /// The file's arguments (`args`) of a node of `entry`, one per parameter; false after reporting
 /// every unknown, missing or ill-typed one to `binder`. Condition arguments are left for the

@@ -155,7 +155,7 @@ class GraphFileReader {
     std::string tok;
     if (!frames_.empty()) tok = frames_.back().object ? token(key_) : token(frames_.back().members);
     value_begins(object ? "an object" : "an array", nullptr);
-    Frame f{node_.mark(), object, std::move(tok)};
+    Frame f{node_.mark(), object, std::move(tok), 0, false, {}, {}};
     if (object) {
       node_.start_object();
     } else {

@@ -25,7 +25,7 @@ std::vector<T> read_array(const J& j, const char* key) {
   out.resize(array->size());
   std::size_t i = 0;
   for (const auto& element : elements_of(*array)) {
-    within(token(key) + token(i), [&] { from_json(element, out[i]); });
+    within_made([&] { return token(key) + token(i); }, [&] { from_json(element, out[i]); });
     ++i;
   }
   return out;
@@ -57,7 +57,7 @@ void read_after(Ref j, NodeSpec& v) {
   v.after.reserve(array->size());
   std::size_t i = 0;
   for (const Ref item : array->elements()) {
-    within("/after" + token(i++), [&] {
+    within_made([&] { return "/after" + token(i); }, [&] {
       if (!item.is_object()) {
         v.after.push_back(as_string(item));
         return;
@@ -72,6 +72,7 @@ void read_after(Ref j, NodeSpec& v) {
       if (kind && !kind->is_boolean()) fail("/programmatic", "expected true or false, found " + type_of(*kind));
       if (kind && kind->get_bool()) v.programmatic.push_back(static_cast<std::uint32_t>(v.after.size() - 1));
     });
+    ++i;
   }
 }
 
@@ -81,7 +82,7 @@ void read_nodes(Ref value, std::vector<NodeSpec>& out, CompactJson::Builder& scr
   out.resize(value.size());
   std::size_t i = 0;
   for (const Ref node : value.elements()) {
-    within(token(i), [&] { read_node(node, out[i], scratch); });
+    within_element(i, [&] { read_node(node, out[i], scratch); });
     ++i;
   }
 }
@@ -106,7 +107,7 @@ void read_bodies(Ref from, const io::BodyMember& m, std::vector<BodySpec>& out, 
     if (!m.many && !m.optional) out.emplace_back();
     return;
   }
-  within(token(m.name), [&] {
+  within_member(m.name, [&] {
     if (!m.many) {
       read_body(*bodies, out.emplace_back(), scratch);
       return;
@@ -114,7 +115,7 @@ void read_bodies(Ref from, const io::BodyMember& m, std::vector<BodySpec>& out, 
     if (!bodies->is_array()) fail("", "expected an array of bodies, found " + type_of(*bodies));
     std::size_t i = 0;
     for (const Ref body : bodies->elements()) {
-      within(token(i++), [&] { read_body(body, out.emplace_back(), scratch); });
+      within_element(i++, [&] { read_body(body, out.emplace_back(), scratch); });
     }
   });
 }

@@ -93,7 +93,7 @@ void expect_object_of(const J& j, const std::vector<std::string_view>& allowed) 
   if (!j.is_object()) fail("", "expected an object, found " + type_of(j));
   each_key(j, [&](std::string_view key) {
     for (std::string_view a : allowed) {
-      if (key == a) return;
+      if (key.size() == a.size() && (key.empty() || key[0] == a[0]) && key == a) return;
     }
     std::string list;
     for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
@@ -140,7 +140,7 @@ template <class J>
 std::string get_string_of(const J& j, const char* key) {
   const auto& value = member_of(j, key);
   std::string out;
-  within(token(key), [&] { out = as_string_of(value); });
+  within_member(key, [&] { out = as_string_of(value); });
   return out;
 }
 
@@ -148,7 +148,7 @@ template <class J>
 std::uint64_t get_unsigned_of(const J& j, const char* key, std::uint64_t max) {
   const auto& value = member_of(j, key);
   std::uint64_t out = 0;
-  within(token(key), [&] { out = as_unsigned_of(value, max); });
+  within_member(key, [&] { out = as_unsigned_of(value, max); });
   return out;
 }
 
@@ -171,7 +171,7 @@ template <class V>
 Dim3 dim_of(const V& value, const char* key) {
   constexpr std::uint64_t u32_max = std::numeric_limits<std::uint32_t>::max();
   Dim3 d;
-  within(token(key), [&] {
+  within_member(key, [&] {
     if (value.is_number()) {
       d.x = static_cast<std::uint32_t>(as_unsigned_of(value, u32_max));
       return;
@@ -182,7 +182,7 @@ Dim3 dim_of(const V& value, const char* key) {
     std::uint32_t* axes[3] = {&d.x, &d.y, &d.z};
     std::size_t i = 0;
     for (const auto& axis : elements_of(value)) {
-      within(token(i), [&] { *axes[i] = static_cast<std::uint32_t>(as_unsigned_of(axis, u32_max)); });
+      within_element(i, [&] { *axes[i] = static_cast<std::uint32_t>(as_unsigned_of(axis, u32_max)); });
       ++i;
     }
   });
@@ -225,7 +225,7 @@ std::optional<Dim3> optional_dim(Ref j, const char* key) {
 
 std::string_view get_string_view(Ref j, const char* key) {
   const Ref value = member_of(j, key);
-  if (!value.is_string()) within(token(key), [&] { (void)as_string_of(value); });  // fails, naming the type found
+  if (!value.is_string()) within_member(key, [&] { (void)as_string_of(value); });  // fails, naming the type found
   return value.get_string();
 }
 
@@ -242,30 +242,30 @@ void write_dim(CompactJson::Builder& out, const Dim3& d) {
 }
 
 std::vector<CompactJson::Member> unique_members(Ref j) {
-  std::vector<CompactJson::Member> all;
-  all.reserve(j.size());
-  for (const CompactJson::Member m : j.members()) all.push_back(m);
-  // By key, later ones first within a key: the first of each run is the one kept.
-  std::vector<std::size_t> order(all.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return all[a].key < all[b].key || (all[a].key == all[b].key && a > b);
-  });
   std::vector<CompactJson::Member> out;
-  out.reserve(all.size());
-  for (std::size_t k = 0; k < order.size(); ++k) {
-    if (k == 0 || all[order[k]].key != all[order[k - 1]].key) out.push_back(all[order[k]]);
+  out.reserve(j.size());
+  for (const CompactJson::Member m : j.members()) out.push_back(m);
+  // By key, in text order within a key (stable); a node's objects are small, so insertion sort
+  // up to a few dozen members, a merge sort beyond (n log n on a hostile object).
+  const auto by_key = [](const CompactJson::Member& a, const CompactJson::Member& b) { return a.key < b.key; };
+  if (out.size() <= 32) {
+    for (std::size_t i = 1; i < out.size(); ++i) {
+      const CompactJson::Member m = out[i];
+      std::size_t k = i;
+      for (; k > 0 && by_key(m, out[k - 1]); --k) out[k] = out[k - 1];
+      out[k] = m;
+    }
+  } else {
+    std::stable_sort(out.begin(), out.end(), by_key);
   }
+  // The last of each run of equal keys is the one kept.
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (i + 1 < out.size() && out[i + 1].key == out[i].key) continue;
+    out[kept++] = out[i];
+  }
+  out.erase(out.begin() + static_cast<std::ptrdiff_t>(kept), out.end());
   return out;
-}
-
-void write_unique(CompactJson::Builder& out, Ref j) {
-  out.start_object();
-  for (const CompactJson::Member m : unique_members(j)) {
-    out.key(m.key);
-    out.value(m.value);
-  }
-  out.end_object();
 }
 
 void write_string_member(CompactJson::Builder& out, const char* key, std::string_view value) {

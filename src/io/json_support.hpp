@@ -52,16 +52,33 @@ inline std::string token(std::size_t index) { return "/" + std::to_string(index)
 
 [[noreturn]] void fail(std::string pointer, std::string message);
 
-/// Runs `read`, prefixing the pointer of any JsonError it throws with `prefix`.
-template <class F>
-void within(const std::string& prefix, F&& read) {
+/// Runs `read`, prefixing the pointer of any JsonError it throws with what `prefix()` returns
+/// (made only then: readers run this for every member of every node).
+template <class Prefix, class F>
+void within_made(Prefix&& prefix, F&& read) {
   try {
     std::forward<F>(read)();
   } catch (const JsonError& e) {
+    const std::string before = prefix();
     std::vector<JsonProblem> problems = e.problems();
-    for (JsonProblem& p : problems) p.pointer = prefix + p.pointer;
+    for (JsonProblem& p : problems) p.pointer = before + p.pointer;
     throw JsonError(std::move(problems), e.source());
   }
+}
+
+/// Runs `read`, prefixing the pointer of any JsonError it throws with `prefix`.
+template <class F>
+void within(const std::string& prefix, F&& read) {
+  within_made([&] { return prefix; }, std::forward<F>(read));
+}
+/// As within(token(key), read) and within(token(index), read).
+template <class F>
+void within_member(std::string_view key, F&& read) {
+  within_made([&] { return token(key); }, std::forward<F>(read));
+}
+template <class F>
+void within_element(std::size_t index, F&& read) {
+  within_made([&] { return token(index); }, std::forward<F>(read));
 }
 
 // The readers below take a nlohmann DOM (what a graph file's top level is read from) or a
@@ -105,8 +122,6 @@ void write_dim(CompactJson::Builder& out, const Dim3& d);
 /// The members of object `j`, each key once: the last where the text repeats one, as a DOM
 /// keeps (in time n log n, whatever the text).
 std::vector<CompactJson::Member> unique_members(Ref j);
-/// Appends object `j` to `out` with each key once (see unique_members).
-void write_unique(CompactJson::Builder& out, Ref j);
 /// Appends {key: value}.
 void write_string_member(CompactJson::Builder& out, const char* key, std::string_view value);
 /// Appends a buffer reference as a file writes it: its name, or {"buffer", "offset"}.

@@ -49,7 +49,7 @@ std::vector<const void*> argument_pointers(const std::vector<std::array<unsigned
 // else the rule's. False after reporting each problem.
 bool rule_shape(CompactJson::Ref fields, const KernelInfo& info, const void* const* args, const LaunchShape& rule,
                 NodeBinder& binder, LaunchShape& shape) {
-  const std::string kernel = "kernel '" + info.name + "'";
+  const auto kernel = [&] { return "kernel " + quoted_name(info.name); };  // for a problem only
   bool ok = true;
   shape = rule;
   if (const std::optional<Dim3> grid = optional_dim(fields, "grid")) {
@@ -57,7 +57,7 @@ bool rule_shape(CompactJson::Ref fields, const KernelInfo& info, const void* con
     const Dim3& g = shape.grid;
     const Dim3 least = info.launch.least_grid != nullptr ? info.launch.least_grid(args) : rule.grid;
     if (!info.launch.grid_strides && (g.x < least.x || g.y < least.y || g.z < least.z)) {
-      binder.problem("/grid", "grid " + to_string(g) + " leaves part of the output uncomputed: " + kernel +
+      binder.problem("/grid", "grid " + to_string(g) + " leaves part of the output uncomputed: " + kernel() +
                                   " computes one part a block and needs a grid of at least " + to_string(least) +
                                   " for these arguments (omit \"grid\" for that one)");
       ok = false;
@@ -71,11 +71,11 @@ bool rule_shape(CompactJson::Ref fields, const KernelInfo& info, const void* con
     shape.block = *block;
     const Dim3& b = shape.block;
     if (info.launch.block_exact && b != rule.block) {
-      binder.problem("/block", kernel + " runs with a block of " + to_string(rule.block) + " only, found " + to_string(b) +
+      binder.problem("/block", kernel() + " runs with a block of " + to_string(rule.block) + " only, found " + to_string(b) +
                                    " (omit \"block\" for that one)");
       ok = false;
     } else if (!info.launch.block_exact && b.volume() > rule.block.volume()) {
-      binder.problem("/block", "block " + to_string(b) + " has " + std::to_string(b.volume()) + " threads, " + kernel +
+      binder.problem("/block", "block " + to_string(b) + " has " + std::to_string(b.volume()) + " threads, " + kernel() +
                                    " runs with at most " + std::to_string(rule.block.volume()));
       ok = false;
     }
@@ -85,7 +85,7 @@ bool rule_shape(CompactJson::Ref fields, const KernelInfo& info, const void* con
     shape.shared_bytes = static_cast<std::uint32_t>(get_unsigned(fields, "shared_bytes", u32_max));
     if (shape.shared_bytes < rule.shared_bytes) {
       binder.problem("/shared_bytes", "shared_bytes " + std::to_string(shape.shared_bytes) + " is less than the " +
-                                          std::to_string(rule.shared_bytes) + " " + kernel +
+                                          std::to_string(rule.shared_bytes) + " " + kernel() +
                                           " needs for these arguments (omit \"shared_bytes\" for that)");
       ok = false;
     }
@@ -97,15 +97,13 @@ bool rule_shape(CompactJson::Ref fields, const KernelInfo& info, const void* con
 void read_json(Tag<KernelOp>, CompactJson::Ref node, CompactJson::Builder& out) {
   // Checked in the order the problems are reported, then written: a dimension in its shortest
   // form, shared_bytes as an unsigned number, the arguments each once.
-  const std::string kernel = get_string(node, "kernel");
+  const std::string_view kernel = get_string_view(node, "kernel");
   const char* const dims[] = {"grid", "block", "cluster"};
   std::optional<Dim3> shape[3];
-  for (int i = 0; i < 3; ++i) {
-    if (optional_member(node, dims[i])) shape[i] = get_dim(node, dims[i]);
-  }
+  for (int i = 0; i < 3; ++i) shape[i] = optional_dim(node, dims[i]);
   std::optional<std::uint64_t> shared;
   if (optional_member(node, "shared_bytes")) shared = get_unsigned(node, "shared_bytes", u32_max);
-  read_arguments(node);
+  const std::vector<CompactJson::Member> args = read_arguments(node);
   out.start_object();
   out.key("kernel");
   out.string(kernel);
@@ -118,7 +116,7 @@ void read_json(Tag<KernelOp>, CompactJson::Ref node, CompactJson::Builder& out) 
     out.key("shared_bytes");
     out.unsigned_integer(*shared);
   }
-  write_arguments(out, node);
+  write_arguments(out, args);
   out.end_object();
 }
 

@@ -18,12 +18,12 @@ json json_schema(Tag<LibraryOp>) {
 }
 
 void read_json(Tag<LibraryOp>, CompactJson::Ref node, CompactJson::Builder& out) {
-  const std::string call = get_string(node, "call");
-  read_arguments(node);
+  const std::string_view call = get_string_view(node, "call");
+  const std::vector<CompactJson::Member> args = read_arguments(node);
   out.start_object();
   out.key("call");
   out.string(call);
-  write_arguments(out, node);
+  write_arguments(out, args);
   out.end_object();
 }
 
