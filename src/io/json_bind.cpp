@@ -60,18 +60,15 @@ class Binder final : public io::NodeBinder {
     problems_.push_back(JsonProblem{pointer_ + suffix, std::move(message)});
   }
   const BufferSpec* buffer(const BufferRef& ref, const std::string& suffix) override {
-    const auto it = buffers_.find(ref.buffer);
-    if (it == buffers_.end()) {
-      problem(suffix, "unknown buffer " + quoted_name(ref.buffer));
-      return nullptr;
-    }
-    return it->second;
+    const KnownBuffer* known = find_buffer(ref, suffix);
+    return known != nullptr ? known->spec : nullptr;
   }
   bool names_alloc(const BufferRef& ref) const override { return allocs_.count(ref.buffer) != 0; }
   void* address(const BufferRef& ref, std::uint64_t bytes, std::uint64_t align, const std::string& suffix) override {
     if (const auto alloc = allocs_.find(ref.buffer); alloc != allocs_.end()) return alloc_address(alloc->second, ref, bytes, align, suffix);
-    const BufferSpec* b = buffer(ref, suffix);
-    if (b == nullptr) return nullptr;
+    const KnownBuffer* known = find_buffer(ref, suffix);
+    if (known == nullptr) return nullptr;
+    const BufferSpec* b = known->spec;
     if (ref.offset > b->bytes() || bytes > b->bytes() - ref.offset) {
       problem(suffix, "out of range: " + std::to_string(bytes) + " bytes at offset " + std::to_string(ref.offset) +
                           " overrun buffer " + quoted_name(b->name) + " of " + std::to_string(b->bytes()) + " bytes");
@@ -82,9 +79,8 @@ class Binder final : public io::NodeBinder {
                           " is not a multiple of " + std::to_string(align) + " bytes");
       return nullptr;
     }
-    const auto found = addresses_.find(ref.buffer);
-    if (found == addresses_.end()) return nullptr;  // reported by index_buffers
-    return static_cast<unsigned char*>(found->second) + ref.offset;
+    if (known->address == nullptr) return nullptr;  // reported by index_buffers
+    return static_cast<unsigned char*>(known->address) + ref.offset;
   }
   const KernelInfo* find_kernel(std::string_view name) const override {
     const KernelInfo* info = registry_.find(name);
@@ -186,13 +182,15 @@ class Binder final : public io::NodeBinder {
   void index_buffers() {
     for (std::size_t i = 0; i < spec_.buffers.size(); ++i) {
       const BufferSpec& b = spec_.buffers[i];
-      if (!buffers_.emplace(b.name, &b).second) {
+      const auto [known, added] = buffers_.emplace(b.name, KnownBuffer{&b, nullptr});
+      if (!added) {
         problems_.push_back(
             {"/buffers/" + std::to_string(i) + "/name", "buffer " + quoted_name(b.name) + " is declared twice"});
       } else if (const auto at = addresses_.find(b.name); at == addresses_.end()) {
         problems_.push_back(
             {"/buffers/" + std::to_string(i), "no device address was given for buffer " + quoted_name(b.name)});
       } else {
+        known->second.address = at->second;
         // Named in the graph: validation checks every pointer into it against its end.
         try {
           if (b.output) {
@@ -407,7 +405,21 @@ class Binder final : public io::NodeBinder {
   const KernelRegistry* file_kernels_;
   const Externals& externals_;
   std::vector<JsonProblem> problems_;
-  std::unordered_map<std::string_view, const BufferSpec*> buffers_;
+  // A buffer of the file and its device address (null: none was given, a problem reported).
+  struct KnownBuffer {
+    const BufferSpec* spec;
+    void* address;
+  };
+  const KnownBuffer* find_buffer(const BufferRef& ref, const std::string& suffix) {
+    const auto it = buffers_.find(ref.buffer);
+    if (it == buffers_.end()) {
+      problem(suffix, "unknown buffer " + quoted_name(ref.buffer));
+      return nullptr;
+    }
+    return &it->second;
+  }
+
+  std::unordered_map<std::string_view, KnownBuffer> buffers_;
   std::map<std::string, Alloc, std::less<>> allocs_;
   std::map<std::string, CudaEvent, std::less<>> placeholder_events_;
   Body* body_ = nullptr;  ///< where the node being bound is declared

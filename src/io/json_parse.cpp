@@ -2,7 +2,9 @@
 // memory linear in its size. The top-level "nodes" are read one at a time: each node is built as
 // a CompactJson from the parser's events, read into a NodeSpec (at "/nodes/i") and dropped, so
 // that no DOM of a node, nor of the whole file, ever exists.
+#include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <utility>
 
@@ -96,9 +98,7 @@ class GraphFileReader {
       GraphSpec spec;
       read_graph(root_, spec);  // "nodes", if an array, holds none here
       if (node_error_) throw *node_error_;
-      spec.nodes = std::move(nodes_);
-      // The vector grew by doubling: up to half of it unused while the whole graph is checked.
-      if (spec.nodes.capacity() - spec.nodes.size() > spec.nodes.size() / 8) spec.nodes.shrink_to_fit();
+      spec.nodes = take_nodes();
       std::vector<JsonProblem> problems = check_named_bodies(spec, &limits_);
       if (!problems.empty()) throw JsonError(std::move(problems));
       return spec;
@@ -247,7 +247,7 @@ class GraphFileReader {
   bool open(json&& container) {
     if (depth() > limits_.max_depth) return exceed("nesting deeper than " + std::to_string(limits_.max_depth) + " levels");
     if (open_.size() == 1 && open_.back() == &root_ && key_ == "nodes" && container.is_array()) {
-      root_["nodes"] = json::array();  // read by from_json(GraphSpec) as no nodes; ours are in nodes_
+      root_["nodes"] = json::array();  // read by from_json(GraphSpec) as no nodes; ours are in node_chunks_
       open_.push_back(nullptr);
       return true;
     }
@@ -310,12 +310,34 @@ class GraphFileReader {
   void restart_nodes() {
     node_.clear();
     frames_.clear();
-    nodes_.clear();
+    node_chunks_.clear();
     nodes_seen_ = 0;
     node_error_.reset();
   }
 
-  // Reads node_ into nodes_ unless over the limit or after a problem (the count goes on).
+  // Nodes are kept in chunks as they are read, then moved once into a vector of their number:
+  // a vector grown by doubling would move each of a million nodes about twice more and keep up
+  // to half of itself unused (or copy itself once more to shrink).
+  void keep(NodeSpec&& spec) {
+    if (node_chunks_.empty() || node_chunks_.back().size() == node_chunks_.back().capacity()) {
+      node_chunks_.emplace_back().reserve(std::clamp<std::size_t>(nodes_seen_, 16, 4096));
+    }
+    node_chunks_.back().push_back(std::move(spec));
+  }
+  std::vector<NodeSpec> take_nodes() {
+    std::size_t count = 0;
+    for (const std::vector<NodeSpec>& chunk : node_chunks_) count += chunk.size();
+    std::vector<NodeSpec> out;
+    out.reserve(count);
+    for (std::vector<NodeSpec>& chunk : node_chunks_) {
+      std::move(chunk.begin(), chunk.end(), std::back_inserter(out));
+      std::vector<NodeSpec>().swap(chunk);  // released as soon as it is moved
+    }
+    node_chunks_.clear();
+    return out;
+  }
+
+  // Reads node_ into the kept nodes unless over the limit or after a problem (the count goes on).
   void read_node() {
     const std::size_t i = nodes_seen_++;
     if (i < limits_.max_nodes && !node_error_) {
@@ -323,7 +345,7 @@ class GraphFileReader {
       NodeSpec spec;
       try {
         json_detail::read_node(node.root(), spec, scratch_);
-        nodes_.push_back(std::move(spec));
+        keep(std::move(spec));
       } catch (const JsonError& e) {
         std::vector<JsonProblem> problems = e.problems();
         for (JsonProblem& p : problems) p.pointer = "/nodes" + token(i) + p.pointer;
@@ -368,7 +390,7 @@ class GraphFileReader {
   CompactJson::Builder node_;     ///< the top-level node being read
   std::vector<Frame> frames_;     ///< its containers open, innermost last
   CompactJson::Builder scratch_;  ///< the fields of the node being read
-  std::vector<NodeSpec> nodes_;
+  std::vector<std::vector<NodeSpec>> node_chunks_;  ///< the nodes read (see keep)
   std::size_t nodes_seen_ = 0;
   std::optional<JsonError> node_error_;  ///< the first node that failed to read (pointer from the top)
 };
