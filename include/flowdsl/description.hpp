@@ -52,6 +52,8 @@ struct NamedBuffer {
 struct Description {
   ChunkedList<Node> nodes;
   ChunkedList<Edge> edges;
+  /// The names edges give to nodes not declared when the edge was (EdgeEnd::name indexes this).
+  std::vector<std::string> edge_names;
   std::vector<NamedBuffer> buffers;
   /// The nodes whose native values symbols stand for (symbol::index_of indexes this):
   /// conditional nodes whose condition() was taken, graph memory handed out. Not part of the
@@ -68,6 +70,11 @@ struct Description {
   /// (Graph::fuse, flowdsl/fusion.hpp). Changes the plan and the topology.
   bool fuse = false;
 };
+
+/// \brief The name an edge's end gives to its node, when it names one (end.id == no_node).
+inline const std::string& edge_name(const Description& description, const EdgeEnd& end) {
+  return description.edge_names[end.name];
+}
 
 /// \brief The path of node `id` from the top level: "outer/loop/step".
 std::string node_path(const Description& description, NodeId id);

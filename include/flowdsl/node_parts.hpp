@@ -299,12 +299,21 @@ enum class EdgeKind : std::uint8_t { full, programmatic };
 struct Programmatic {};
 inline constexpr Programmatic programmatic{};
 
-/// \brief `to` runs after `from` completes.
+/// \brief One end of an edge as a description keeps it: the node's id, or, for a node named
+/// before it was declared (`after("later")`), no_node and the index of that name in
+/// Description::edge_names (validation resolves it; edge_name reads it).
+struct EdgeEnd {
+  NodeId id = no_node;
+  std::uint32_t name = 0;  ///< used when id == no_node
+};
+
+/// \brief `to` runs after `from` completes. 20 bytes: a graph holds about as many edges as nodes.
 struct Edge {
-  NodeRef from;
-  NodeRef to;
+  EdgeEnd from;
+  EdgeEnd to;
   EdgeKind kind = EdgeKind::full;
 };
+static_assert(sizeof(Edge) == 20, "an edge is two ids, two name indexes and its kind");
 
 /// \brief How a node uses a memory range it declares. Kept for the hazard check; not hashed.
 enum class AccessMode : std::uint8_t { read, write, read_write };

@@ -70,13 +70,19 @@ NewNode GraphState::add_node(std::string&& name, NodeId parent, std::uint32_t bo
 }
 
 void GraphState::add_edge(NodeRef&& from, NodeRef&& to, EdgeKind kind) {
-  // Made in place, and names moved only when there are some: most ends are ids.
-  Edge& edge = edit().edges.emplace_back_default();
-  edge.from.id = from.id;
-  if (!from.name.empty()) edge.from.name = std::move(from.name);
-  edge.to.id = to.id;
-  if (!to.name.empty()) edge.to.name = std::move(to.name);
-  edge.kind = kind;
+  // Made in place; a name kept only for an end that has no id yet (most ends are ids).
+  Description& d = edit();
+  const auto end_of = [&d](NodeRef&& ref) {
+    EdgeEnd end{ref.id, 0};
+    if (ref.id == no_node) {
+      end.name = static_cast<std::uint32_t>(d.edge_names.size());
+      d.edge_names.push_back(std::move(ref.name));
+    }
+    return end;
+  };
+  const EdgeEnd from_end = end_of(std::move(from));
+  const EdgeEnd to_end = end_of(std::move(to));
+  d.edges.emplace_back_default() = Edge{from_end, to_end, kind};
   if (plan_) plan_.reset();
 }
 
@@ -286,7 +292,9 @@ void append_graph(GraphState& into, NodeId parent, std::uint32_t body, const Gra
     const NodeId id = into.add_node(std::string(n.name), std::move(op), top ? parent : base + n.parent, top ? body : n.body);
     into.node(id).accesses = n.accesses;
   }
-  const auto remap = [base](const NodeRef& ref) { return ref.id == no_node ? ref : NodeRef{base + ref.id, {}}; };
+  const auto remap = [&d, base](const EdgeEnd& end) {
+    return end.id == no_node ? NodeRef{no_node, edge_name(d, end)} : NodeRef{base + end.id, {}};
+  };
   for (const Edge& e : d.edges) into.add_edge(remap(e.from), remap(e.to), e.kind);  // temporaries: moved in
   for (const NamedBuffer& b : d.buffers) {
     const auto& known = into.description().buffers;

@@ -199,18 +199,19 @@ class DotWriter {
 
   void edges() {
     std::unordered_map<std::string, std::string> missing;  // undeclared name -> DOT id
-    const auto resolve = [&](const NodeRef& ref, NodeId beside) -> NodeId {
-      if (ref.id != no_node) return ref.id;
+    const auto resolve = [&](const EdgeEnd& end, NodeId beside) -> NodeId {
+      if (end.id != no_node) return end.id;
       const NodeId parent = beside == no_node ? no_node : d_.nodes[beside].parent;
       const std::uint32_t index = beside == no_node ? 0 : d_.nodes[beside].body;
-      const auto it = names_.find(std::make_tuple(parent, index, std::string_view(ref.name)));
+      const auto it = names_.find(std::make_tuple(parent, index, std::string_view(edge_name(d_, end))));
       return it != names_.end() ? it->second : no_node;
     };
-    const auto endpoint = [&](const NodeRef& ref, NodeId beside) -> std::string {
-      if (const NodeId id = resolve(ref, beside); id != no_node) return "n" + std::to_string(id);
-      auto [it, added] = missing.emplace(ref.name, "missing" + std::to_string(missing.size()));
+    const auto endpoint = [&](const EdgeEnd& end, NodeId beside) -> std::string {
+      if (const NodeId id = resolve(end, beside); id != no_node) return "n" + std::to_string(id);
+      const std::string& name = edge_name(d_, end);
+      auto [it, added] = missing.emplace(name, "missing" + std::to_string(missing.size()));
       if (added) {
-        out_ += "  " + it->second + " [label=" + io::quoted(ref.name + "\n(undeclared)") +
+        out_ += "  " + it->second + " [label=" + io::quoted(name + "\n(undeclared)") +
                 ", style=dashed, color=red, fillcolor=white];\n";
       }
       return it->second;

@@ -162,13 +162,14 @@ class Describer final : public io::NodeDescriber {
 
   void add_edge(const Edge& e) {
     const Description& d = graph_.description();
-    const NodeId to = e.to.id != no_node ? e.to.id : find(e.to.name, e.from.id);
+    const NodeId to = e.to.id != no_node ? e.to.id : find(edge_name(d, e.to), e.from.id);
     if (to == no_node) {
-      problems_.push_back({"/nodes", "an edge leads to node " + quoted_name(e.to.name) + ", which is not declared"});
+      problems_.push_back(
+          {"/nodes", "an edge leads to node " + quoted_name(edge_name(d, e.to)) + ", which is not declared"});
       return;
     }
     NodeSpec& spec = spec_of(to);
-    spec.after.push_back(e.from.id == no_node ? e.from.name : d.nodes[e.from.id].name);
+    spec.after.push_back(e.from.id == no_node ? edge_name(d, e.from) : d.nodes[e.from.id].name);
     if (e.kind == EdgeKind::programmatic) spec.programmatic.push_back(static_cast<std::uint32_t>(spec.after.size() - 1));
   }
 

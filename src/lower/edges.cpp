@@ -72,19 +72,20 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag, bool one_bo
     }
     names_made = true;
   };
-  auto resolve = [&](const NodeRef& ref, NodeId beside) -> NodeId {
-    if (ref.id != no_node) return ref.id < count ? ref.id : no_node;
+  auto resolve = [&](const EdgeEnd& end, NodeId beside) -> NodeId {
+    if (end.id != no_node) return end.id < count ? end.id : no_node;
     if (!names_made) make_names();
+    const std::string& name = edge_name(d, end);
     const NodeId parent = beside == no_node ? no_node : d.nodes[beside].parent;
     if (parent == no_node) {
-      const auto it = top_names.find(ref.name);
+      const auto it = top_names.find(name);
       return it == top_names.end() ? no_node : it->second;
     }
-    const auto it = body_names.find(std::make_tuple(parent, d.nodes[beside].body, std::string_view(ref.name)));
+    const auto it = body_names.find(std::make_tuple(parent, d.nodes[beside].body, std::string_view(name)));
     return it == body_names.end() ? no_node : it->second;
   };
-  auto label = [&](const NodeRef& ref) {
-    return ref.id != no_node ? "#" + std::to_string(ref.id) : quoted_name(ref.name);
+  auto label = [&](const EdgeEnd& end) {
+    return end.id != no_node ? "#" + std::to_string(end.id) : quoted_name(edge_name(d, end));
   };
 
   // The resolved edges as pairs (tos[k], froms[k]): what make_adjacency wants.

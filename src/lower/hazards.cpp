@@ -455,11 +455,11 @@ EdgeInference infer_edges(Graph& graph) {
     for (NodeId v : succ[u]) final_pairs.insert((std::uint64_t{u} << 32) | v);
   }
   // An end given by name lies in the body of the other end (as validation resolves it).
-  const auto resolve = [&](const NodeRef& ref, const NodeRef& other) {
-    if (ref.id != no_node) return ref.id;
+  const auto resolve = [&](const EdgeEnd& end, const EdgeEnd& other) {
+    if (end.id != no_node) return end.id;
     if (other.id == no_node || other.id >= count) return no_node;
     const Node& beside = d.nodes[other.id];
-    return detail::find_node(graph.state(), ref.name, beside.parent, beside.body);
+    return detail::find_node(graph.state(), edge_name(d, end), beside.parent, beside.body);
   };
   ChunkedList<Edge> edges;
   std::unordered_set<std::uint64_t> written;
@@ -481,7 +481,7 @@ EdgeInference infer_edges(Graph& graph) {
     for (NodeId v : succ[u]) {
       const std::uint64_t key = (std::uint64_t{u} << 32) | v;
       if (declared_pairs.count(key) != 0) continue;
-      edges.push_back(Edge{NodeRef{u, {}}, NodeRef{v, {}}, EdgeKind::full});
+      edges.push_back(Edge{EdgeEnd{u, 0}, EdgeEnd{v, 0}, EdgeKind::full});
       ++result.added;
     }
   }

@@ -106,7 +106,25 @@ TEST_CASE("Dependencies are declared from either side, by handle or by name", "[
   CHECK(edges[3].from.id == a.id());
   CHECK(edges[3].to.id == g.node("d").id());
   CHECK(edges[4].from.id == flowdsl::no_node);
-  CHECK(edges[4].from.name == "later");
+  CHECK(flowdsl::edge_name(g.description(), edges[4].from) == "later");
+  CHECK(g.description().edge_names.size() == 1);  // only the end without an id keeps a name
+}
+
+TEST_CASE("An edge to a node declared later resolves in a copy of its graph too", "[builder][edges]") {
+  flowdsl::Graph body;
+  body.empty("first").after("second");  // "second" is declared after the edge
+  body.empty("second");
+  flowdsl::Graph g;
+  g.empty("before");
+  g.child("stage", body).after("before");
+  g.child("again", body);
+  const auto& d = g.description();
+  REQUIRE(d.edge_names.size() == 2);  // one name a copy, kept by the graph that holds it
+  CHECK(d.edge_names[0] == "second");
+  CHECK(d.edge_names[1] == "second");
+  g.plan();  // each named end resolves within its own copy: no unknown node, no cycle
+  const std::string dot = flowdsl::to_dot(g);
+  CHECK(dot.find("undeclared") == std::string::npos);
 }
 
 TEST_CASE("Declared accesses are kept in the description", "[builder][access]") {

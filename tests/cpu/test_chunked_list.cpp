@@ -131,7 +131,7 @@ TEST_CASE("emplace_back_default makes elements as their members' initializers sa
   for (int i = 0; i < 100; ++i) {
     flowdsl::Edge& e = edges.emplace_back_default();
     CHECK(e.from.id == flowdsl::no_node);
-    CHECK(e.to.name.empty());
+    CHECK(e.to.name == 0);
     CHECK(e.kind == flowdsl::EdgeKind::full);
     e.from.id = static_cast<flowdsl::NodeId>(i);
   }
