@@ -160,7 +160,7 @@ void json_detail::read_node(Ref j, NodeSpec& v, CompactJson::Builder& scratch) {
   v.writes = read_array<AccessSpec>(j, "writes");
 }
 
-void json_detail::read_node(nlohmann::json&& j, NodeSpec& v) {
+void json_detail::read_node(const nlohmann::json& j, NodeSpec& v) {
   const CompactJson node = CompactJson::from_json(j);
   CompactJson::Builder scratch;
   read_node(node.root(), v, scratch);
@@ -354,7 +354,7 @@ void to_json(json& j, const NodeSpec& v) {
   write_array(j, "writes", v.writes);
 }
 
-void from_json(const json& j, NodeSpec& v) { read_node(json(j), v); }
+void from_json(const json& j, NodeSpec& v) { read_node(j, v); }
 
 void to_json(json& j, const BodySpec& v) {
   if (v.use.empty()) {

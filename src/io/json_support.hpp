@@ -32,9 +32,9 @@ namespace flowdsl::json_detail {
 
 using nlohmann::json;
 
-/// Reads a node as from_json(const json&, NodeSpec&) does, taking members from `node` rather
-/// than copying them (the parser's nodes, which it drops after reading).
-void read_node(json&& node, NodeSpec& out);
+/// Reads a node of a DOM (from_json(const json&, NodeSpec&)): converted to a CompactJson, then
+/// read as the parser's nodes are.
+void read_node(const json& node, NodeSpec& out);
 
 /// Reads the members of a graph file but the checks of its named bodies' uses (which need its
 /// nodes: the parser reads those apart).
