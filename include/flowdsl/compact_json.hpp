@@ -32,8 +32,15 @@
 namespace flowdsl {
 
 class CompactJson {
-  /// One value: a scalar's bits (a string's offset in the strings), the index of the cell after
-  /// its subtree, its type (top 4 bits) and its size (string bytes, members or elements).
+  /// One value: its type (top 4 bits of `info`) and size (below: a string's bytes, an object's
+  /// members, an array's elements). A scalar's `payload` is its bits (a string's: its offset in
+  /// the strings); a container's `next` is the index of the cell after its subtree.
+  ///
+  /// A member of an object has no cell of its own for its key: the value's cell says where the
+  /// key is among the strings. A container keeps the key's offset and size in its `payload`; a
+  /// scalar, whose subtree ends at the next cell, keeps the offset in `next` and the size in
+  /// `info` (a string, whose `info` holds its own size, is stored right after its key, so the
+  /// key's size is the distance between the two offsets).
   struct Cell {
     std::uint64_t payload;
     std::uint32_t next;
@@ -80,6 +87,24 @@ class CompactJson {
   static constexpr std::size_t cell_bytes = 16;
   static constexpr std::uint32_t type_shift = 28;  ///< a cell's info: type above, size below
   static constexpr std::uint32_t size_mask = (std::uint32_t{1} << type_shift) - 1;
+
+  static bool structured(const Cell& c) noexcept {
+    return (c.info >> type_shift) >= static_cast<std::uint32_t>(Type::array);
+  }
+  /// The cell after the subtree of the value at `k`.
+  static std::uint32_t skip(const Cell* cells, std::uint32_t k) noexcept {
+    return structured(cells[k]) ? cells[k].next : k + 1;
+  }
+  /// The key of the member whose value is `c`.
+  static std::string_view key_of(const Cell& c, const char* strings) noexcept {
+    if (structured(c)) {
+      return std::string_view(strings + static_cast<std::uint32_t>(c.payload), static_cast<std::uint32_t>(c.payload >> 32));
+    }
+    if ((c.info >> type_shift) == static_cast<std::uint32_t>(Type::string)) {
+      return std::string_view(strings + c.next, static_cast<std::size_t>(c.payload - c.next));
+    }
+    return std::string_view(strings + c.next, c.info & size_mask);
+  }
 
   const Cell* cells() const noexcept { return data_.get(); }
   const char* strings() const noexcept { return reinterpret_cast<const char*>(data_.get() + cell_count_); }
@@ -169,7 +194,7 @@ class CompactJson::Ref::Range {
     friend class Range;
     iterator(const CompactJson* owner, std::uint32_t cell) noexcept : owner_(owner), cell_(cell) {}
     const CompactJson* owner_;
-    std::uint32_t cell_;  ///< the element's cell, or the key cell of the member
+    std::uint32_t cell_;  ///< the element's cell, or the member's value cell
   };
   iterator begin() const noexcept { return {owner_, first_}; }
   iterator end() const noexcept { return {owner_, last_}; }
@@ -206,12 +231,12 @@ inline std::optional<CompactJson::Ref> CompactJson::Ref::find(std::string_view k
   const Cell* cells = owner_->cells();
   const char* strings = owner_->strings();
   std::optional<Ref> found;
-  for (std::uint32_t k = cell_ + 1, end = cells[cell_].next; k != end; k = cells[k + 1].next) {
-    const Cell& c = cells[k];  // the key, then its value at k + 1
+  for (std::uint32_t k = cell_ + 1, end = cells[cell_].next; k != end; k = skip(cells, k)) {
+    const std::string_view k_key = key_of(cells[k], strings);
     // Lengths, then first bytes, before the bytes: keys of a node are short and often equally long.
-    if ((c.info & size_mask) == key.size() && (key.empty() || strings[c.payload] == key[0]) &&
-        std::memcmp(strings + c.payload, key.data(), key.size()) == 0) {
-      found = Ref(owner_, k + 1);  // the last of a repeated key, as a DOM keeps
+    if (k_key.size() == key.size() && (key.empty() || k_key[0] == key[0]) &&
+        std::memcmp(k_key.data(), key.data(), key.size()) == 0) {
+      found = Ref(owner_, k);  // the last of a repeated key, as a DOM keeps
     }
   }
   return found;
@@ -229,13 +254,12 @@ inline CompactJson::Ref::Elements CompactJson::Ref::elements() const noexcept {
 
 template <>
 inline CompactJson::Member CompactJson::Ref::Members::iterator::operator*() const noexcept {
-  const Cell& k = owner_->cells()[cell_];
-  return Member{std::string_view(owner_->strings() + k.payload, k.info & size_mask), Ref(owner_, cell_ + 1)};
+  return Member{key_of(owner_->cells()[cell_], owner_->strings()), Ref(owner_, cell_)};
 }
 
 template <>
 inline CompactJson::Ref::Members::iterator& CompactJson::Ref::Members::iterator::operator++() noexcept {
-  cell_ = owner_->cells()[cell_ + 1].next;  // past the key, then past the value's subtree
+  cell_ = skip(owner_->cells(), cell_);
   return *this;
 }
 
@@ -285,6 +309,8 @@ class CompactJson::Builder {
     std::uint32_t open;
     std::uint32_t container;       ///< the innermost open container's cell
     std::uint32_t container_info;  ///< its type and count
+    std::uint32_t key_offset, key_size;  ///< the key given for the next value, if `keyed`
+    bool keyed;
   };
   Mark mark() const noexcept;
   /// \throws std::logic_error when a container open at the mark has been closed since
@@ -308,6 +334,9 @@ class CompactJson::Builder {
   std::vector<CompactJson::Cell> cells_;
   std::string strings_;
   std::vector<std::uint32_t> open_;  ///< cells of the open containers
+  /// The key given for the next value (key() then a value event, inside an object).
+  std::uint32_t key_offset_ = 0, key_size_ = 0;
+  bool keyed_ = false;
 };
 
 }  // namespace flowdsl

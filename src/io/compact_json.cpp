@@ -1,8 +1,10 @@
-// CompactJson: cells in document order; an object's members are a key cell (a string) then the
-// value's subtree; `next` skips a subtree, so lookups and iteration never recurse.
+// CompactJson: cells in document order; an object's members are their values' subtrees, each
+// value's cell pointing at its key among the strings; `next` skips a container's subtree, so
+// lookups and iteration never recurse.
 #include "flowdsl/compact_json.hpp"
 
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
 namespace flowdsl {
@@ -167,9 +169,24 @@ nlohmann::json CompactJson::to_json() const { return root().to_json(); }
 
 void CompactJson::Builder::add(Type type, std::uint64_t payload, std::uint32_t size) {
   if (cells_.size() >= size_mask) throw std::length_error("flowdsl: a value of more than 2^28 cells");
-  if (!open_.empty()) ++cells_[open_.back()].info;  // one more member or element (keys do not count)
   const auto index = static_cast<std::uint32_t>(cells_.size());
-  cells_.push_back(Cell{payload, index + 1, (static_cast<std::uint32_t>(type) << type_shift) | size});
+  Cell c{payload, index + 1, (static_cast<std::uint32_t>(type) << type_shift) | size};
+  if (!open_.empty()) {
+    Cell& container = cells_[open_.back()];
+    if ((container.info >> type_shift) == static_cast<std::uint32_t>(Type::object)) {
+      // A member: its cell says where its key is (the Cell's comment).
+      if (!keyed_) throw std::logic_error("flowdsl: CompactJson::Builder: a value in an object without a key");
+      keyed_ = false;
+      if (type == Type::array || type == Type::object) {
+        c.payload = key_offset_ | (std::uint64_t{key_size_} << 32);
+      } else {
+        c.next = key_offset_;
+        if (type != Type::string) c.info = (static_cast<std::uint32_t>(type) << type_shift) | key_size_;
+      }
+    }
+    ++container.info;  // one more member or element
+  }
+  cells_.push_back(c);
 }
 
 void CompactJson::Builder::null() { add(Type::null, 0); }
@@ -195,22 +212,26 @@ void CompactJson::Builder::number(double value) {
 
 void CompactJson::Builder::string(std::string_view value) {
   if (value.size() > size_mask) throw std::length_error("flowdsl: a string of more than 2^28 bytes");
+  // Right after its key, if it has one (the key's size is the distance between them).
   const std::uint64_t offset = strings_.size();
   strings_.append(value);
   add(Type::string, offset, static_cast<std::uint32_t>(value.size()));
 }
 
 void CompactJson::Builder::key(std::string_view key) {
-  // A key is a string cell that does not count as a member: the value after it does.
   if (open_.empty() || (cells_[open_.back()].info >> type_shift) != static_cast<std::uint32_t>(Type::object)) {
     throw std::logic_error("flowdsl: CompactJson::Builder::key outside an object");
   }
+  if (keyed_) throw std::logic_error("flowdsl: CompactJson::Builder::key after a key");
   if (key.size() > size_mask) throw std::length_error("flowdsl: a key of more than 2^28 bytes");
-  const std::uint64_t offset = strings_.size();
+  // Offsets of keys are 32 bits (a value's own strings may go past 4 GiB).
+  if (strings_.size() > std::numeric_limits<std::uint32_t>::max() - key.size()) {
+    throw std::length_error("flowdsl: a key past 4 GiB of strings");
+  }
+  key_offset_ = static_cast<std::uint32_t>(strings_.size());
+  key_size_ = static_cast<std::uint32_t>(key.size());
+  keyed_ = true;
   strings_.append(key);
-  const auto index = static_cast<std::uint32_t>(cells_.size());
-  cells_.push_back(Cell{offset, index + 1,
-                        (static_cast<std::uint32_t>(Type::string) << type_shift) | static_cast<std::uint32_t>(key.size())});
 }
 
 void CompactJson::Builder::start_object() {
@@ -227,6 +248,7 @@ void CompactJson::Builder::close(Type type) {
   if (open_.empty() || (cells_[open_.back()].info >> type_shift) != static_cast<std::uint32_t>(type)) {
     throw std::logic_error("flowdsl: CompactJson::Builder: an end that closes nothing open");
   }
+  if (keyed_) throw std::logic_error("flowdsl: CompactJson::Builder: an object's end after a key with no value");
   cells_[open_.back()].next = static_cast<std::uint32_t>(cells_.size());
   open_.pop_back();
 }
@@ -261,7 +283,7 @@ void CompactJson::Builder::value(Ref v) {
 CompactJson::Builder::Mark CompactJson::Builder::mark() const noexcept {
   return Mark{static_cast<std::uint32_t>(cells_.size()), static_cast<std::uint32_t>(strings_.size()),
               static_cast<std::uint32_t>(open_.size()), open_.empty() ? 0 : open_.back(),
-              open_.empty() ? 0 : cells_[open_.back()].info};
+              open_.empty() ? 0 : cells_[open_.back()].info, key_offset_, key_size_, keyed_};
 }
 
 void CompactJson::Builder::rewind(const Mark& at) {
@@ -272,6 +294,9 @@ void CompactJson::Builder::rewind(const Mark& at) {
   cells_.resize(at.cells);
   strings_.resize(at.strings);
   if (!open_.empty()) cells_[open_.back()].info = at.container_info;  // its count as it was
+  key_offset_ = at.key_offset;
+  key_size_ = at.key_size;
+  keyed_ = at.keyed;
 }
 
 CompactJson CompactJson::Builder::finish() {
@@ -290,6 +315,7 @@ void CompactJson::Builder::clear() noexcept {
   cells_.clear();
   strings_.clear();
   open_.clear();
+  keyed_ = false;
 }
 
 }  // namespace flowdsl
