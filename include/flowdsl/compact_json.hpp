@@ -34,13 +34,13 @@ namespace flowdsl {
 class CompactJson {
   /// One value: its type (top 4 bits of `info`) and size (below: a string's bytes, an object's
   /// members, an array's elements). A scalar's `payload` is its bits (a string's: its offset in
-  /// the strings); a container's `next` is the index of the cell after its subtree.
+  /// the strings); a container's holds, in its low 32 bits, the index of the cell after its
+  /// subtree.
   ///
-  /// A member of an object has no cell of its own for its key: the value's cell says where the
-  /// key is among the strings. A container keeps the key's offset and size in its `payload`; a
-  /// scalar, whose subtree ends at the next cell, keeps the offset in `next` and the size in
-  /// `info` (a string, whose `info` holds its own size, is stored right after its key, so the
-  /// key's size is the distance between the two offsets).
+  /// A member of an object has no cell of its own for its key: the value's `next` is the key's
+  /// offset among the strings, and its size is where the value's type leaves room (a
+  /// container's payload, high 32 bits; a scalar's size; a string, stored right after its key,
+  /// gives it as the distance between the two offsets). Elsewhere `next` is the next cell.
   struct Cell {
     std::uint64_t payload;
     std::uint32_t next;
@@ -93,24 +93,25 @@ class CompactJson {
   }
   /// The cell after the subtree of the value at `k`.
   static std::uint32_t skip(const Cell* cells, std::uint32_t k) noexcept {
-    return structured(cells[k]) ? cells[k].next : k + 1;
+    return structured(cells[k]) ? static_cast<std::uint32_t>(cells[k].payload) : k + 1;
   }
-  /// The key of the member whose value is `c`.
+  /// The size of the key of the member whose value is `c` (its offset is c.next).
+  static std::size_t key_size(const Cell& c) noexcept {
+    if (structured(c)) return static_cast<std::size_t>(c.payload >> 32);
+    if ((c.info >> type_shift) == static_cast<std::uint32_t>(Type::string)) return static_cast<std::size_t>(c.payload - c.next);
+    return c.info & size_mask;
+  }
   static std::string_view key_of(const Cell& c, const char* strings) noexcept {
-    if (structured(c)) {
-      return std::string_view(strings + static_cast<std::uint32_t>(c.payload), static_cast<std::uint32_t>(c.payload >> 32));
-    }
-    if ((c.info >> type_shift) == static_cast<std::uint32_t>(Type::string)) {
-      return std::string_view(strings + c.next, static_cast<std::size_t>(c.payload - c.next));
-    }
-    return std::string_view(strings + c.next, c.info & size_mask);
+    return std::string_view(strings + c.next, key_size(c));
   }
 
   const Cell* cells() const noexcept { return data_.get(); }
   const char* strings() const noexcept { return reinterpret_cast<const char*>(data_.get() + cell_count_); }
-  std::size_t allocated_cells() const noexcept { return cell_count_ + (string_bytes_ + cell_bytes - 1) / cell_bytes; }
+  /// The strings and at least one zero byte after them.
+  std::size_t allocated_cells() const noexcept { return cell_count_ + (string_bytes_ + cell_bytes) / cell_bytes; }
 
-  /// The cells, then the strings in the cells after them; null: the null value.
+  /// The cells, then the strings in the cells after them, then a zero byte at least; null: the
+  /// null value.
   std::unique_ptr<Cell[]> data_;
   std::uint32_t cell_count_ = 0;
   std::uint32_t string_bytes_ = 0;
@@ -231,11 +232,19 @@ inline std::optional<CompactJson::Ref> CompactJson::Ref::find(std::string_view k
   const Cell* cells = owner_->cells();
   const char* strings = owner_->strings();
   std::optional<Ref> found;
-  for (std::uint32_t k = cell_ + 1, end = cells[cell_].next; k != end; k = skip(cells, k)) {
-    const std::string_view k_key = key_of(cells[k], strings);
-    // Lengths, then first bytes, before the bytes: keys of a node are short and often equally long.
-    if (k_key.size() == key.size() && (key.empty() || k_key[0] == key[0]) &&
-        std::memcmp(k_key.data(), key.data(), key.size()) == 0) {
+  const auto end = static_cast<std::uint32_t>(cells[cell_].payload);
+  if (key.empty()) {
+    for (std::uint32_t k = cell_ + 1; k != end; k = skip(cells, k)) {
+      if (key_size(cells[k]) == 0) found = Ref(owner_, k);
+    }
+    return found;
+  }
+  for (std::uint32_t k = cell_ + 1; k != end; k = skip(cells, k)) {
+    const Cell& c = cells[k];
+    // The first byte (readable even for an empty key: a zero byte follows the strings), then
+    // the size, then the bytes: keys of a node are short and most differ in their first byte.
+    if (strings[c.next] == key[0] && key_size(c) == key.size() &&
+        std::memcmp(strings + c.next, key.data(), key.size()) == 0) {
       found = Ref(owner_, k);  // the last of a repeated key, as a DOM keeps
     }
   }
@@ -244,12 +253,12 @@ inline std::optional<CompactJson::Ref> CompactJson::Ref::find(std::string_view k
 
 inline CompactJson::Ref::Members CompactJson::Ref::members() const noexcept {
   if (!is_object()) return Members(owner_, 0, 0);
-  return Members(owner_, cell_ + 1, cell().next);
+  return Members(owner_, cell_ + 1, static_cast<std::uint32_t>(cell().payload));
 }
 
 inline CompactJson::Ref::Elements CompactJson::Ref::elements() const noexcept {
   if (!is_array()) return Elements(owner_, 0, 0);
-  return Elements(owner_, cell_ + 1, cell().next);
+  return Elements(owner_, cell_ + 1, static_cast<std::uint32_t>(cell().payload));
 }
 
 template <>
@@ -270,7 +279,7 @@ inline CompactJson::Ref CompactJson::Ref::Elements::iterator::operator*() const 
 
 template <>
 inline CompactJson::Ref::Elements::iterator& CompactJson::Ref::Elements::iterator::operator++() noexcept {
-  cell_ = owner_->cells()[cell_].next;
+  cell_ = skip(owner_->cells(), cell_);
   return *this;
 }
 

@@ -23,9 +23,10 @@ CompactJson& CompactJson::operator=(const CompactJson& other) {
 CompactJson::Ref CompactJson::root() const { return Ref(this, 0); }
 
 CompactJson CompactJson::object() {
-  // One cell, as a Builder writes {} (every node's fields start as this).
+  // One cell, as a Builder writes {} (every node's fields start as this), and the zero byte
+  // after the (empty) strings.
   CompactJson out;
-  out.data_.reset(new Cell[1]{Cell{0, 1, static_cast<std::uint32_t>(Type::object) << type_shift}});
+  out.data_.reset(new Cell[2]{Cell{1, 1, static_cast<std::uint32_t>(Type::object) << type_shift}, Cell{0, 0, 0}});
   out.cell_count_ = 1;
   return out;
 }
@@ -177,11 +178,11 @@ void CompactJson::Builder::add(Type type, std::uint64_t payload, std::uint32_t s
       // A member: its cell says where its key is (the Cell's comment).
       if (!keyed_) throw std::logic_error("flowdsl: CompactJson::Builder: a value in an object without a key");
       keyed_ = false;
+      c.next = key_offset_;
       if (type == Type::array || type == Type::object) {
-        c.payload = key_offset_ | (std::uint64_t{key_size_} << 32);
-      } else {
-        c.next = key_offset_;
-        if (type != Type::string) c.info = (static_cast<std::uint32_t>(type) << type_shift) | key_size_;
+        c.payload = std::uint64_t{key_size_} << 32;
+      } else if (type != Type::string) {
+        c.info = (static_cast<std::uint32_t>(type) << type_shift) | key_size_;
       }
     }
     ++container.info;  // one more member or element
@@ -249,7 +250,8 @@ void CompactJson::Builder::close(Type type) {
     throw std::logic_error("flowdsl: CompactJson::Builder: an end that closes nothing open");
   }
   if (keyed_) throw std::logic_error("flowdsl: CompactJson::Builder: an object's end after a key with no value");
-  cells_[open_.back()].next = static_cast<std::uint32_t>(cells_.size());
+  Cell& c = cells_[open_.back()];
+  c.payload = (c.payload & ~std::uint64_t{0xFFFFFFFF}) | static_cast<std::uint32_t>(cells_.size());
   open_.pop_back();
 }
 
@@ -304,7 +306,7 @@ CompactJson CompactJson::Builder::finish() {
   CompactJson out;
   out.cell_count_ = static_cast<std::uint32_t>(cells_.size());
   out.string_bytes_ = static_cast<std::uint32_t>(strings_.size());
-  out.data_.reset(new Cell[out.allocated_cells()]());  // zeroed: the strings' last cell is copied whole
+  out.data_.reset(new Cell[out.allocated_cells()]());  // zeroed: the strings' last cell, and the byte after them
   std::memcpy(out.data_.get(), cells_.data(), cells_.size() * cell_bytes);
   if (!strings_.empty()) std::memcpy(out.data_.get() + cells_.size(), strings_.data(), strings_.size());
   clear();
