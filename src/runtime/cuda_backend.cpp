@@ -18,7 +18,9 @@ class CudaExecutable final : public Executable {
  public:
   /// `unfreed`: the addresses of graph memory no free node of it releases.
   CudaExecutable(lowering::Emitted emitted, NativeExecutable exec, std::vector<void*> unfreed)
-      : graph_(std::move(emitted.graph)),
+      : handle_(exec.get()),
+        leaves_memory_(!unfreed.empty()),
+        graph_(std::move(emitted.graph)),
         nodes_(std::move(emitted.nodes)),
         functions_(std::move(emitted.functions)),
         context_(emitted.context),
@@ -47,14 +49,14 @@ class CudaExecutable final : public Executable {
   cudaGraphExec_t native_executable() const noexcept override { return exec_.get(); }
 
   void launch(cudaStream_t stream) override {
-    check(cudaGraphLaunch(exec_.get(), stream), "cudaGraphLaunch");
-    if (unfreed_.empty()) return;
+    check(cudaGraphLaunch(handle_, stream), "cudaGraphLaunch");
+    if (!leaves_memory_) return;
     launched_ = true;
     record_end(stream);
   }
 
   void mark_end(cudaStream_t stream) override {
-    if (unfreed_.empty()) record_end(stream);  // else launch() did
+    if (!leaves_memory_) record_end(stream);  // else launch() did
   }
 
   bool ended() const override {
@@ -86,6 +88,10 @@ class CudaExecutable final : public Executable {
     check(cudaEventRecord(last_launch_.get(), stream), "cudaEventRecord");
   }
 
+  // What a launch reads, beside the vtable's pointer (a hit launch runs on caches a
+  // synchronisation may have emptied): exec_'s handle, and whether unfreed_ holds anything.
+  cudaGraphExec_t handle_;
+  bool leaves_memory_;
   NativeGraph graph_;  // kept: per-node updates name nodes of the graph the executable came from
   std::vector<cudaGraphNode_t> nodes_;  // by plan position
   std::vector<cudaFunction_t> functions_;  // kernels' driver handles, by plan position

@@ -99,10 +99,10 @@ std::string LaunchExplanation::text() const {
 
 struct Runtime::Impl {
   Impl(RuntimeOptions options, std::unique_ptr<Backend> b)
-      : backend(std::move(b)),
+      : debug(options.debug || debug_from_environment()),
+        backend(std::move(b)),
         cache(options.capacity),
         pool_bound(options.executables_per_topology == 0 ? 1 : options.executables_per_topology),
-        debug(options.debug || debug_from_environment()),
         registry(options.registry ? options.registry : &KernelRegistry::global()) {
     if (!backend) throw UsageError("flowdsl: Runtime needs a backend");
   }
@@ -120,7 +120,10 @@ struct Runtime::Impl {
   void remember(const Graph& graph, const detail::Pool& pool);
   /// Empties `recent` whenever an executable enters or leaves the cache: what it points at is
   /// then still cached and alone in its pool, and it keeps no plan of an uncached topology.
-  void forget_recent() { recent.fill(Recent{}); }
+  void forget_recent() {
+    recent.fill(Recent{});
+    recent_plans.fill(nullptr);
+  }
   void finish(detail::Member& member, bool launched, bool marked);
   std::shared_ptr<detail::Member> instantiate(const Graph& graph, const Plan& plan, std::uint64_t key,
                                               const detail::StreamKey& where, cudaStream_t stream);
@@ -134,11 +137,12 @@ struct Runtime::Impl {
   /// A Graph's last launch, when its pool held one executable: the next launch of that Graph
   /// with the same plan and parameters, on the same stream, is a hit on that executable, which
   /// is what choosing from the pool would give, without the cache's lookup or the choice.
-  struct Recent {
+  /// Half a cache line: a hit reads one slot's line, whatever the slot.
+  struct alignas(32) Recent {
     std::uint64_t graph_uid = 0;
-    /// The Graph's plan then, held so that its address stays unique (at most recent_slots plans
-    /// of cached topologies: see forget_recent).
-    std::shared_ptr<const Plan> plan;
+    /// The Graph's plan then (recent_plans holds it, so that its address stays unique: at most
+    /// recent_slots plans of cached topologies, see forget_recent).
+    const Plan* plan = nullptr;
     /// The pool's only executable, in the pool's vector (valid until forget_recent); once
     /// launched on another stream, or by another Graph, its own fields say so.
     const std::shared_ptr<detail::Member>* member = nullptr;
@@ -146,19 +150,22 @@ struct Runtime::Impl {
   };
   static constexpr std::size_t recent_slots = 8;  // by Graph uid
 
-  std::unique_ptr<Backend> backend;
-  std::array<Recent, recent_slots> recent;
-  detail::ExecutableCache cache;
-  const std::size_t pool_bound;
+  // What a hit launch touches comes first and together (it runs on caches a synchronisation
+  // may have emptied): the lock, the counters, the recent launches.
+  mutable std::mutex mutex;
+  const bool debug;
+  std::atomic<std::size_t> waiting{0};  // launches waiting for one (read by finish() without the lock)
   std::uint64_t clock = 0;  // ticks once per executable chosen: recency
   RuntimeStatistics stats;
+  std::array<Recent, recent_slots> recent;
+  std::array<std::shared_ptr<const Plan>, recent_slots> recent_plans;
+  std::unique_ptr<Backend> backend;
+  detail::ExecutableCache cache;
+  const std::size_t pool_bound;
   std::vector<NodeId> changed;  // scratch, reused across launches: the nodes to update
   std::vector<NodeId> checked;  // scratch: the nodes checked before values found by comparison apply
-  const bool debug;
   const KernelRegistry* registry;
-  mutable std::mutex mutex;
   std::condition_variable released;   // an executable in flight was released
-  std::atomic<std::size_t> waiting{0};  // launches waiting for one (read by finish() without the lock)
 };
 
 const detail::Pool* Runtime::Impl::cached(const Plan& plan, const Graph& graph) const {
@@ -346,7 +353,7 @@ Runtime::Impl::Launch Runtime::Impl::prepare(const Graph& graph, cudaStream_t st
 
 bool Runtime::Impl::repeat(const Graph& graph, const Plan& plan, const detail::StreamKey& where, Launch& out) {
   const Recent& r = recent[graph.uid() % recent_slots];
-  if (r.graph_uid != graph.uid() || r.plan.get() != &plan) return false;
+  if (r.graph_uid != graph.uid() || r.plan != &plan) return false;
   detail::Member& member = **r.member;
   // What the pool's choice would find: its only executable, synchronised with this Graph's
   // parameters, last launched on this stream, not being enqueued.
@@ -366,9 +373,11 @@ bool Runtime::Impl::repeat(const Graph& graph, const Plan& plan, const detail::S
 }
 
 void Runtime::Impl::remember(const Graph& graph, const detail::Pool& pool) {
-  Recent& r = recent[graph.uid() % recent_slots];
+  const std::size_t slot = graph.uid() % recent_slots;
+  Recent& r = recent[slot];
   const std::shared_ptr<const Plan>& plan = detail::plan_slot(graph.state());
-  if (r.graph_uid != graph.uid() || r.plan != plan) r.plan = plan;
+  if (recent_plans[slot] != plan) recent_plans[slot] = plan;
+  r.plan = plan.get();
   r.graph_uid = graph.uid();
   r.member = &pool.members.front();
   r.mark = pool.several_streams;
