@@ -1,6 +1,6 @@
 // CompactJson: cells in document order; an object's members are their values' subtrees, each
-// value's cell pointing at its key among the strings; `next` skips a container's subtree, so
-// lookups and iteration never recurse.
+// value's cell pointing at its key among the strings; a container's cell holds the index past
+// its subtree, so lookups and iteration never recurse.
 #include "flowdsl/compact_json.hpp"
 
 #include <cstring>
