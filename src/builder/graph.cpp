@@ -30,21 +30,21 @@ void remap_symbols(Op& op, const F& f) {
 
 }  // namespace
 
-GraphState::GraphState() : description_(std::make_shared<Description>()), uid_(next_uid()) {}
+GraphState::GraphState() : uid_(next_uid()), description_(std::make_shared<Description>()) {}
 
 GraphState::GraphState(const GraphState& other)
-    : description_(std::make_shared<Description>(*other.description_)),
+    : uid_(next_uid()),
+      version_(other.version_),
+      plan_(other.plan_),
+      description_(std::make_shared<Description>(*other.description_)),
       top_names_(other.top_names_),
       body_names_(other.body_names_),
       names_indexed_(other.names_indexed_),
       symbol_index_(other.symbol_index_),
-      uid_(next_uid()),
-      version_(other.version_),
       node_version_(other.node_version_),
       changes_(other.changes_),
       unlogged_from_(other.unlogged_from_),
-      unlogged_version_(other.unlogged_version_),
-      plan_(other.plan_) {}
+      unlogged_version_(other.unlogged_version_) {}
 
 NodeId GraphState::add_node(std::string&& name, Operation&& op, NodeId parent, std::uint32_t body) {
   const NewNode node = add_node(std::move(name), parent, body);

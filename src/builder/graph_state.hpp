@@ -99,6 +99,10 @@ class GraphState {
     return *description_;
   }
 
+  // What a repeated launch reads (its caches may be cold), first and together.
+  std::uint64_t uid_;
+  std::uint64_t version_ = 0;                ///< bumped on every parameter change
+  mutable std::shared_ptr<const Plan> plan_; ///< derived from the topology; dropped on changes
   /// Never shared with another Graph (a copy of a Graph copies it); shared with runtimes that
   /// instantiated it, to explain later misses.
   std::shared_ptr<Description> description_;
@@ -108,8 +112,6 @@ class GraphState {
   mutable std::map<std::tuple<NodeId, std::uint32_t, std::string>, NodeId, std::less<>> body_names_;
   mutable NodeId names_indexed_ = 0;
   std::unordered_map<NodeId, std::uint32_t> symbol_index_;  ///< node -> index in description_.symbols
-  std::uint64_t uid_;
-  std::uint64_t version_ = 0;                ///< bumped on every parameter change
   /// Per node: version of its last change. In chunks, as the nodes are: a graph declared node by
   /// node does not copy it as it grows, and its memory serves the next graph.
   ChunkedList<std::uint64_t> node_version_;
@@ -119,7 +121,6 @@ class GraphState {
   mutable std::vector<Change> changes_;
   mutable NodeId unlogged_from_ = 0;
   mutable std::uint64_t unlogged_version_ = 0;  ///< the latest change not in changes_; 0: none
-  mutable std::shared_ptr<const Plan> plan_; ///< derived from the topology; dropped on changes
 };
 
 }  // namespace flowdsl::detail

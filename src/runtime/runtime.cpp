@@ -10,6 +10,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "builder/graph_state.hpp"
 #include "debug_launch.hpp"
 #include "executable_cache.hpp"
 #include "log_internal.hpp"
@@ -113,18 +114,11 @@ struct Runtime::Impl {
     std::shared_ptr<detail::Member> member;
     LaunchReport report;
     bool mark = false;
+    std::size_t slot = recent_slots;  ///< the slot of recent it holds and lists on finish(), if any
   };
 
   Launch prepare(const Graph& graph, cudaStream_t stream, std::unique_lock<std::mutex>& lock);
-  bool repeat(const Graph& graph, const Plan& plan, const detail::StreamKey& where, Launch& out);
-  void remember(const Graph& graph, const detail::Pool& pool);
-  /// Empties `recent` whenever an executable enters or leaves the cache: what it points at is
-  /// then still cached and alone in its pool, and it keeps no plan of an uncached topology.
-  void forget_recent() {
-    recent.fill(Recent{});
-    recent_plans.fill(nullptr);
-  }
-  void finish(detail::Member& member, bool launched, bool marked);
+  void finish(const Launch& go, bool launched, bool marked);
   std::shared_ptr<detail::Member> instantiate(const Graph& graph, const Plan& plan, std::uint64_t key,
                                               const detail::StreamKey& where, cudaStream_t stream);
   LaunchReport synchronise(detail::Member& member, const Graph& graph, const Plan& plan, cudaStream_t stream);
@@ -134,31 +128,89 @@ struct Runtime::Impl {
   void explain_miss(const Plan& plan, const Graph& graph, const lowering::StructureSummary& wanted,
                     LaunchExplanation& out) const;
 
-  /// A Graph's last launch, when its pool held one executable: the next launch of that Graph
-  /// with the same plan and parameters, on the same stream, is a hit on that executable, which
-  /// is what choosing from the pool would give, without the cache's lookup or the choice.
-  /// Half a cache line: a hit reads one slot's line, whatever the slot.
-  struct alignas(32) Recent {
+  // Repeated launches. A Graph launched again on the same stream with nothing changed, whose pool
+  // holds one executable, gets what the pool's choice would give (that executable, synchronised
+  // with it) from a slot of `recent`, without the lock: the launch claims the slot with one
+  // compare-and-swap and hands it back after enqueueing. The slot's other fields are written
+  // under the lock while no launch holds it, and read by the launch that does.
+  //
+  // The slot's state is `empty`, `held` (a launch is using it), `withdrawn` (held when a
+  // launch under the lock took it back: its holder hands it in under the lock), or the address
+  // of the executable's Member with `marked` in bit 0, free to claim. A Member whose slot is
+  // free is not in flight; the lock's path takes the slots of a pool back (`withdraw`) before
+  // choosing from it, and one held then is marked in flight until its holder hands it in.
+  static constexpr std::uintptr_t empty = 0, held = 1, withdrawn = 2, mark_bit = 1;
+  struct alignas(64) Recent {
+    std::atomic<std::uintptr_t> state{empty};
     std::uint64_t graph_uid = 0;
-    /// The Graph's plan then (recent_plans holds it, so that its address stays unique: at most
-    /// recent_slots plans of cached topologies, see forget_recent).
+    std::uint64_t version = 0;  ///< the Graph's parameter version its executable holds
+    /// The Graph's plan (recent_owners holds it: its address stays unique while listed).
     const Plan* plan = nullptr;
-    /// The pool's only executable, in the pool's vector (valid until forget_recent); once
-    /// launched on another stream, or by another Graph, its own fields say so.
-    const std::shared_ptr<detail::Member>* member = nullptr;
-    bool mark = false;  ///< the pool's several_streams then (changed only by a launch on another stream)
+    cudaStream_t stream = nullptr;  ///< of the last launch (never cudaStreamPerThread)
+    Executable* executable = nullptr;
+    /// Written by the launch holding the slot, read under the lock: the clock at its last launch
+    /// (folded into the Member's last_use by settle) and the launches it made.
+    std::atomic<std::uint64_t> tick{0};
+    std::atomic<std::uint64_t> launches{0};
   };
+  static_assert(sizeof(Recent) == 64, "a slot of recent is one cache line");
   static constexpr std::size_t recent_slots = 8;  // by Graph uid
+  /// What the lock's side keeps of a slot: the Member (alive while listed, even if evicted), the
+  /// plan, the pool's cache key.
+  struct RecentOwner {
+    std::shared_ptr<detail::Member> member;
+    std::shared_ptr<const Plan> plan;
+    std::uint64_t key = 0;
+  };
 
-  // What a hit launch touches comes first and together (it runs on caches a synchronisation
-  // may have emptied): the lock, the counters, the recent launches.
+  /// Under the lock: lists `member`, just prepared for this launch of `graph`, in the Graph's
+  /// slot as held by this launch (published by finish); false when the slot is held by another.
+  bool remember(const Graph& graph, std::uint64_t key, const std::shared_ptr<detail::Member>& member,
+                cudaStream_t stream);
+  /// Under the lock: takes slot `i` back; a launch holding it hands it in (hand_in).
+  void withdraw(std::size_t i);
+  /// Under the lock: takes back the slots of the pool of `key`.
+  void withdraw_pool(std::uint64_t key) {
+    for (std::size_t i = 0; i < recent_slots; ++i) {
+      if (recent_owners[i].member && recent_owners[i].key == key) withdraw(i);
+    }
+  }
+  /// Under the lock: takes back every slot (an executable enters or leaves the cache).
+  void forget_recent() {
+    for (std::size_t i = 0; i < recent_slots; ++i) withdraw(i);
+  }
+  /// Under the lock: the listed Members' last_use as their slots' launches left it.
+  void settle() {
+    for (std::size_t i = 0; i < recent_slots; ++i) {
+      if (detail::Member* m = recent_owners[i].member.get()) m->last_use = std::max(m->last_use, recent[i].tick.load(std::memory_order_relaxed));
+    }
+  }
+  /// Takes the lock to finish the withdrawal of slot `i`, held by the calling launch until now.
+  void hand_in(std::size_t i);
+  /// Hands slot `i` back as `listed` after a launch that held it.
+  void hand_back(std::size_t i, std::uintptr_t listed) {
+    std::uintptr_t expected = held;
+    if (!recent[i].state.compare_exchange_strong(expected, listed, std::memory_order_release, std::memory_order_relaxed)) {
+      hand_in(i);
+    }
+  }
+  /// One tick of the recency clock. Launches that hold slots tick it without the lock: two
+  /// such launches at once may read the same tick (recency is then a tie between them).
+  std::uint64_t tick() {
+    const std::uint64_t t = clock.load(std::memory_order_relaxed) + 1;
+    clock.store(t, std::memory_order_relaxed);
+    return t;
+  }
+
+  // What a repeated launch touches comes first (it runs on caches a synchronisation may have
+  // emptied): the slots, each a line of its own, then the clock.
+  std::array<Recent, recent_slots> recent;
+  alignas(64) std::atomic<std::uint64_t> clock{0};  // recency: ticks once per executable chosen
   mutable std::mutex mutex;
   const bool debug;
   std::atomic<std::size_t> waiting{0};  // launches waiting for one (read by finish() without the lock)
-  std::uint64_t clock = 0;  // ticks once per executable chosen: recency
-  RuntimeStatistics stats;
-  std::array<Recent, recent_slots> recent;
-  std::array<std::shared_ptr<const Plan>, recent_slots> recent_plans;
+  RuntimeStatistics stats;  // without the launches of held slots (see statistics())
+  std::array<RecentOwner, recent_slots> recent_owners;
   std::unique_ptr<Backend> backend;
   detail::ExecutableCache cache;
   const std::size_t pool_bound;
@@ -214,7 +266,7 @@ std::shared_ptr<detail::Member> Runtime::Impl::instantiate(const Graph& graph, c
   member->graph_uid = graph.uid();
   member->version = graph.parameter_version();
   member->applied.assign(d, plan);
-  member->last_use = ++clock;
+  member->last_use = tick();
   if (pool == nullptr) {
     pool = &cache.pool(key);
     pool->node_count = plan.position.size();
@@ -309,9 +361,12 @@ Runtime::Impl::Launch Runtime::Impl::prepare(const Graph& graph, cudaStream_t st
   const Plan& plan = graph.plan();
   const detail::StreamKey where = detail::StreamKey::of(stream);
   Launch out;
-  if (repeat(graph, plan, where, out)) return out;
   const std::uint64_t key = key_of(plan, graph);
+  settle();
   for (;;) {
+    // The pool's executables listed in slots are taken back first: one held by a launch is then
+    // in flight, the others are the pool's to choose.
+    withdraw_pool(key);
     detail::Pool* pool = cache.find(key);
     if (pool != nullptr && pool->node_count != plan.position.size()) {  // 64-bit hash collision
       cache.erase(key);
@@ -334,7 +389,7 @@ Runtime::Impl::Launch Runtime::Impl::prepare(const Graph& graph, cudaStream_t st
       pool = cache.find(key);
     } else {
       out.member = std::move(choice.member);
-      out.member->last_use = ++clock;
+      out.member->last_use = tick();
       out.report = synchronise(*out.member, graph, plan, stream);
       ++stats.hits;
       if (choice.pick == detail::Pick::busy) ++stats.busy_launches;
@@ -346,45 +401,85 @@ Runtime::Impl::Launch Runtime::Impl::prepare(const Graph& graph, cudaStream_t st
     out.member->stream = where;
     out.member->in_flight.store(true, std::memory_order_relaxed);  // published by the unlock
     ++stats.launches;
-    if (pool->members.size() == 1) remember(graph, *pool);
+    if (pool->members.size() == 1 && remember(graph, key, out.member, stream)) {
+      out.slot = graph.uid() % recent_slots;
+    }
     return out;
   }
 }
 
-bool Runtime::Impl::repeat(const Graph& graph, const Plan& plan, const detail::StreamKey& where, Launch& out) {
-  const Recent& r = recent[graph.uid() % recent_slots];
-  if (r.graph_uid != graph.uid() || r.plan != &plan) return false;
-  detail::Member& member = **r.member;
-  // What the pool's choice would find: its only executable, synchronised with this Graph's
-  // parameters, last launched on this stream, not being enqueued.
-  if (member.in_flight || member.stream != where || member.graph_uid != graph.uid() ||
-      member.version != graph.parameter_version()) {
-    return false;
-  }
-  FLOWDSL_DEBUG("hit topology {:016x}", plan.topology_hash);
-  out.member = *r.member;
-  member.last_use = ++clock;
-  member.in_flight.store(true, std::memory_order_relaxed);  // published by the unlock
-  out.report = {LaunchKind::hit, 0};
-  out.mark = r.mark;
-  ++stats.hits;
-  ++stats.launches;
+bool Runtime::Impl::remember(const Graph& graph, std::uint64_t key, const std::shared_ptr<detail::Member>& member,
+                             cudaStream_t stream) {
+  if (stream == cudaStreamPerThread) return false;  // one handle, a stream per thread: not listed
+  const std::size_t i = graph.uid() % recent_slots;
+  withdraw(i);
+  Recent& r = recent[i];
+  if (r.state.load(std::memory_order_relaxed) != empty) return false;  // held by another Graph's launch
+  RecentOwner& owner = recent_owners[i];
+  const std::shared_ptr<const Plan>& plan = detail::plan_slot(graph.state());
+  if (owner.plan != plan) owner.plan = plan;
+  owner.member = member;
+  owner.key = key;
+  r.plan = plan.get();
+  r.graph_uid = graph.uid();
+  r.version = graph.parameter_version();
+  r.stream = stream;
+  r.executable = member->executable.get();
+  r.tick.store(member->last_use, std::memory_order_relaxed);
+  r.state.store(held, std::memory_order_relaxed);  // by this launch, until finish()
   return true;
 }
 
-void Runtime::Impl::remember(const Graph& graph, const detail::Pool& pool) {
-  const std::size_t slot = graph.uid() % recent_slots;
-  Recent& r = recent[slot];
-  const std::shared_ptr<const Plan>& plan = detail::plan_slot(graph.state());
-  if (recent_plans[slot] != plan) recent_plans[slot] = plan;
-  r.plan = plan.get();
-  r.graph_uid = graph.uid();
-  r.member = &pool.members.front();
-  r.mark = pool.several_streams;
+void Runtime::Impl::withdraw(std::size_t i) {
+  Recent& r = recent[i];
+  RecentOwner& owner = recent_owners[i];
+  std::uintptr_t state = r.state.load(std::memory_order_relaxed);
+  for (;;) {
+    if (state == empty || state == withdrawn) return;
+    if (state == held) {
+      // A launch is using it: in flight until it hands the slot in (hand_in).
+      if (r.state.compare_exchange_weak(state, withdrawn, std::memory_order_acquire, std::memory_order_relaxed)) {
+        owner.member->last_use = std::max(owner.member->last_use, r.tick.load(std::memory_order_relaxed));
+        owner.member->in_flight.store(true, std::memory_order_relaxed);
+        return;
+      }
+    } else if (r.state.compare_exchange_weak(state, empty, std::memory_order_acquire, std::memory_order_relaxed)) {
+      owner.member->last_use = std::max(owner.member->last_use, r.tick.load(std::memory_order_relaxed));
+      owner.member.reset();
+      return;
+    }
+  }
+}
+
+void Runtime::Impl::hand_in(std::size_t i) {
+  std::lock_guard lock(mutex);
+  RecentOwner& owner = recent_owners[i];
+  owner.member->in_flight.store(false, std::memory_order_relaxed);
+  owner.member.reset();  // the last owner of an executable evicted meanwhile
+  recent[i].state.store(empty, std::memory_order_relaxed);
+  released.notify_all();
 }
 
 // Runs without the runtime's lock. prepare() counted the launch; one that failed is taken back.
-void Runtime::Impl::finish(detail::Member& member, bool launched, bool marked) {
+void Runtime::Impl::finish(const Launch& go, bool launched, bool marked) {
+  detail::Member& member = *go.member;
+  if (go.slot < recent_slots) {
+    // Listed under the lock: a launch that took the slot back meanwhile (withdraw) marked the
+    // executable in flight for this one, which clears it here and nowhere else.
+    std::lock_guard lock(mutex);
+    member.marked = marked;
+    member.in_flight.store(false, std::memory_order_relaxed);
+    Recent& r = recent[go.slot];
+    if (r.state.load(std::memory_order_relaxed) == held) {
+      r.state.store(reinterpret_cast<std::uintptr_t>(&member) | (marked ? mark_bit : 0), std::memory_order_release);
+    } else {
+      recent_owners[go.slot].member.reset();
+      r.state.store(empty, std::memory_order_relaxed);
+    }
+    if (!launched) --stats.launches;
+    released.notify_all();
+    return;
+  }
   member.marked = marked;
   member.in_flight = false;  // publishes `marked`
   if (waiting > 0 || !launched) {
@@ -402,14 +497,44 @@ Runtime::Runtime(RuntimeOptions options, std::unique_ptr<Backend> backend)
 Runtime::~Runtime() = default;
 
 LaunchReport Runtime::launch(const Graph& graph, cudaStream_t stream) {
-  std::unique_lock lock(impl_->mutex);
-  if (impl_->debug) {
-    detail::launch_debug(graph, stream, *impl_->registry);
-    ++impl_->stats.debug_launches;
-    ++impl_->stats.launches;
+  Impl& impl = *impl_;
+  {
+    // A repeated launch (Impl::Recent): its slot claimed, checked and handed back, no lock.
+    const detail::GraphState& state = graph.state();
+    const std::size_t i = state.uid() % Impl::recent_slots;
+    Impl::Recent& r = impl.recent[i];
+    std::uintptr_t listed = r.state.load(std::memory_order_relaxed);
+    if (listed > Impl::withdrawn &&
+        r.state.compare_exchange_strong(listed, Impl::held, std::memory_order_acquire, std::memory_order_relaxed)) {
+      if (r.graph_uid == state.uid() && r.version == state.parameter_version() && r.plan == state.plan().get() &&
+          r.stream == stream) {
+        try {
+          r.executable->launch(stream);
+          if ((listed & Impl::mark_bit) != 0) r.executable->mark_end(stream);
+        } catch (...) {
+          {
+            std::lock_guard lock(impl.mutex);
+            ++impl.stats.hits;  // it had its executable; not a launch
+          }
+          impl.hand_back(i, listed);
+          throw;
+        }
+        r.tick.store(impl.tick(), std::memory_order_relaxed);
+        r.launches.store(r.launches.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        impl.hand_back(i, listed);
+        return {LaunchKind::hit, 0};  // not traced: the logger's lines are not worth a repeated launch's time
+      }
+      impl.hand_back(i, listed);
+    }
+  }
+  std::unique_lock lock(impl.mutex);
+  if (impl.debug) {
+    detail::launch_debug(graph, stream, *impl.registry);
+    ++impl.stats.debug_launches;
+    ++impl.stats.launches;
     return {LaunchKind::debug, 0};
   }
-  Impl::Launch go = impl_->prepare(graph, stream, lock);
+  Impl::Launch go = impl.prepare(graph, stream, lock);
   // Enqueued outside the lock: no other launch gets this executable until finish().
   lock.unlock();
   bool launched = false;
@@ -418,15 +543,16 @@ LaunchReport Runtime::launch(const Graph& graph, cudaStream_t stream) {
     launched = true;
     if (go.mark) go.member->executable->mark_end(stream);
   } catch (...) {
-    impl_->finish(*go.member, launched, false);
+    impl.finish(go, launched, false);
     throw;
   }
-  impl_->finish(*go.member, true, go.mark);
+  impl.finish(go, true, go.mark);
   return go.report;
 }
 
 LaunchExplanation Runtime::explain(const Graph& graph, cudaStream_t stream) const {
   std::lock_guard lock(impl_->mutex);
+  impl_->settle();
   const Plan& plan = graph.plan();
   LaunchExplanation out;
   if (impl_->debug) {
@@ -461,6 +587,7 @@ bool Runtime::debug() const noexcept { return impl_->debug; }
 bool Runtime::inspect_executable(const Graph& graph, const std::function<void(const Executable&)>& visit) const {
   std::lock_guard lock(impl_->mutex);
   if (impl_->debug) return false;
+  impl_->settle();
   const detail::Pool* pool = impl_->cached(graph.plan(), graph);
   if (pool == nullptr) return false;
   // The executable this Graph's launches last used: of those synchronised with it, the one
@@ -480,7 +607,13 @@ bool Runtime::inspect_executable(const Graph& graph, const std::function<void(co
 
 RuntimeStatistics Runtime::statistics() const {
   std::lock_guard lock(impl_->mutex);
-  return impl_->stats;
+  RuntimeStatistics s = impl_->stats;
+  for (const Impl::Recent& r : impl_->recent) {
+    const std::uint64_t repeated = r.launches.load(std::memory_order_relaxed);
+    s.hits += repeated;
+    s.launches += repeated;
+  }
+  return s;
 }
 
 std::size_t Runtime::size() const {

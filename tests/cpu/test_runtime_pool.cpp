@@ -3,6 +3,7 @@
 // are bounded, counted in the statistics and the capacity, evicted executable by executable;
 // threads on their own streams never share an executable while one of them enqueues it.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -273,6 +274,58 @@ TEST_CASE("Threads on their own streams never get an executable another thread i
   CHECK(r.instantiations <= static_cast<int>(per_topology));
   CHECK(rt.size() == static_cast<std::size_t>(r.instantiations.load()));
   CHECK(r.launches == threads * launches);
+}
+
+TEST_CASE("Repeated launches taken without the lock never share an executable with any other launch",
+          "[runtime][pool][threads][repeat]") {
+  Record r;
+  r.launch_time = std::chrono::microseconds(5);
+  auto rt = pooled_runtime(r, /*capacity=*/8, /*per_topology=*/2);
+  constexpr int launches = 2000;
+  std::atomic<int> total{0};
+  std::vector<std::thread> workers;
+  // Four Graphs of their own topologies, each on its own stream: repeated launches.
+  for (int t = 0; t < 4; ++t) {
+    workers.emplace_back([&, t] {
+      const flowdsl::Graph g = chain(t + 1);
+      for (int i = 0; i < launches; ++i, ++total) rt.launch(g, stream(static_cast<std::uintptr_t>(t)));
+    });
+  }
+  // One Graph launched by two threads on one stream: one claims the slot, the other takes the lock.
+  const flowdsl::Graph shared = chain(5);
+  (void)shared.plan();  // lowered before threads share it
+  for (int t = 0; t < 2; ++t) {
+    workers.emplace_back([&] {
+      for (int i = 0; i < launches; ++i, ++total) rt.launch(shared, stream(5));
+    });
+  }
+  // Two Graphs of the first thread's topology taking turns on another stream: updates under the
+  // lock, which take that pool's slots back while the first thread claims them.
+  workers.emplace_back([&] {
+    flowdsl::Graph a = chain(1, 2.0f);
+    flowdsl::Graph b = chain(1, 3.0f);
+    for (int i = 0; i < launches; ++i, total += 2) {
+      rt.launch(a, stream(6));
+      rt.launch(b, stream(6));
+    }
+  });
+  // New topologies (evictions: the capacity is 8) and clear(), which take every slot back.
+  workers.emplace_back([&] {
+    for (int i = 0; i < launches / 10; ++i, ++total) {
+      rt.launch(chain(6 + i % 4), stream(7));
+      if (i % 7 == 0) rt.clear();
+      (void)rt.statistics();
+    }
+  });
+  for (auto& w : workers) w.join();
+  const auto s = rt.statistics();
+  CHECK(r.overlaps == 0);
+  CHECK(s.launches == static_cast<std::uint64_t>(total.load()));
+  CHECK(s.hits + s.misses == s.launches);
+  CHECK(r.launches == total.load());
+  CHECK(r.live == static_cast<int>(rt.size()));  // nothing kept alive past its eviction
+  rt.clear();
+  CHECK(r.live == 0);
 }
 
 TEST_CASE("A Graph launched again on its stream gets the executable it holds, and every change is still seen",
