@@ -59,6 +59,10 @@ class Executable {
   /// \brief The native executable itself, for tools that time or inspect it apart from the
   /// runtime (it stays owned by this executable). Null when the backend has none (the default).
   virtual cudaGraphExec_t native_executable() const noexcept { return nullptr; }
+  /// \brief The native executable when a launch of this one is exactly `cudaGraphLaunch` of it
+  /// (nothing recorded or freed around it): the runtime then makes a repeated launch's call
+  /// itself, reading no more of this object. Null otherwise (the default).
+  virtual cudaGraphExec_t direct_launch() const noexcept { return nullptr; }
 };
 
 /// \brief Makes executables from lowered descriptions.

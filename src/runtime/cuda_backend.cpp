@@ -47,6 +47,7 @@ class CudaExecutable final : public Executable {
 
   const std::vector<cudaGraphNode_t>* native_nodes() const noexcept override { return &nodes_; }
   cudaGraphExec_t native_executable() const noexcept override { return exec_.get(); }
+  cudaGraphExec_t direct_launch() const noexcept override { return leaves_memory_ ? nullptr : handle_; }
 
   void launch(cudaStream_t stream) override {
     check(cudaGraphLaunch(handle_, stream), "cudaGraphLaunch");

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "builder/graph_state.hpp"
+#include "flowdsl/cuda_handles.hpp"
 #include "debug_launch.hpp"
 #include "executable_cache.hpp"
 #include "log_internal.hpp"
@@ -136,10 +137,12 @@ struct Runtime::Impl {
   //
   // The slot's state is `empty`, `held` (a launch is using it), `withdrawn` (held when a
   // launch under the lock took it back: its holder hands it in under the lock), or the address
-  // of the executable's Member with `marked` in bit 0, free to claim. A Member whose slot is
-  // free is not in flight; the lock's path takes the slots of a pool back (`withdraw`) before
-  // choosing from it, and one held then is marked in flight until its holder hands it in.
-  static constexpr std::uintptr_t empty = 0, held = 1, withdrawn = 2, mark_bit = 1;
+  // of the executable's Member, free to claim, with two flags: `mark_bit` (each launch's end is
+  // marked) and `direct_bit` (`target` is the native executable to launch with cudaGraphLaunch,
+  // Executable::direct_launch; else the Executable). A Member whose slot is free is not in
+  // flight; the lock's path takes the slots of a pool back (`withdraw`) before choosing from it,
+  // and one held then is marked in flight until its holder hands it in.
+  static constexpr std::uintptr_t empty = 0, held = 1, withdrawn = 2, mark_bit = 1, direct_bit = 2;
   struct alignas(64) Recent {
     std::atomic<std::uintptr_t> state{empty};
     std::uint64_t graph_uid = 0;
@@ -147,7 +150,7 @@ struct Runtime::Impl {
     /// The Graph's plan (recent_owners holds it: its address stays unique while listed).
     const Plan* plan = nullptr;
     cudaStream_t stream = nullptr;  ///< of the last launch (never cudaStreamPerThread)
-    Executable* executable = nullptr;
+    void* target = nullptr;         ///< a cudaGraphExec_t with direct_bit, else the Executable
     /// Written by the launch holding the slot, read under the lock: the clock at its last launch
     /// (folded into the Member's last_use by settle) and the launches it made.
     std::atomic<std::uint64_t> tick{0};
@@ -161,12 +164,13 @@ struct Runtime::Impl {
     std::shared_ptr<detail::Member> member;
     std::shared_ptr<const Plan> plan;
     std::uint64_t key = 0;
+    std::uintptr_t flags = 0;  ///< mark_bit, direct_bit: listed with the Member's address
   };
 
   /// Under the lock: lists `member`, just prepared for this launch of `graph`, in the Graph's
   /// slot as held by this launch (published by finish); false when the slot is held by another.
   bool remember(const Graph& graph, std::uint64_t key, const std::shared_ptr<detail::Member>& member,
-                cudaStream_t stream);
+                cudaStream_t stream, bool mark);
   /// Under the lock: takes slot `i` back; a launch holding it hands it in (hand_in).
   void withdraw(std::size_t i);
   /// Under the lock: takes back the slots of the pool of `key`.
@@ -401,7 +405,7 @@ Runtime::Impl::Launch Runtime::Impl::prepare(const Graph& graph, cudaStream_t st
     out.member->stream = where;
     out.member->in_flight.store(true, std::memory_order_relaxed);  // published by the unlock
     ++stats.launches;
-    if (pool->members.size() == 1 && remember(graph, key, out.member, stream)) {
+    if (pool->members.size() == 1 && remember(graph, key, out.member, stream, out.mark)) {
       out.slot = graph.uid() % recent_slots;
     }
     return out;
@@ -409,7 +413,7 @@ Runtime::Impl::Launch Runtime::Impl::prepare(const Graph& graph, cudaStream_t st
 }
 
 bool Runtime::Impl::remember(const Graph& graph, std::uint64_t key, const std::shared_ptr<detail::Member>& member,
-                             cudaStream_t stream) {
+                             cudaStream_t stream, bool mark) {
   if (stream == cudaStreamPerThread) return false;  // one handle, a stream per thread: not listed
   const std::size_t i = graph.uid() % recent_slots;
   withdraw(i);
@@ -424,7 +428,9 @@ bool Runtime::Impl::remember(const Graph& graph, std::uint64_t key, const std::s
   r.graph_uid = graph.uid();
   r.version = graph.parameter_version();
   r.stream = stream;
-  r.executable = member->executable.get();
+  const cudaGraphExec_t direct = mark ? nullptr : member->executable->direct_launch();
+  r.target = direct != nullptr ? static_cast<void*>(direct) : static_cast<void*>(member->executable.get());
+  owner.flags = (mark ? mark_bit : 0) | (direct != nullptr ? direct_bit : 0);
   r.tick.store(member->last_use, std::memory_order_relaxed);
   r.state.store(held, std::memory_order_relaxed);  // by this launch, until finish()
   return true;
@@ -471,7 +477,7 @@ void Runtime::Impl::finish(const Launch& go, bool launched, bool marked) {
     member.in_flight.store(false, std::memory_order_relaxed);
     Recent& r = recent[go.slot];
     if (r.state.load(std::memory_order_relaxed) == held) {
-      r.state.store(reinterpret_cast<std::uintptr_t>(&member) | (marked ? mark_bit : 0), std::memory_order_release);
+      r.state.store(reinterpret_cast<std::uintptr_t>(&member) | recent_owners[go.slot].flags, std::memory_order_release);
     } else {
       recent_owners[go.slot].member.reset();
       r.state.store(empty, std::memory_order_relaxed);
@@ -509,8 +515,13 @@ LaunchReport Runtime::launch(const Graph& graph, cudaStream_t stream) {
       if (r.graph_uid == state.uid() && r.version == state.parameter_version() && r.plan == state.plan().get() &&
           r.stream == stream) {
         try {
-          r.executable->launch(stream);
-          if ((listed & Impl::mark_bit) != 0) r.executable->mark_end(stream);
+          if ((listed & Impl::direct_bit) != 0) {
+            check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(r.target), stream), "cudaGraphLaunch");
+          } else {
+            auto* executable = static_cast<Executable*>(r.target);
+            executable->launch(stream);
+            if ((listed & Impl::mark_bit) != 0) executable->mark_end(stream);
+          }
         } catch (...) {
           {
             std::lock_guard lock(impl.mutex);
