@@ -514,24 +514,33 @@ LaunchReport Runtime::launch(const Graph& graph, cudaStream_t stream) {
         r.state.compare_exchange_strong(listed, Impl::held, std::memory_order_acquire, std::memory_order_relaxed)) {
       if (r.graph_uid == state.uid() && r.version == state.parameter_version() && r.plan == state.plan().get() &&
           r.stream == stream) {
+        // Counted as the lock's path counts: a hit, and a launch once the launch is enqueued.
+        const auto count = [&] {
+          r.tick.store(impl.tick(), std::memory_order_relaxed);
+          r.launches.store(r.launches.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        };
+        bool launched = false;
         try {
           if ((listed & Impl::direct_bit) != 0) {
             check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(r.target), stream), "cudaGraphLaunch");
+            launched = true;
           } else {
             auto* executable = static_cast<Executable*>(r.target);
             executable->launch(stream);
+            launched = true;
             if ((listed & Impl::mark_bit) != 0) executable->mark_end(stream);
           }
         } catch (...) {
-          {
+          if (launched) {
+            count();
+          } else {
             std::lock_guard lock(impl.mutex);
             ++impl.stats.hits;  // it had its executable; not a launch
           }
           impl.hand_back(i, listed);
           throw;
         }
-        r.tick.store(impl.tick(), std::memory_order_relaxed);
-        r.launches.store(r.launches.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        count();
         impl.hand_back(i, listed);
         return {LaunchKind::hit, 0};  // not traced: the logger's lines are not worth a repeated launch's time
       }
