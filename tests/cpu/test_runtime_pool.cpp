@@ -328,6 +328,30 @@ TEST_CASE("Repeated launches taken without the lock never share an executable wi
   CHECK(r.live == 0);
 }
 
+TEST_CASE("A repeated launch whose end cannot be marked was still enqueued: it counts as a launch",
+          "[runtime][pool][repeat][errors]") {
+  Record r;
+  auto rt = pooled_runtime(r, /*capacity=*/2, /*per_topology=*/2);
+  auto g = chain(3);
+  auto other = chain(4);
+  CHECK(rt.launch(g, stream(1)).kind == flowdsl::LaunchKind::instantiated);
+  CHECK(rt.launch(g, stream(2)).kind == flowdsl::LaunchKind::instantiated);  // a second stream: ends marked
+  CHECK(rt.launch(other, stream(3)).kind == flowdsl::LaunchKind::instantiated);  // evicts g's executable of stream 1
+  CHECK(rt.launch(g, stream(2)).kind == flowdsl::LaunchKind::hit);  // its pool holds one executable again
+  const int marks = r.marks;
+  CHECK(rt.launch(g, stream(2)).kind == flowdsl::LaunchKind::hit);  // repeated, its end marked
+  CHECK(r.marks == marks + 1);
+  r.failing_marks = 1;
+  CHECK_THROWS_AS(rt.launch(g, stream(2)), flowdsl::CudaError);
+  const auto s = rt.statistics();
+  CHECK(r.launches == 6);
+  CHECK(s.launches == 6);  // enqueued before its mark failed
+  CHECK(s.hits == 3);
+  CHECK(rt.launch(g, stream(2)).kind == flowdsl::LaunchKind::hit);  // the executable was handed back
+  CHECK(r.marks == marks + 2);
+  CHECK(r.overlaps == 0);
+}
+
 TEST_CASE("A Graph launched again on its stream gets the executable it holds, and every change is still seen",
           "[runtime][pool][repeat]") {
   Record r;

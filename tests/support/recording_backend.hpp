@@ -45,6 +45,7 @@ struct Record {
   std::chrono::microseconds launch_time{0};  // how long each launch() takes
   std::atomic<int> overlaps{0};              // calls on one executable from two threads at once
   std::atomic<int> failing_launches{0};      // the next this many launch() calls throw CudaError
+  std::atomic<int> failing_marks{0};         // the next this many mark_end() calls throw CudaError
 };
 
 class RecordingExecutable final : public flowdsl::Executable {
@@ -75,6 +76,10 @@ class RecordingExecutable final : public flowdsl::Executable {
   }
   void mark_end(cudaStream_t) override {
     const Using in_use(*this);
+    if (r_.failing_marks > 0) {
+      --r_.failing_marks;
+      throw flowdsl::CudaError(cudaErrorLaunchFailure, "cudaEventRecord");
+    }
     mark_ = r_.marks++;
   }
   bool ended() const override { return mark_ >= 0 && mark_ < r_.ended; }
