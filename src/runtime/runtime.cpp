@@ -214,9 +214,10 @@ struct Runtime::Impl {
   const bool debug;
   std::atomic<std::size_t> waiting{0};  // launches waiting for one (read by finish() without the lock)
   RuntimeStatistics stats;  // without the launches of held slots (see statistics())
-  std::array<RecentOwner, recent_slots> recent_owners;
   std::unique_ptr<Backend> backend;
   detail::ExecutableCache cache;
+  // Declared after the backend: the executables listed here go before it, as the cache's do.
+  std::array<RecentOwner, recent_slots> recent_owners;
   const std::size_t pool_bound;
   std::vector<NodeId> changed;  // scratch, reused across launches: the nodes to update
   std::vector<NodeId> checked;  // scratch: the nodes checked before values found by comparison apply
