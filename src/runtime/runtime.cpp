@@ -186,7 +186,8 @@ struct Runtime::Impl {
   /// Under the lock: the listed Members' last_use as their slots' launches left it.
   void settle() {
     for (std::size_t i = 0; i < recent_slots; ++i) {
-      if (detail::Member* m = recent_owners[i].member.get()) m->last_use = std::max(m->last_use, recent[i].tick.load(std::memory_order_relaxed));
+      detail::Member* m = recent_owners[i].member.get();
+      if (m != nullptr) m->last_use = std::max(m->last_use, recent[i].tick.load(std::memory_order_relaxed));
     }
   }
   /// Takes the lock to finish the withdrawal of slot `i`, held by the calling launch until now.
@@ -194,7 +195,8 @@ struct Runtime::Impl {
   /// Hands slot `i` back as `listed` after a launch that held it.
   void hand_back(std::size_t i, std::uintptr_t listed) {
     std::uintptr_t expected = held;
-    if (!recent[i].state.compare_exchange_strong(expected, listed, std::memory_order_release, std::memory_order_relaxed)) {
+    if (!recent[i].state.compare_exchange_strong(expected, listed, std::memory_order_release,
+                                                 std::memory_order_relaxed)) {
       hand_in(i);
     }
   }
@@ -213,7 +215,7 @@ struct Runtime::Impl {
   mutable std::mutex mutex;
   const bool debug;
   std::atomic<std::size_t> waiting{0};  // launches waiting for one (read by finish() without the lock)
-  RuntimeStatistics stats;  // without the launches of held slots (see statistics())
+  RuntimeStatistics stats;  // without repeated launches, which their slots count (see statistics())
   std::unique_ptr<Backend> backend;
   detail::ExecutableCache cache;
   // Declared after the backend: the executables listed here go before it, as the cache's do.
@@ -478,7 +480,8 @@ void Runtime::Impl::finish(const Launch& go, bool launched, bool marked) {
     member.in_flight.store(false, std::memory_order_relaxed);
     Recent& r = recent[go.slot];
     if (r.state.load(std::memory_order_relaxed) == held) {
-      r.state.store(reinterpret_cast<std::uintptr_t>(&member) | recent_owners[go.slot].flags, std::memory_order_release);
+      const std::uintptr_t listed = reinterpret_cast<std::uintptr_t>(&member) | recent_owners[go.slot].flags;
+      r.state.store(listed, std::memory_order_release);
     } else {
       recent_owners[go.slot].member.reset();
       r.state.store(empty, std::memory_order_relaxed);
