@@ -38,16 +38,19 @@ struct StreamKey {
 /// One cached executable: the Graph and parameter version it was last synchronised with, the
 /// parameters it holds, and where it was last launched.
 struct Member {
-  // What a hit launch reads and writes first, together (it runs on caches a synchronisation
-  // may have emptied); the parameters it holds after them.
+  // What a launch under the lock reads and writes first, together (it runs on caches a
+  // synchronisation may have emptied); the parameters it holds after them. A repeated launch
+  // (runtime.cpp, Runtime::Impl::Recent) reads none of it.
   std::unique_ptr<Executable> executable;
   std::uint64_t graph_uid = 0;  ///< 0: synchronised with no Graph (an update failed part-way)
   std::uint64_t version = 0;    ///< that Graph's parameter_version() then
   StreamKey stream;            ///< of its last launch
   std::uint64_t last_use = 0;  ///< the runtime's clock when it was last chosen
   bool marked = false;         ///< its last launch's end was marked (Executable::mark_end)
-  /// A thread is enqueueing a launch of it, outside the runtime's lock. Set under the lock;
-  /// cleared without it, after `marked` is written (a reader that sees it clear sees `marked`).
+  /// A thread is enqueueing a launch of it, outside the runtime's lock. Set under the lock (also
+  /// for a repeated launch holding its slot when the lock's path takes the slot back); cleared
+  /// after `marked` is written (a reader that sees it clear sees `marked`): without the lock by
+  /// a launch that listed nothing, under it by one whose slot was listed or taken back.
   std::atomic<bool> in_flight{false};
   lowering::AppliedParameters applied;
 
