@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # NCCL collectives on the GPU machine, from a build carried there (see docs/multi-gpu.md).
 # One GPU: the one-rank tests, samples and bench (the plumbing). Two or more GPUs: the same under
-# mpirun with one process per GPU, three runs of the all-reduce bench and of the tensor-parallel
-# MLP, and `flowdsl run` of samples/allreduce.json on every rank with its outputs checked.
+# mpirun with one process per GPU (the gpu test with and without NCCL's graph-mixing event nodes),
+# the tensor-parallel MLP at 1, 2, 4 and 8 chunks, three runs of the all-reduce bench and of the
+# tensor-parallel MLP, and `flowdsl run` of samples/allreduce.json on every rank with its outputs
+# checked.
 # Usage: bench/nccl_device.sh <build folder> <output folder>
 set -uo pipefail
 build=${1:?build folder}
@@ -58,8 +60,14 @@ step check_mpirun_one_rank check_allreduce_outputs "$out/run_mpi1" 1
 if [ "$gpus" -ge 2 ]; then
   mpi=(mpirun --allow-run-as-root -np 2 -x NCCL_NVLS_ENABLE -x FLOWDSL_NCCL -x LD_LIBRARY_PATH)
   step test_nccl_gpu_2 "${mpi[@]}" ./tests/test_nccl_gpu
+  # Without NCCL's event nodes (NCCL_GRAPH_MIXING_SUPPORT=0) collectives run in conditional bodies.
+  step test_nccl_gpu_2_no_mixing env NCCL_GRAPH_MIXING_SUPPORT=0 "${mpi[@]}" -x NCCL_GRAPH_MIXING_SUPPORT ./tests/test_nccl_gpu
   step flowdsl_run_2 "${mpi[@]}" ./src/flowdsl run ../samples/allreduce.json --iterations 3 --out "$out/run2"
   step check_run_2 check_allreduce_outputs "$out/run2" 2
+  # The tensor-parallel MLP's pipeline: how many chunks of rows at the largest bucket.
+  for c in 1 2 4 8; do
+    step "tp_mlp_2_chunks$c" "${mpi[@]}" ./samples/tp_mlp --rows 4096 --chunks "$c"
+  done
   for i in 1 2 3; do
     step "nccl_allreduce_2_run$i" "${mpi[@]}" ./bench/nccl_allreduce --json "$out/allreduce_2_run$i.json"
     step "tp_mlp_2_run$i" "${mpi[@]}" ./samples/tp_mlp

@@ -1,11 +1,12 @@
 // Tensor-parallel MLP for serving: y = gelu(x W1 + b1) W2 + b2 with the first layer split by
-// columns across the ranks, the second by rows, and an all-reduce of the partial outputs, as one
+// columns across the ranks, the second by rows, and an all-reduce of the partial outputs
+// (pipelined over chunks of rows, so that it overlaps the next chunk's matmuls), as one
 // flowdsl graph per row bucket on every rank (a launch is a collective: every rank launches the
 // same graphs in the same order). Each rank also runs the whole MLP on its own GPU (the one-GPU
 // graph) and checks the tensor-parallel output against it; rank 0 checks rows of that against a
 // host reference. Both are timed, launches back to back.
 //
-//   ./tp_mlp                                          one rank (the all-reduce is in place: a no-op)
+//   ./tp_mlp                                          one rank (the all-reduce is a copy)
 //   NCCL_NVLS_ENABLE=0 mpirun -np 2 ./tp_mlp           one rank per GPU of this host
 //
 // Rank, size and the way NCCL's id travels come from the launcher (flowdsl::nccl::Bootstrap).
@@ -35,6 +36,7 @@ struct Options {
   std::vector<int> rows{16, 128, 1024, 4096};
   int width = 4096, hidden = 16384, out = 4096;
   int iterations = 100;
+  int chunks = 4;  // pipeline pieces of the largest buckets (tensor_parallel)
 };
 
 float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
@@ -98,22 +100,54 @@ struct Activations {
         partial(std::size_t(rows) * m.out), y_tp(std::size_t(rows) * m.out), y_one(std::size_t(rows) * m.out) {}
 };
 
-// This rank's part: its columns of layer 1, its rows of layer 2, the all-reduce, the bias.
-flowdsl::Graph tensor_parallel(const Model& m, const Activations& a, const nccl::Communicator& comm, int rows) {
+// Rows [first, first + count) of a bucket: one chunk of the pipeline.
+struct Chunk {
+  int first, count;
+};
+
+// The bucket's rows in `chunks` pieces of at least 512 rows (8-row multiples, so each piece's
+// pointers stay 16-byte aligned); fewer when the bucket is small.
+std::vector<Chunk> chunks_of(int rows, int chunks) {
+  const int k = std::max(1, std::min(chunks, rows / 512));
+  const int step = ((rows + k - 1) / k + 7) & ~7;
+  std::vector<Chunk> out;
+  for (int first = 0; first < rows; first += step) out.push_back({first, std::min(step, rows - first)});
+  return out;
+}
+
+// This rank's part: its columns of layer 1, its rows of layer 2 (rank 0 adds b2, so the sum
+// holds it once), and the all-reduce into the output. The rows go through in chunks: chunk c's
+// all-reduce has no edge to chunk c + 1's matmuls, so NCCL moves one chunk while the GPU
+// multiplies the next. The matmuls form one chain and the all-reduces another (every rank's
+// collectives in the same order). Without `all_reduce`, the matmuls alone (what the collectives
+// add is the difference).
+flowdsl::Graph tensor_parallel(const Model& m, const Activations& a, const nccl::Communicator& comm, int rows, int chunks,
+                               bool all_reduce = true) {
   flowdsl::Graph g;
-  auto linear1 = fk::cublaslt_matmul(g, "linear1", rows, m.shard, m.width, static_cast<const bf16*>(a.x.get()),
-                                     static_cast<const bf16*>(m.w1_shard.get()), static_cast<const bf16*>(m.b1_shard.get()),
-                                     fk::Epilogue::bias_gelu, a.h_shard.get());
-  auto linear2 = fk::cublaslt_matmul(g, "linear2", rows, m.out, m.shard, static_cast<const bf16*>(a.h_shard.get()),
-                                     static_cast<const bf16*>(m.w2_shard.get()), static_cast<const float*>(nullptr),
-                                     fk::Epilogue::none, a.partial.get())
-                     .after(linear1);
-  auto sum = nccl::all_reduce(g, "all_reduce", comm, a.partial.get(), a.partial.get(), std::size_t(rows) * m.out, ncclFloat32,
-                              ncclSum)
-                 .after(linear2);
-  fk::bias_activation(g, "bias", rows, m.out, fk::Activation::none, static_cast<const float*>(a.partial.get()),
-                      static_cast<const float*>(m.b2_dev.get()), a.y_tp.get())
-      .after(sum);
+  const bool adds_bias = comm.rank() == 0;
+  std::string compute, reduce;  // the chains' last nodes
+  for (const Chunk& c : chunks_of(rows, chunks)) {
+    const std::string at = "@" + std::to_string(c.first);
+    auto linear1 = fk::cublaslt_matmul(g, "linear1" + at, c.count, m.shard, m.width,
+                                       static_cast<const bf16*>(a.x.get()) + std::size_t(c.first) * m.width,
+                                       static_cast<const bf16*>(m.w1_shard.get()), static_cast<const bf16*>(m.b1_shard.get()),
+                                       fk::Epilogue::bias_gelu, a.h_shard.get() + std::size_t(c.first) * m.shard);
+    if (!compute.empty()) linear1.after(compute);
+    float* partial = a.partial.get() + std::size_t(c.first) * m.out;
+    auto linear2 = fk::cublaslt_matmul(g, "linear2" + at, c.count, m.out, m.shard,
+                                       static_cast<const bf16*>(a.h_shard.get()) + std::size_t(c.first) * m.shard,
+                                       static_cast<const bf16*>(m.w2_shard.get()),
+                                       adds_bias ? static_cast<const float*>(m.b2_dev.get()) : nullptr,
+                                       adds_bias ? fk::Epilogue::bias : fk::Epilogue::none, partial)
+                       .after(linear1);
+    compute = linear2.name();
+    if (!all_reduce) continue;
+    auto sum = nccl::all_reduce(g, "all_reduce" + at, comm, partial, a.y_tp.get() + std::size_t(c.first) * m.out,
+                                std::size_t(c.count) * m.out, ncclFloat32, ncclSum)
+                   .after(linear2);
+    if (!reduce.empty()) sum.after(reduce);
+    reduce = sum.name();
+  }
   return g;
 }
 
@@ -194,9 +228,11 @@ int main(int argc, char** argv) {
   app.add_option("--hidden", o.hidden, "hidden features (a multiple of 8 x the number of ranks)")->check(CLI::Range(8, 262144));
   app.add_option("--out", o.out, "output features")->check(CLI::Range(8, 65536));
   app.add_option("--iterations", o.iterations, "timed launches per bucket")->check(CLI::Range(1, 100000));
+  app.add_option("--chunks", o.chunks, "pipeline the rows in up to this many chunks of >= 512 rows (1: no pipeline)")
+      ->check(CLI::Range(1, 64));
   app.add_flag("--quick", quick, "a small model and two buckets (the ctest run)");
   CLI11_PARSE(app, argc, argv);
-  if (quick) o = Options{{16, 256}, 512, 1024, 256, 20};
+  if (quick) o = Options{{16, 256, 1024}, 512, 1024, 256, 20, o.chunks};
   if (!sample::have_device()) return sample::skipped;
 
   try {
@@ -220,7 +256,7 @@ int main(int argc, char** argv) {
     bool ok = true;
     for (const int rows : o.rows) {
       if (rows < 1) continue;
-      const flowdsl::Graph tp = tensor_parallel(m, a, comm, rows);
+      const flowdsl::Graph tp = tensor_parallel(m, a, comm, rows, o.chunks);
       const flowdsl::Graph one = one_gpu(m, a, rows);
       SAMPLE_CHECK(cudaMemset(a.y_tp.get(), 0xff, a.y_tp.bytes()));  // poisoned: an unwritten value fails
       SAMPLE_CHECK(cudaMemset(a.y_one.get(), 0xff, a.y_one.bytes()));
@@ -242,9 +278,12 @@ int main(int argc, char** argv) {
       ok = ok && good;
       const double tp_us = time_launches(runtime, tp, stream.get(), o.iterations);
       const double one_us = time_launches(runtime, one, stream.get(), o.iterations);
-      std::printf("rank %d rows %5d: tensor-parallel %9.1f us, one GPU %9.1f us, speed-up %.2fx; "
-                  "|tp - one GPU| %.2e%s %s\n",
-                  rank, rows, tp_us, one_us, one_us / tp_us, tp_error,
+      const double matmuls_us =
+          time_launches(runtime, tensor_parallel(m, a, comm, rows, o.chunks, false), stream.get(), o.iterations);
+      const std::size_t pieces = chunks_of(rows, o.chunks).size();
+      std::printf("rank %d rows %5d (%zu chunk%s): tensor-parallel %9.1f us (matmuls alone %9.1f), one GPU %9.1f us, "
+                  "speed-up %.2fx; |tp - one GPU| %.2e%s %s\n",
+                  rank, rows, pieces, pieces == 1 ? "" : "s", tp_us, matmuls_us, one_us, one_us / tp_us, tp_error,
                   rank == 0 && rows == o.rows.front() ? (", |one GPU - host| " + std::to_string(host_error)).c_str() : "",
                   good ? "ok" : "MISMATCH");
     }

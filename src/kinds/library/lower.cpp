@@ -166,10 +166,17 @@ cudaGraphNode_t add_native(const LibraryOp& op, NativeNode& node) {
   if (node.in_conditional_body) {
     const std::string refused = refused_in_conditional_body(body.get(), node.path);
     if (!refused.empty()) {
-      throw CudaError(cudaErrorNotSupported, "recording the library call", node.path,
-                      "its call recorded " + refused + ", which CUDA does not allow inside a conditional node's "
-                      "body (kernel, copy, memset, empty, child and conditional nodes only): call it outside the "
-                      "conditional node, or make it enqueue only kernels, copies and fills");
+      std::string detail = "its call recorded " + refused +
+                           ", which CUDA does not allow inside a conditional node's body (kernel, copy, memset, "
+                           "empty, child and conditional nodes only): call it outside the conditional node, or make "
+                           "it enqueue only kernels, copies and fills";
+      if (refused.find("event") != std::string::npos) {
+        // What NCCL records for several ranks: its own ordering of the communicator's launches.
+        detail += " (NCCL with several ranks orders each call after the communicator's other launches with event "
+                  "nodes; NCCL_GRAPH_MIXING_SUPPORT=0, set before NCCL initialises, leaves them out, and then the "
+                  "program must not run a communicator's graphs and other calls at once)";
+      }
+      throw CudaError(cudaErrorNotSupported, "recording the library call", node.path, detail);
     }
   }
   cudaGraphNodeParams params{};
