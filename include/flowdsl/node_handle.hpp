@@ -118,7 +118,6 @@ class NodeHandleBase {
     (detail::add_edge(*state_, Target(predecessors), Target(*this), id_), ...);
     return self();
   }
-  /// \brief Every node given (handles or names of the same body) runs after this one.
   /// \brief A programmatic edge from `predecessor` (EdgeKind::programmatic): both must be
   /// kernel nodes, and this kernel must wait for the predecessor's results before reading them
   /// (every built-in kernel does).
@@ -127,6 +126,7 @@ class NodeHandleBase {
     detail::add_edge(*state_, Target(predecessor), Target(*this), id_, EdgeKind::programmatic);
     return self();
   }
+  /// \brief Every node given (handles or names of the same body) runs after this one.
   template <class... Ts>
   Derived& before(const Ts&... successors) {
     (detail::add_edge(*state_, Target(*this), Target(successors), id_), ...);
