@@ -2,7 +2,7 @@
 # NCCL collectives on the GPU machine, from a build carried there (see docs/multi-gpu.md).
 # One GPU: the one-rank tests, samples and bench (the plumbing). Two or more GPUs: the same under
 # mpirun with one process per GPU (the gpu test with and without NCCL's graph-mixing event nodes),
-# the tensor-parallel MLP at 1, 2, 4 and 8 chunks, three runs of the all-reduce bench and of the
+# the tensor-parallel MLP at 1, 2, 4 and 8 chunks (and 4 and 8 tapered), three runs of the all-reduce bench and of the
 # tensor-parallel MLP, and `flowdsl run` of samples/allreduce.json on every rank with its outputs
 # checked.
 # Usage: bench/nccl_device.sh <build folder> <output folder>
@@ -67,6 +67,9 @@ if [ "$gpus" -ge 2 ]; then
   # The tensor-parallel MLP's pipeline: how many chunks of rows at the largest bucket.
   for c in 1 2 4 8; do
     step "tp_mlp_2_chunks$c" "${mpi[@]}" ./samples/tp_mlp --rows 4096 --chunks "$c"
+  done
+  for c in 4 8; do
+    step "tp_mlp_2_chunks${c}_taper" "${mpi[@]}" ./samples/tp_mlp --rows 4096 --chunks "$c" --taper
   done
   for i in 1 2 3; do
     step "nccl_allreduce_2_run$i" "${mpi[@]}" ./bench/nccl_allreduce --json "$out/allreduce_2_run$i.json"

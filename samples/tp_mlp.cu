@@ -32,11 +32,18 @@ namespace {
 
 using sample::DeviceArray;
 
+// How a bucket's rows go through the tensor-parallel graph.
+struct Pipeline {
+  int chunks = 4;      // up to this many chunks, of 512 rows or more on average
+  bool taper = false;  // chunk sizes falling k, k - 1, ..., 1 (the last all-reduce, which
+                       // nothing overlaps, is then the smallest)
+};
+
 struct Options {
   std::vector<int> rows{16, 128, 1024, 4096};
   int width = 4096, hidden = 16384, out = 4096;
   int iterations = 100;
-  int chunks = 4;  // pipeline pieces of the largest buckets (tensor_parallel)
+  Pipeline pipeline;
 };
 
 float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
@@ -105,13 +112,19 @@ struct Chunk {
   int first, count;
 };
 
-// The bucket's rows in `chunks` pieces of at least 512 rows (8-row multiples, so each piece's
-// pointers stay 16-byte aligned); fewer when the bucket is small.
-std::vector<Chunk> chunks_of(int rows, int chunks) {
-  const int k = std::max(1, std::min(chunks, rows / 512));
-  const int step = ((rows + k - 1) / k + 7) & ~7;
+// The bucket's rows in pieces (8-row multiples, so each piece's pointers stay 16-byte aligned);
+// fewer pieces when the bucket is small.
+std::vector<Chunk> chunks_of(int rows, const Pipeline& p) {
+  const int k = std::max(1, std::min(p.chunks, rows / 512));
+  const long weights = p.taper ? long(k) * (k + 1) / 2 : k;
   std::vector<Chunk> out;
-  for (int first = 0; first < rows; first += step) out.push_back({first, std::min(step, rows - first)});
+  int first = 0;
+  for (int i = 0; i < k && first < rows; ++i) {
+    const long weight = p.taper ? k - i : 1;
+    const int size = i + 1 == k ? rows - first : std::max(8, int((rows * weight / weights + 7) & ~7L));
+    out.push_back({first, std::min(size, rows - first)});
+    first += out.back().count;
+  }
   return out;
 }
 
@@ -121,12 +134,12 @@ std::vector<Chunk> chunks_of(int rows, int chunks) {
 // multiplies the next. The matmuls form one chain and the all-reduces another (every rank's
 // collectives in the same order). Without `all_reduce`, the matmuls alone (what the collectives
 // add is the difference).
-flowdsl::Graph tensor_parallel(const Model& m, const Activations& a, const nccl::Communicator& comm, int rows, int chunks,
-                               bool all_reduce = true) {
+flowdsl::Graph tensor_parallel(const Model& m, const Activations& a, const nccl::Communicator& comm, int rows,
+                               const Pipeline& pipeline, bool all_reduce = true) {
   flowdsl::Graph g;
   const bool adds_bias = comm.rank() == 0;
   std::string compute, reduce;  // the chains' last nodes
-  for (const Chunk& c : chunks_of(rows, chunks)) {
+  for (const Chunk& c : chunks_of(rows, pipeline)) {
     const std::string at = "@" + std::to_string(c.first);
     auto linear1 = fk::cublaslt_matmul(g, "linear1" + at, c.count, m.shard, m.width,
                                        static_cast<const bf16*>(a.x.get()) + std::size_t(c.first) * m.width,
@@ -228,11 +241,13 @@ int main(int argc, char** argv) {
   app.add_option("--hidden", o.hidden, "hidden features (a multiple of 8 x the number of ranks)")->check(CLI::Range(8, 262144));
   app.add_option("--out", o.out, "output features")->check(CLI::Range(8, 65536));
   app.add_option("--iterations", o.iterations, "timed launches per bucket")->check(CLI::Range(1, 100000));
-  app.add_option("--chunks", o.chunks, "pipeline the rows in up to this many chunks of >= 512 rows (1: no pipeline)")
+  app.add_option("--chunks", o.pipeline.chunks,
+                 "pipeline the rows in up to this many chunks, of >= 512 rows on average (1: no pipeline)")
       ->check(CLI::Range(1, 64));
+  app.add_flag("--taper", o.pipeline.taper, "chunk sizes falling k, k - 1, ..., 1 instead of equal");
   app.add_flag("--quick", quick, "a small model and two buckets (the ctest run)");
   CLI11_PARSE(app, argc, argv);
-  if (quick) o = Options{{16, 256, 1024}, 512, 1024, 256, 20, o.chunks};
+  if (quick) o = Options{{16, 256, 1024}, 512, 1024, 256, 20, o.pipeline};
   if (!sample::have_device()) return sample::skipped;
 
   try {
@@ -256,7 +271,7 @@ int main(int argc, char** argv) {
     bool ok = true;
     for (const int rows : o.rows) {
       if (rows < 1) continue;
-      const flowdsl::Graph tp = tensor_parallel(m, a, comm, rows, o.chunks);
+      const flowdsl::Graph tp = tensor_parallel(m, a, comm, rows, o.pipeline);
       const flowdsl::Graph one = one_gpu(m, a, rows);
       SAMPLE_CHECK(cudaMemset(a.y_tp.get(), 0xff, a.y_tp.bytes()));  // poisoned: an unwritten value fails
       SAMPLE_CHECK(cudaMemset(a.y_one.get(), 0xff, a.y_one.bytes()));
@@ -279,11 +294,11 @@ int main(int argc, char** argv) {
       const double tp_us = time_launches(runtime, tp, stream.get(), o.iterations);
       const double one_us = time_launches(runtime, one, stream.get(), o.iterations);
       const double matmuls_us =
-          time_launches(runtime, tensor_parallel(m, a, comm, rows, o.chunks, false), stream.get(), o.iterations);
-      const std::size_t pieces = chunks_of(rows, o.chunks).size();
-      std::printf("rank %d rows %5d (%zu chunk%s): tensor-parallel %9.1f us (matmuls alone %9.1f), one GPU %9.1f us, "
+          time_launches(runtime, tensor_parallel(m, a, comm, rows, o.pipeline, false), stream.get(), o.iterations);
+      const std::size_t pieces = chunks_of(rows, o.pipeline).size();
+      std::printf("rank %d rows %5d (%zu chunk%s%s): tensor-parallel %9.1f us (matmuls alone %9.1f), one GPU %9.1f us, "
                   "speed-up %.2fx; |tp - one GPU| %.2e%s %s\n",
-                  rank, rows, pieces, pieces == 1 ? "" : "s", tp_us, matmuls_us, one_us, one_us / tp_us, tp_error,
+                  rank, rows, pieces, pieces == 1 ? "" : "s", pieces > 1 && o.pipeline.taper ? ", tapered" : "", tp_us, matmuls_us, one_us, one_us / tp_us, tp_error,
                   rank == 0 && rows == o.rows.front() ? (", |one GPU - host| " + std::to_string(host_error)).c_str() : "",
                   good ? "ok" : "MISMATCH");
     }
