@@ -2,9 +2,9 @@
 # NCCL collectives on the GPU machine, from a build carried there (see docs/multi-gpu.md).
 # One GPU: the one-rank tests, samples and bench (the plumbing). Two or more GPUs: the same under
 # mpirun with one process per GPU (the gpu test with and without NCCL's graph-mixing event nodes),
-# the tensor-parallel MLP at 1, 2, 4 and 8 chunks (and 4 and 8 tapered), three runs of the all-reduce bench and of the
-# tensor-parallel MLP, and `flowdsl run` of samples/allreduce.json on every rank with its outputs
-# checked.
+# the tensor-parallel MLP at 1, 2, 4 and 8 chunks (and 4 and 8 tapered), three runs of the
+# all-reduce bench and of the tensor-parallel MLP, and `flowdsl run` of samples/allreduce.json on
+# every rank with its outputs checked.
 # Usage: bench/nccl_device.sh <build folder> <output folder>
 set -uo pipefail
 build=${1:?build folder}
