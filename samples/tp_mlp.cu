@@ -4,7 +4,7 @@
 // flowdsl graph per row bucket on every rank (a launch is a collective: every rank launches the
 // same graphs in the same order). Each rank also runs the whole MLP on its own GPU (the one-GPU
 // graph) and checks the tensor-parallel output against it; rank 0 checks rows of that against a
-// host reference. Both are timed, launches back to back.
+// host reference. Both are timed, launches back to back, in rounds taking turns.
 //
 //   ./tp_mlp                                          one rank (the all-reduce is a copy)
 //   NCCL_NVLS_ENABLE=0 mpirun -np 2 ./tp_mlp           one rank per GPU of this host
@@ -217,6 +217,11 @@ std::vector<float> host_rows(const Model& m, const std::vector<float>& x, int co
   return y;
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 // Microseconds per launch of `g`, `iterations` launches back to back after a warm-up.
 double time_launches(flowdsl::Runtime& runtime, const flowdsl::Graph& g, cudaStream_t stream, int iterations) {
   for (int i = 0; i < 5; ++i) runtime.launch(g, stream);
@@ -240,7 +245,7 @@ int main(int argc, char** argv) {
   app.add_option("--width", o.width, "input and output features")->check(CLI::Range(8, 65536));
   app.add_option("--hidden", o.hidden, "hidden features (a multiple of 8 x the number of ranks)")->check(CLI::Range(8, 262144));
   app.add_option("--out", o.out, "output features")->check(CLI::Range(8, 65536));
-  app.add_option("--iterations", o.iterations, "timed launches per bucket")->check(CLI::Range(1, 100000));
+  app.add_option("--iterations", o.iterations, "timed launches per bucket and round (five rounds)")->check(CLI::Range(1, 100000));
   app.add_option("--chunks", o.pipeline.chunks,
                  "pipeline the rows in up to this many chunks, of >= 512 rows on average (1: no pipeline)")
       ->check(CLI::Range(1, 64));
@@ -291,10 +296,16 @@ int main(int argc, char** argv) {
       }
       const bool good = tp_error <= 2e-2 && host_error <= 2e-2;
       ok = ok && good;
-      const double tp_us = time_launches(runtime, tp, stream.get(), o.iterations);
-      const double one_us = time_launches(runtime, one, stream.get(), o.iterations);
-      const double matmuls_us =
-          time_launches(runtime, tensor_parallel(m, a, comm, rows, o.pipeline, false), stream.get(), o.iterations);
+      // Five rounds taking turns, medians: the GPU's clocks drift under minutes of matmuls, and
+      // each variant should see every state of them.
+      const flowdsl::Graph matmuls = tensor_parallel(m, a, comm, rows, o.pipeline, false);
+      std::vector<double> tp_times, one_times, matmul_times;
+      for (int round = 0; round < 5; ++round) {
+        tp_times.push_back(time_launches(runtime, tp, stream.get(), o.iterations));
+        one_times.push_back(time_launches(runtime, one, stream.get(), o.iterations));
+        matmul_times.push_back(time_launches(runtime, matmuls, stream.get(), o.iterations));
+      }
+      const double tp_us = median(tp_times), one_us = median(one_times), matmuls_us = median(matmul_times);
       const std::size_t pieces = chunks_of(rows, o.pipeline).size();
       std::printf("rank %d rows %5d (%zu chunk%s%s): tensor-parallel %9.1f us (matmuls alone %9.1f), one GPU %9.1f us, "
                   "speed-up %.2fx; |tp - one GPU| %.2e%s %s\n",
