@@ -143,8 +143,9 @@ flowdsl::Graph tensor_parallel(const Model& m, const Activations& a, const nccl:
     const std::string at = "@" + std::to_string(c.first);
     auto linear1 = fk::cublaslt_matmul(g, "linear1" + at, c.count, m.shard, m.width,
                                        static_cast<const bf16*>(a.x.get()) + std::size_t(c.first) * m.width,
-                                       static_cast<const bf16*>(m.w1_shard.get()), static_cast<const bf16*>(m.b1_shard.get()),
-                                       fk::Epilogue::bias_gelu, a.h_shard.get() + std::size_t(c.first) * m.shard);
+                                       static_cast<const bf16*>(m.w1_shard.get()),
+                                       static_cast<const bf16*>(m.b1_shard.get()), fk::Epilogue::bias_gelu,
+                                       a.h_shard.get() + std::size_t(c.first) * m.shard);
     if (!compute.empty()) linear1.after(compute);
     float* partial = a.partial.get() + std::size_t(c.first) * m.out;
     auto linear2 = fk::cublaslt_matmul(g, "linear2" + at, c.count, m.out, m.shard,
@@ -245,7 +246,8 @@ int main(int argc, char** argv) {
   app.add_option("--width", o.width, "input and output features")->check(CLI::Range(8, 65536));
   app.add_option("--hidden", o.hidden, "hidden features (a multiple of 8 x the number of ranks)")->check(CLI::Range(8, 262144));
   app.add_option("--out", o.out, "output features")->check(CLI::Range(8, 65536));
-  app.add_option("--iterations", o.iterations, "timed launches per bucket and round (five rounds)")->check(CLI::Range(1, 100000));
+  app.add_option("--iterations", o.iterations, "timed launches per bucket and round (five rounds)")
+      ->check(CLI::Range(1, 100000));
   app.add_option("--chunks", o.pipeline.chunks,
                  "pipeline the rows in up to this many chunks, of >= 512 rows on average (1: no pipeline)")
       ->check(CLI::Range(1, 64));
@@ -309,7 +311,8 @@ int main(int argc, char** argv) {
       const std::size_t pieces = chunks_of(rows, o.pipeline).size();
       std::printf("rank %d rows %5d (%zu chunk%s%s): tensor-parallel %9.1f us (matmuls alone %9.1f), one GPU %9.1f us, "
                   "speed-up %.2fx; |tp - one GPU| %.2e%s %s\n",
-                  rank, rows, pieces, pieces == 1 ? "" : "s", pieces > 1 && o.pipeline.taper ? ", tapered" : "", tp_us, matmuls_us, one_us, one_us / tp_us, tp_error,
+                  rank, rows, pieces, pieces == 1 ? "" : "s", pieces > 1 && o.pipeline.taper ? ", tapered" : "", tp_us,
+                  matmuls_us, one_us, one_us / tp_us, tp_error,
                   rank == 0 && rows == o.rows.front() ? (", |one GPU - host| " + std::to_string(host_error)).c_str() : "",
                   good ? "ok" : "MISMATCH");
     }
