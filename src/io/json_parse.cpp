@@ -342,10 +342,9 @@ class GraphFileReader {
     const std::size_t i = nodes_seen_++;
     if (i < limits_.max_nodes && !node_error_) {
       const CompactJson node = node_.finish();
-      NodeSpec spec;
       try {
-        json_detail::read_node(node.root(), spec, scratch_);
-        keep(std::move(spec));
+        json_detail::read_node(node.root(), spec_, scratch_);
+        keep(std::move(spec_));  // read_node resets it, moved from, for the next node
       } catch (const JsonError& e) {
         std::vector<JsonProblem> problems = e.problems();
         for (JsonProblem& p : problems) p.pointer = "/nodes" + token(i) + p.pointer;
@@ -390,6 +389,7 @@ class GraphFileReader {
   CompactJson::Builder node_;     ///< the top-level node being read
   std::vector<Frame> frames_;     ///< its containers open, innermost last
   CompactJson::Builder scratch_;  ///< the fields of the node being read
+  NodeSpec spec_;                 ///< the node being read, then kept (moved from)
   std::vector<std::vector<NodeSpec>> node_chunks_;  ///< the nodes read (see keep)
   std::size_t nodes_seen_ = 0;
   std::optional<JsonError> node_error_;  ///< the first node that failed to read (pointer from the top)

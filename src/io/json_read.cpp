@@ -137,7 +137,9 @@ const std::vector<std::string_view>& allowed_members(io::Tag<Op> tag) {
 }  // namespace
 
 void json_detail::read_node(Ref j, NodeSpec& v, CompactJson::Builder& scratch) {
-  v = NodeSpec{};
+  // Null fields rather than the default's empty object: the kind's reader below sets them, and a
+  // node read this way then allocates nothing it throws away.
+  v = NodeSpec{{}, {}, CompactJson(), {}, {}, {}, {}, {}};
   v.name = get_string(j, "name");
   // Refused here, at its member: bound, a name holding '/' would read as a path into a body.
   // An empty name is reported by validation, with the node's other problems.
