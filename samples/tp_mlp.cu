@@ -37,6 +37,8 @@ struct Pipeline {
   int chunks = 4;      // up to this many chunks, of 512 rows or more on average
   bool taper = false;  // chunk sizes falling k, k - 1, ..., 1 (the last all-reduce, which
                        // nothing overlaps, is then the smallest)
+  bool bf16_sum = false;  // partial outputs rounded to bf16 and summed in bf16 (half the bytes),
+                          // then widened to f32
 };
 
 struct Options {
@@ -75,6 +77,7 @@ struct Model {
   std::vector<float> w1, b1, w2, b2;  // whole, bf16-rounded values (b2 in float)
   DeviceArray<bf16> w1_all, b1_all, w2_all, w1_shard, b1_shard, w2_shard;
   DeviceArray<float> b2_dev;
+  DeviceArray<bf16> b2_bf16;  // the same values (b2 is bf16-rounded)
 
   Model(const Options& o, int rank, int world)
       : width(o.width), hidden(o.hidden), out(o.out), shard(o.hidden / world),
@@ -95,6 +98,7 @@ struct Model {
     b1_shard = device_of(to_bf16(b1s));
     w2_shard = device_of(to_bf16(w2s));
     b2_dev = device_of(b2);
+    b2_bf16 = device_of(to_bf16(b2));
   }
 };
 
@@ -102,9 +106,11 @@ struct Model {
 struct Activations {
   DeviceArray<bf16> x, h_all, h_shard;
   DeviceArray<float> partial, y_tp, y_one;
+  DeviceArray<bf16> partial_bf16, sum_bf16;  // Pipeline::bf16_sum
   Activations(const Model& m, int rows, const std::vector<float>& x_host)
       : x(device_of(to_bf16(x_host))), h_all(std::size_t(rows) * m.hidden), h_shard(std::size_t(rows) * m.shard),
-        partial(std::size_t(rows) * m.out), y_tp(std::size_t(rows) * m.out), y_one(std::size_t(rows) * m.out) {}
+        partial(std::size_t(rows) * m.out), y_tp(std::size_t(rows) * m.out), y_one(std::size_t(rows) * m.out),
+        partial_bf16(std::size_t(rows) * m.out), sum_bf16(std::size_t(rows) * m.out) {}
 };
 
 // Rows [first, first + count) of a bucket: one chunk of the pipeline.
@@ -147,17 +153,37 @@ flowdsl::Graph tensor_parallel(const Model& m, const Activations& a, const nccl:
                                        static_cast<const bf16*>(m.b1_shard.get()), fk::Epilogue::bias_gelu,
                                        a.h_shard.get() + std::size_t(c.first) * m.shard);
     if (!compute.empty()) linear1.after(compute);
-    float* partial = a.partial.get() + std::size_t(c.first) * m.out;
-    auto linear2 = fk::cublaslt_matmul(g, "linear2" + at, c.count, m.out, m.shard,
-                                       static_cast<const bf16*>(a.h_shard.get()) + std::size_t(c.first) * m.shard,
+    const std::size_t at_out = std::size_t(c.first) * m.out, count = std::size_t(c.count) * m.out;
+    const bf16* h = a.h_shard.get() + std::size_t(c.first) * m.shard;
+    const fk::Epilogue epilogue = adds_bias ? fk::Epilogue::bias : fk::Epilogue::none;
+    if (pipeline.bf16_sum) {
+      bf16* partial = a.partial_bf16.get() + at_out;
+      auto linear2 = fk::cublaslt_matmul(g, "linear2" + at, c.count, m.out, m.shard, h,
+                                         static_cast<const bf16*>(m.w2_shard.get()),
+                                         adds_bias ? static_cast<const bf16*>(m.b2_bf16.get()) : nullptr, epilogue,
+                                         partial)
+                         .after(linear1);
+      compute = linear2.name();
+      if (!all_reduce) continue;
+      auto sum = nccl::all_reduce(g, "all_reduce" + at, comm, partial, a.sum_bf16.get() + at_out, count, ncclBfloat16,
+                                  ncclSum)
+                     .after(linear2);
+      fk::cast(g, "widen" + at, static_cast<std::int64_t>(count), static_cast<const bf16*>(a.sum_bf16.get()) + at_out,
+               a.y_tp.get() + at_out)
+          .after(sum);
+      if (!reduce.empty()) sum.after(reduce);
+      reduce = sum.name();
+      continue;
+    }
+    float* partial = a.partial.get() + at_out;
+    auto linear2 = fk::cublaslt_matmul(g, "linear2" + at, c.count, m.out, m.shard, h,
                                        static_cast<const bf16*>(m.w2_shard.get()),
-                                       adds_bias ? static_cast<const float*>(m.b2_dev.get()) : nullptr,
-                                       adds_bias ? fk::Epilogue::bias : fk::Epilogue::none, partial)
+                                       adds_bias ? static_cast<const float*>(m.b2_dev.get()) : nullptr, epilogue,
+                                       partial)
                        .after(linear1);
     compute = linear2.name();
     if (!all_reduce) continue;
-    auto sum = nccl::all_reduce(g, "all_reduce" + at, comm, partial, a.y_tp.get() + std::size_t(c.first) * m.out,
-                                std::size_t(c.count) * m.out, ncclFloat32, ncclSum)
+    auto sum = nccl::all_reduce(g, "all_reduce" + at, comm, partial, a.y_tp.get() + at_out, count, ncclFloat32, ncclSum)
                    .after(linear2);
     if (!reduce.empty()) sum.after(reduce);
     reduce = sum.name();
@@ -252,6 +278,8 @@ int main(int argc, char** argv) {
                  "pipeline the rows in up to this many chunks, of >= 512 rows on average (1: no pipeline)")
       ->check(CLI::Range(1, 64));
   app.add_flag("--taper", o.pipeline.taper, "chunk sizes falling k, k - 1, ..., 1 instead of equal");
+  app.add_flag("--sum-bf16", o.pipeline.bf16_sum,
+               "all-reduce the partial outputs as bf16 (half the bytes), then widen the sum to f32");
   app.add_flag("--quick", quick, "a small model and two buckets (the ctest run)");
   CLI11_PARSE(app, argc, argv);
   if (quick) o = Options{{16, 256, 1024}, 512, 1024, 256, 20, o.pipeline};
@@ -269,8 +297,9 @@ int main(int argc, char** argv) {
     const std::vector<float> x = random_bf16(std::size_t(max_rows) * o.width, 5, 1.0f);
     const Activations a(m, max_rows, x);
     if (rank == 0) {
-      std::printf("tensor-parallel MLP %d -> %d (gelu) -> %d, bf16 weights, f32 out, %d rank%s (NCCL %d)\n", o.width,
-                  o.hidden, o.out, world, world == 1 ? "" : "s", nccl::library_version());
+      std::printf("tensor-parallel MLP %d -> %d (gelu) -> %d, bf16 weights, f32 out%s, %d rank%s (NCCL %d)\n", o.width,
+                  o.hidden, o.out, o.pipeline.bf16_sum ? " (partial outputs summed in bf16)" : "", world,
+                  world == 1 ? "" : "s", nccl::library_version());
     }
 
     flowdsl::Runtime runtime;
