@@ -170,6 +170,8 @@ TEST_CASE("A graph with a collective relaunched 1000 times", "[nccl][gpu]") {
   CHECK(s.misses == 1);
 }
 
+namespace {
+
 // With several ranks NCCL orders each captured call after the communicator's earlier launches,
 // from any graph or stream, through an event wait node and an event record node, unless
 // NCCL_GRAPH_MIXING_SUPPORT=0 (read once, when NCCL initialises). CUDA refuses event nodes in
@@ -180,8 +182,8 @@ bool nccl_records_event_nodes(int world) {
 }
 
 void check_refused_in_body(flowdsl::Runtime& runtime, const flowdsl::Graph& g, const Fixture& f, const char* path) {
-  CHECK_THROWS_WITH(runtime.launch(g, f.stream.get()),
-                    contains(std::string("'") + path + "'") && contains("event") && contains("NCCL_GRAPH_MIXING_SUPPORT=0"));
+  CHECK_THROWS_WITH(runtime.launch(g, f.stream.get()), contains(std::string("'") + path + "'") && contains("event") &&
+                                                            contains("NCCL_GRAPH_MIXING_SUPPORT=0"));
   // Usable afterwards: a collective outside any body runs.
   DeviceBuffer<float> y{n};
   flowdsl::Graph plain;
@@ -190,6 +192,8 @@ void check_refused_in_body(flowdsl::Runtime& runtime, const flowdsl::Graph& g, c
   CUDA_REQUIRE(cudaStreamSynchronize(f.stream.get()));
   CHECK(mismatches(y.download(), f.sum_of_inputs()) == 0);
 }
+
+}  // namespace
 
 TEST_CASE("Collectives run inside WHILE and IF bodies", "[nccl][gpu][conditional]") {
   Fixture f;
