@@ -156,37 +156,28 @@ flowdsl::Graph tensor_parallel(const Model& m, const Activations& a, const nccl:
     const std::size_t at_out = std::size_t(c.first) * m.out, count = std::size_t(c.count) * m.out;
     const bf16* h = a.h_shard.get() + std::size_t(c.first) * m.shard;
     const fk::Epilogue epilogue = adds_bias ? fk::Epilogue::bias : fk::Epilogue::none;
-    if (pipeline.bf16_sum) {
-      bf16* partial = a.partial_bf16.get() + at_out;
+    // Layer 2 into `partial` (f32, or bf16 to be summed in bf16), then its all-reduce into `sum`
+    // after the previous chunk's; false when the graph has no collectives.
+    const auto layer2 = [&](auto* partial, const auto* bias, auto* sum, ncclDataType_t type) {
       auto linear2 = fk::cublaslt_matmul(g, "linear2" + at, c.count, m.out, m.shard, h,
-                                         static_cast<const bf16*>(m.w2_shard.get()),
-                                         adds_bias ? static_cast<const bf16*>(m.b2_bf16.get()) : nullptr, epilogue,
-                                         partial)
+                                         static_cast<const bf16*>(m.w2_shard.get()), adds_bias ? bias : nullptr,
+                                         epilogue, partial)
                          .after(linear1);
       compute = linear2.name();
-      if (!all_reduce) continue;
-      auto sum = nccl::all_reduce(g, "all_reduce" + at, comm, partial, a.sum_bf16.get() + at_out, count, ncclBfloat16,
-                                  ncclSum)
-                     .after(linear2);
+      if (!all_reduce) return false;
+      auto summed = nccl::all_reduce(g, "all_reduce" + at, comm, partial, sum, count, type, ncclSum).after(linear2);
+      if (!reduce.empty()) summed.after(reduce);
+      reduce = summed.name();
+      return true;
+    };
+    if (!pipeline.bf16_sum) {
+      layer2(a.partial.get() + at_out, static_cast<const float*>(m.b2_dev.get()), a.y_tp.get() + at_out, ncclFloat32);
+    } else if (layer2(a.partial_bf16.get() + at_out, static_cast<const bf16*>(m.b2_bf16.get()),
+                      a.sum_bf16.get() + at_out, ncclBfloat16)) {
       fk::cast(g, "widen" + at, static_cast<std::int64_t>(count), static_cast<const bf16*>(a.sum_bf16.get()) + at_out,
                a.y_tp.get() + at_out)
-          .after(sum);
-      if (!reduce.empty()) sum.after(reduce);
-      reduce = sum.name();
-      continue;
+          .after(reduce);
     }
-    float* partial = a.partial.get() + at_out;
-    auto linear2 = fk::cublaslt_matmul(g, "linear2" + at, c.count, m.out, m.shard, h,
-                                       static_cast<const bf16*>(m.w2_shard.get()),
-                                       adds_bias ? static_cast<const float*>(m.b2_dev.get()) : nullptr, epilogue,
-                                       partial)
-                       .after(linear1);
-    compute = linear2.name();
-    if (!all_reduce) continue;
-    auto sum = nccl::all_reduce(g, "all_reduce" + at, comm, partial, a.y_tp.get() + at_out, count, ncclFloat32, ncclSum)
-                   .after(linear2);
-    if (!reduce.empty()) sum.after(reduce);
-    reduce = sum.name();
   }
   return g;
 }
