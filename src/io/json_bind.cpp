@@ -11,6 +11,7 @@
 #include "flowdsl/json.hpp"
 #include "io_facets.hpp"
 #include "log_internal.hpp"
+#include "name_index.hpp"
 
 namespace flowdsl {
 namespace {
@@ -240,12 +241,14 @@ class Binder final : public io::NodeBinder {
 
   // One array of nodes being bound (the top level or a body), for the names resolved from it.
   struct Frame {
-    explicit Frame(const std::vector<NodeSpec>& specs) : nodes(specs), handles(specs.size()) {
-      by_name.reserve(specs.size());
-      for (std::size_t i = 0; i < specs.size(); ++i) by_name.emplace(specs[i].name, i);
-    }
+    struct NameOf {
+      const std::vector<NodeSpec>* nodes;
+      std::string_view operator()(std::size_t i) const noexcept { return (*nodes)[i].name; }
+    };
+    explicit Frame(const std::vector<NodeSpec>& specs)
+        : nodes(specs), by_name(specs.size(), NameOf{&specs}), handles(specs.size()) {}
     const std::vector<NodeSpec>& nodes;
-    std::unordered_map<std::string_view, std::size_t> by_name;  ///< first node with each name
+    detail::NameIndex<NameOf> by_name;  ///< first node with each name
     std::vector<std::optional<NodeHandle>> handles;             ///< per node, once declared
     /// Per node not declared yet: what to do with its condition once it is.
     std::unordered_map<std::size_t, std::vector<std::function<void(Condition)>>> waiting;
@@ -295,9 +298,9 @@ class Binder final : public io::NodeBinder {
   bool condition(const std::string& name, const std::string& suffix, std::function<void(Condition)> set) override {
     for (auto it = frames_.rbegin(); it != frames_.rend(); ++it) {
       Frame& frame = **it;
-      const auto found = frame.by_name.find(name);
-      if (found == frame.by_name.end()) continue;
-      const NodeSpec& target = frame.nodes[found->second];
+      const std::optional<std::uint32_t> found = frame.by_name.find(name);
+      if (!found) continue;
+      const NodeSpec& target = frame.nodes[*found];
       bool conditional = false;
       io::with_kind(target.kind, [&](auto tag) { conditional = io::holds_condition(tag); });
       if (!conditional) {
@@ -305,10 +308,10 @@ class Binder final : public io::NodeBinder {
                             ") is not a conditional node (if, while or switch): it has no condition to set");
         return false;
       }
-      if (const auto& handle = frame.handles[found->second]) {
+      if (const auto& handle = frame.handles[*found]) {
         set(detail::condition_of(graph_.state(), handle->id()));
       } else {
-        frame.waiting[found->second].push_back(std::move(set));
+        frame.waiting[*found].push_back(std::move(set));
       }
       return true;
     }
@@ -335,8 +338,8 @@ class Binder final : public io::NodeBinder {
       const NodeSpec& node = nodes[i];
       const std::optional<NodeHandle>& handle = frame.handles[i];
       for (std::size_t j = 0; j < node.after.size(); ++j) {
-        const auto found = frame.by_name.find(node.after[j]);
-        if (found == frame.by_name.end()) {
+        const std::optional<std::uint32_t> found = frame.by_name.find(node.after[j]);
+        if (!found) {
           problems_.push_back(
               {array + token(i) + "/after" + token(j), "dependency on unknown node " + quoted_name(node.after[j])});
           continue;
@@ -346,7 +349,7 @@ class Binder final : public io::NodeBinder {
         // to, without a lookup in the builder's index of names.
         const bool programmatic = std::binary_search(node.programmatic.begin(), node.programmatic.end(),
                                                      static_cast<std::uint32_t>(j));
-        const auto& before = frame.handles[found->second];
+        const auto& before = frame.handles[*found];
         if (programmatic && before) {
           NodeHandle(*handle).after(*before, flowdsl::programmatic);
         } else if (programmatic) {
