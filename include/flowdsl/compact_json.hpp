@@ -231,24 +231,28 @@ inline std::optional<CompactJson::Ref> CompactJson::Ref::find(std::string_view k
   if (!is_object()) return std::nullopt;
   const Cell* cells = owner_->cells();
   const char* strings = owner_->strings();
-  std::optional<Ref> found;
   const auto end = static_cast<std::uint32_t>(cells[cell_].payload);
+  std::uint32_t found = 0;  // a member's cell is never 0 (its object's comes first)
   if (key.empty()) {
     for (std::uint32_t k = cell_ + 1; k != end; k = skip(cells, k)) {
-      if (key_size(cells[k]) == 0) found = Ref(owner_, k);
+      if (key_size(cells[k]) == 0) found = k;
     }
-    return found;
+    return found != 0 ? std::optional<Ref>(Ref(owner_, found)) : std::nullopt;
   }
+  const char first = key[0];
+  const char* rest = key.data() + 1;
+  const std::size_t rest_size = key.size() - 1;
   for (std::uint32_t k = cell_ + 1; k != end; k = skip(cells, k)) {
     const Cell& c = cells[k];
     // The first byte (readable even for an empty key: a zero byte follows the strings), then
-    // the size, then the bytes: keys of a node are short and most differ in their first byte.
-    if (strings[c.next] == key[0] && key_size(c) == key.size() &&
-        std::memcmp(strings + c.next, key.data(), key.size()) == 0) {
-      found = Ref(owner_, k);  // the last of a repeated key, as a DOM keeps
-    }
+    // the size, then the other bytes: a node's keys are short and most differ in their first.
+    const char* s = strings + c.next;
+    if (*s != first || key_size(c) != key.size()) continue;
+    std::size_t i = 0;
+    while (i < rest_size && s[1 + i] == rest[i]) ++i;
+    if (i == rest_size) found = k;  // the last of a repeated key, as a DOM keeps
   }
-  return found;
+  return found != 0 ? std::optional<Ref>(Ref(owner_, found)) : std::nullopt;
 }
 
 inline CompactJson::Ref::Members CompactJson::Ref::members() const noexcept {

@@ -181,14 +181,13 @@ const KernelInfo* find_entry(std::string_view name, const char* member, NodeBind
   return nullptr;
 }
 
-std::vector<CompactJson::Member> read_arguments(CompactJson::Ref node) {
-  const std::optional<CompactJson::Ref> args = optional_member(node, "args");
+std::vector<CompactJson::Member> read_arguments(const std::optional<CompactJson::Ref>& args) {
   if (!args) return {};
   if (!args->is_object()) fail("/args", "expected an object of arguments by parameter name, found " + type_of(*args));
   std::vector<CompactJson::Member> unique = unique_members(*args);
   for (const CompactJson::Member item : unique) {
     const CompactJson::Ref v = item.value;
-    within_made([&] { return "/args" + token(item.key); }, [&] {
+    within_made([&] { return pointer_to("/args", item.key); }, [&] {
       if (v.is_string() || v.is_object()) {
         BufferRef ref;
         from_json(v, ref);
@@ -218,7 +217,7 @@ bool bind_arguments(CompactJson::Ref args, const KernelInfo& entry, NodeBinder& 
   bool ok = true;
   values.reserve(args.size());
   for (const CompactJson::Member item : args.members()) {
-    const std::string where = "/args" + token(item.key);
+    const std::string where = pointer_to("/args", item.key);
     const std::size_t index = entry.index_of(item.key);
     if (index == entry.params.size()) {
       binder.problem(where, "unknown parameter " + quoted_name(std::string(item.key)) + " of " + entry_text(entry) +
@@ -237,7 +236,7 @@ bool bind_arguments(CompactJson::Ref args, const KernelInfo& entry, NodeBinder& 
   for (const KernelParam& p : entry.params) {
     if (values.size() == entry.params.size()) break;
     if (!args.contains(p.name)) {
-      binder.problem("/args" + token(p.name), "missing argument for parameter " + quoted_name(p.name) + " (" +
+      binder.problem(pointer_to("/args", p.name), "missing argument for parameter " + quoted_name(p.name) + " (" +
                                                   to_string(p.type) + ") of " + entry_text(entry));
       ok = false;
     }
@@ -255,7 +254,7 @@ json describe_arguments(const ArgumentPack& pack, const KernelInfo& entry, NodeD
   }
   for (std::size_t i = 0; i < pack.size(); ++i) {
     const KernelParam& p = entry.params[i];
-    const std::string where = "/args" + token(p.name);
+    const std::string where = pointer_to("/args", p.name);
     if (!pack.bound(i)) continue;  // the reader reports it missing, as validation would
     if (pack.slot_size(i) != p.type.size()) {
       describer.problem(where, "argument of " + std::to_string(pack.slot_size(i)) + " bytes for parameter " +

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,10 +21,10 @@ struct BoundArgument {
   unsigned char bytes[8];
 };
 
-/// Checks the "args" member of a node (absent: none) as read_json does: an object of numbers
+/// Checks a node's "args" member `args` (absent: none) as read_json does: an object of numbers
 /// and buffer references. Returns its members, each key once (the last of a repeated one).
 /// \throws JsonError relative to the node
-std::vector<CompactJson::Member> read_arguments(CompactJson::Ref node);
+std::vector<CompactJson::Member> read_arguments(const std::optional<CompactJson::Ref>& args);
 /// Appends "args" (as read_arguments returned them) to the fields `out` is writing: an empty
 /// object when the node has none.
 void write_arguments(CompactJson::Builder& out, const std::vector<CompactJson::Member>& args);

@@ -2,6 +2,7 @@
 // binding checks the rest); json_parse.cpp parses. Each kind reads its own members
 // (src/kinds/<kind>/io.cpp).
 #include <algorithm>
+#include <array>
 #include <limits>
 
 #include "flowdsl/json.hpp"
@@ -15,11 +16,11 @@ namespace {
 
 constexpr std::uint32_t u32_max = std::numeric_limits<std::uint32_t>::max();
 
-// Reads `array` element by element, each under its index.
-template <class T, class J>
-std::vector<T> read_array(const J& j, const char* key) {
+// Reads the member `key` found at `array` (a pointer or an optional: null when absent) element
+// by element, each under its index.
+template <class T, class Found>
+std::vector<T> read_found_array(const Found& array, const char* key) {
   std::vector<T> out;
-  const auto array = optional_member(j, key);
   if (!array) return out;
   if (!array->is_array()) fail(token(key), "expected an array, found " + type_of(*array));
   out.resize(array->size());
@@ -29,6 +30,12 @@ std::vector<T> read_array(const J& j, const char* key) {
     ++i;
   }
   return out;
+}
+
+// The same, of the member `key` of `j`.
+template <class T, class J>
+std::vector<T> read_array(const J& j, const char* key) {
+  return read_found_array<T>(optional_member(j, key), key);
 }
 
 template <class T>
@@ -50,8 +57,7 @@ ScalarType read_scalar_type(const json& j, const char* key) {
 }
 
 // "after": node names, or {"node": name, "programmatic": bool} for an edge of another kind.
-void read_after(Ref j, NodeSpec& v) {
-  const std::optional<Ref> array = optional_member(j, "after");
+void read_after(const std::optional<Ref>& array, NodeSpec& v) {
   if (!array) return;
   if (!array->is_array()) fail("/after", "expected an array of node names, found " + type_of(*array));
   v.after.reserve(array->size());
@@ -140,13 +146,15 @@ void json_detail::read_node(Ref j, NodeSpec& v, CompactJson::Builder& scratch) {
   // Null fields rather than the default's empty object: the kind's reader below sets them, and a
   // node read this way then allocates nothing it throws away.
   v = NodeSpec{{}, {}, CompactJson(), {}, {}, {}, {}, {}};
-  v.name = get_string(j, "name");
+  static constexpr std::array<std::string_view, 5> keys = {"name", "kind", "after", "reads", "writes"};
+  const auto [name, kind, after, reads, writes] = members_named(j, keys);
+  v.name = string_of(name, "name");
   // Refused here, at its member: bound, a name holding '/' would read as a path into a body.
   // An empty name is reported by validation, with the node's other problems.
   if (const std::string problem = node_name_problem(v.name); !v.name.empty() && !problem.empty()) {
     fail("/name", "the node name " + quoted_name(v.name) + " is not valid: " + problem);
   }
-  v.kind = get_string(j, "kind");
+  v.kind = string_of(kind, "kind");
   // The kind's members first, then the bodies and what every node has, so that the first
   // problem stays the same.
   const bool known = io::with_kind(v.kind, [&](auto tag) {
@@ -157,9 +165,9 @@ void json_detail::read_node(Ref j, NodeSpec& v, CompactJson::Builder& scratch) {
     for (const io::BodyMember& body : io::json_bodies(tag)) read_bodies(j, body, v.bodies, scratch);
   });
   if (!known) fail("/kind", "unknown node kind " + quoted_name(v.kind) + " (expected " + io::kind_names() + ")");
-  read_after(j, v);
-  v.reads = read_array<AccessSpec>(j, "reads");
-  v.writes = read_array<AccessSpec>(j, "writes");
+  read_after(after, v);
+  v.reads = read_found_array<AccessSpec>(reads, "reads");
+  v.writes = read_found_array<AccessSpec>(writes, "writes");
 }
 
 void json_detail::read_node(const nlohmann::json& j, NodeSpec& v) {

@@ -8,18 +8,21 @@
 namespace flowdsl {
 namespace json_detail {
 
-std::string token(std::string_view key) {
-  std::string out = "/";
-  out.reserve(key.size() + 1);
-  for (char c : key) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
-    } else {
-      out += c;
-    }
+std::string token(std::string_view key) { return pointer_to("", key); }
+
+std::string pointer_to(std::string_view prefix, std::string_view key) {
+  std::string out;
+  out.reserve(prefix.size() + key.size() + 1);
+  out.append(prefix);
+  out += '/';
+  std::size_t done = 0;
+  for (std::size_t i = 0; i < key.size(); ++i) {
+    if (key[i] != '~' && key[i] != '/') continue;
+    out.append(key.substr(done, i - done));
+    out += key[i] == '~' ? "~0" : "~1";
+    done = i + 1;
   }
+  out.append(key.substr(done));
   return out;
 }
 
@@ -222,6 +225,35 @@ std::optional<Dim3> optional_dim(Ref j, const char* key) {
   if (!value) return std::nullopt;
   return dim_of(*value, key);
 }
+
+Ref required(const std::optional<Ref>& value, const char* key) {
+  if (!value) fail(token(key), std::string("missing required member '") + key + "'");
+  return *value;
+}
+
+std::string_view string_view_of(const std::optional<Ref>& value, const char* key) {
+  const Ref v = required(value, key);
+  if (!v.is_string()) within_member(key, [&] { (void)as_string_of(v); });  // fails, naming the type found
+  return v.get_string();
+}
+
+std::string string_of(const std::optional<Ref>& value, const char* key) {
+  return std::string(string_view_of(value, key));
+}
+
+std::uint64_t unsigned_of(const std::optional<Ref>& value, const char* key, std::uint64_t max) {
+  const Ref v = required(value, key);
+  std::uint64_t out = 0;
+  within_member(key, [&] { out = as_unsigned_of(v, max); });
+  return out;
+}
+
+std::optional<Dim3> optional_dim(const std::optional<Ref>& value, const char* key) {
+  if (!value) return std::nullopt;
+  return dim_of(*value, key);
+}
+
+Dim3 dim_of(const std::optional<Ref>& value, const char* key) { return dim_of(required(value, key), key); }
 
 std::string_view get_string_view(Ref j, const char* key) {
   const Ref value = member_of(j, key);

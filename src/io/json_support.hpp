@@ -2,6 +2,7 @@
 // JsonError at a JSON pointer, and pointer tokens.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -48,6 +49,8 @@ std::vector<JsonProblem> check_named_bodies(const GraphSpec& spec, const JsonLim
 
 /// A JSON pointer token: "~" becomes "~0" and "/" becomes "~1" (RFC 6901).
 std::string token(std::string_view key);
+/// `prefix` followed by token(key): the pointer of the member `key` of the value at `prefix`.
+std::string pointer_to(std::string_view prefix, std::string_view key);
 inline std::string token(std::size_t index) { return "/" + std::to_string(index); }
 
 [[noreturn]] void fail(std::string pointer, std::string message);
@@ -118,6 +121,32 @@ Dim3 get_dim(Ref j, const char* key);
 std::optional<Dim3> optional_dim(Ref j, const char* key);
 json write_dim(const Dim3& d);
 void write_dim(CompactJson::Builder& out, const Dim3& d);
+
+/// The members of the object `j` named `keys`, found in one walk over its members: slot i holds
+/// keys[i]'s value, or nothing (the last where the text repeats a key, as member() finds). For
+/// readers that look several members up: each lookup alone walks every member.
+/// \throws JsonError at "" when `j` is not an object.
+template <std::size_t N>
+std::array<std::optional<Ref>, N> members_named(Ref j, const std::array<std::string_view, N>& keys) {
+  if (!j.is_object()) fail("", "expected an object, found " + type_of(j));
+  std::array<std::optional<Ref>, N> out{};
+  for (const CompactJson::Member m : j.members()) {
+    for (std::size_t i = 0; i < N; ++i) {
+      if (m.key.size() == keys[i].size() && (m.key.empty() || m.key[0] == keys[i][0]) && m.key == keys[i]) {
+        out[i] = m.value;
+        break;
+      }
+    }
+  }
+  return out;
+}
+/// The readers above for a member found with members_named (`key`: its name, for messages).
+Ref required(const std::optional<Ref>& value, const char* key);
+std::string_view string_view_of(const std::optional<Ref>& value, const char* key);
+std::string string_of(const std::optional<Ref>& value, const char* key);
+std::uint64_t unsigned_of(const std::optional<Ref>& value, const char* key, std::uint64_t max);
+std::optional<Dim3> optional_dim(const std::optional<Ref>& value, const char* key);
+Dim3 dim_of(const std::optional<Ref>& value, const char* key);
 
 /// The members of object `j`, each key once: the last where the text repeats one, as a DOM
 /// keeps (in time n log n, whatever the text).

@@ -37,6 +37,11 @@ json json_schema(Tag<KernelOp>) {
 namespace {
 constexpr std::uint64_t u32_max = std::numeric_limits<std::uint32_t>::max();
 
+// A kernel node's members, found in one walk over them (a file's node, or its fields).
+constexpr std::array<std::string_view, 6> field_keys = {"kernel", "grid", "block", "cluster", "shared_bytes", "args"};
+constexpr std::size_t kernel_at = 0, grid_at = 1, block_at = 2, cluster_at = 3, shared_at = 4, args_at = 5;
+using Fields = std::array<std::optional<CompactJson::Ref>, field_keys.size()>;
+
 // The registry's view of arguments: one pointer per parameter, to its bytes.
 std::vector<const void*> argument_pointers(const std::vector<std::array<unsigned char, 8>>& bytes) {
   std::vector<const void*> out;
@@ -47,12 +52,12 @@ std::vector<const void*> argument_pointers(const std::vector<std::array<unsigned
 // The shape of a node of `info`, a kernel with a launch rule: the file's where it gives one,
 // checked against what the kernel needs (`rule`, the rule's shape for the node's arguments),
 // else the rule's. False after reporting each problem.
-bool rule_shape(CompactJson::Ref fields, const KernelInfo& info, const void* const* args, const LaunchShape& rule,
+bool rule_shape(const Fields& fields, const KernelInfo& info, const void* const* args, const LaunchShape& rule,
                 NodeBinder& binder, LaunchShape& shape) {
   const auto kernel = [&] { return "kernel " + quoted_name(info.name); };  // for a problem only
   bool ok = true;
   shape = rule;
-  if (const std::optional<Dim3> grid = optional_dim(fields, "grid")) {
+  if (const std::optional<Dim3> grid = optional_dim(fields[grid_at], "grid")) {
     shape.grid = *grid;
     const Dim3& g = shape.grid;
     const Dim3 least = info.launch.least_grid != nullptr ? info.launch.least_grid(args) : rule.grid;
@@ -63,11 +68,11 @@ bool rule_shape(CompactJson::Ref fields, const KernelInfo& info, const void* con
       ok = false;
     }
     // Clusters the rule gives for its grid: a grid of the file's gets them only where it is a multiple.
-    if (!fields.contains("cluster") && (g.x % rule.cluster.x != 0 || g.y % rule.cluster.y != 0 || g.z % rule.cluster.z != 0)) {
+    if (!fields[cluster_at] && (g.x % rule.cluster.x != 0 || g.y % rule.cluster.y != 0 || g.z % rule.cluster.z != 0)) {
       shape.cluster = Dim3();
     }
   }
-  if (const std::optional<Dim3> block = optional_dim(fields, "block")) {
+  if (const std::optional<Dim3> block = optional_dim(fields[block_at], "block")) {
     shape.block = *block;
     const Dim3& b = shape.block;
     if (info.launch.block_exact && b != rule.block) {
@@ -80,9 +85,9 @@ bool rule_shape(CompactJson::Ref fields, const KernelInfo& info, const void* con
       ok = false;
     }
   }
-  if (fields.contains("cluster")) shape.cluster = get_dim(fields, "cluster");
-  if (fields.contains("shared_bytes")) {
-    shape.shared_bytes = static_cast<std::uint32_t>(get_unsigned(fields, "shared_bytes", u32_max));
+  if (fields[cluster_at]) shape.cluster = dim_of(fields[cluster_at], "cluster");
+  if (fields[shared_at]) {
+    shape.shared_bytes = static_cast<std::uint32_t>(unsigned_of(fields[shared_at], "shared_bytes", u32_max));
     if (shape.shared_bytes < rule.shared_bytes) {
       binder.problem("/shared_bytes", "shared_bytes " + std::to_string(shape.shared_bytes) + " is less than the " +
                                           std::to_string(rule.shared_bytes) + " " + kernel() +
@@ -97,13 +102,14 @@ bool rule_shape(CompactJson::Ref fields, const KernelInfo& info, const void* con
 void read_json(Tag<KernelOp>, CompactJson::Ref node, CompactJson::Builder& out) {
   // Checked in the order the problems are reported, then written: a dimension in its shortest
   // form, shared_bytes as an unsigned number, the arguments each once.
-  const std::string_view kernel = get_string_view(node, "kernel");
+  const Fields found = members_named(node, field_keys);
+  const std::string_view kernel = string_view_of(found[kernel_at], "kernel");
   const char* const dims[] = {"grid", "block", "cluster"};
   std::optional<Dim3> shape[3];
-  for (int i = 0; i < 3; ++i) shape[i] = optional_dim(node, dims[i]);
+  for (int i = 0; i < 3; ++i) shape[i] = optional_dim(found[grid_at + i], dims[i]);
   std::optional<std::uint64_t> shared;
-  if (optional_member(node, "shared_bytes")) shared = get_unsigned(node, "shared_bytes", u32_max);
-  const std::vector<CompactJson::Member> args = read_arguments(node);
+  if (found[shared_at]) shared = unsigned_of(found[shared_at], "shared_bytes", u32_max);
+  const std::vector<CompactJson::Member> args = read_arguments(found[args_at]);
   out.start_object();
   out.key("kernel");
   out.string(kernel);
@@ -121,14 +127,15 @@ void read_json(Tag<KernelOp>, CompactJson::Ref node, CompactJson::Builder& out) 
 }
 
 std::optional<NodeHandle> bind_json(Tag<KernelOp>, const std::string& name, CompactJson::Ref fields, NodeBinder& binder) {
-  const KernelInfo* info = find_entry(get_string_view(fields, "kernel"), "/kernel", binder);
+  const Fields found = members_named(fields, field_keys);
+  const KernelInfo* info = find_entry(string_view_of(found[kernel_at], "kernel"), "/kernel", binder);
   if (info == nullptr) return std::nullopt;
   if (info->is_call()) {
     binder.problem("/kernel",
                    quoted_name(info->name) + " is a library call, not a kernel (a node of kind \"library\" makes it)");
     return std::nullopt;
   }
-  const CompactJson::Ref args = member(fields, "args");
+  const CompactJson::Ref args = required(found[args_at], "args");
   std::vector<BoundArgument> values;
   if (!bind_arguments(args, *info, binder, values)) return std::nullopt;
   std::optional<LaunchShape> shape;
@@ -138,19 +145,17 @@ std::optional<NodeHandle> bind_json(Tag<KernelOp>, const std::string& name, Comp
     for (const BoundArgument& v : values) std::memcpy(bytes[v.index].data(), v.bytes, sizeof v.bytes);
     shape.emplace();
     const std::vector<const void*> pointers = argument_pointers(bytes);
-    if (!rule_shape(fields, *info, pointers.data(), info->launch.shape(pointers.data()), binder, *shape)) return std::nullopt;
+    if (!rule_shape(found, *info, pointers.data(), info->launch.shape(pointers.data()), binder, *shape)) return std::nullopt;
   }
   auto node = binder.builder().kernel(name, *info);
   if (shape) {
     node.launch(*shape);
   } else {
     // A kernel without a rule: a shape the file does not give stays unset, and validation says so.
-    if (const std::optional<Dim3> grid = optional_dim(fields, "grid")) node.grid(*grid);
-    if (const std::optional<Dim3> block = optional_dim(fields, "block")) node.block(*block);
-    if (fields.contains("shared_bytes")) {
-      node.shared_memory(static_cast<std::uint32_t>(get_unsigned(fields, "shared_bytes", u32_max)));
-    }
-    if (fields.contains("cluster")) node.cluster(get_dim(fields, "cluster"));
+    if (const std::optional<Dim3> grid = optional_dim(found[grid_at], "grid")) node.grid(*grid);
+    if (const std::optional<Dim3> block = optional_dim(found[block_at], "block")) node.block(*block);
+    if (found[shared_at]) node.shared_memory(static_cast<std::uint32_t>(unsigned_of(found[shared_at], "shared_bytes", u32_max)));
+    if (found[cluster_at]) node.cluster(dim_of(found[cluster_at], "cluster"));
   }
   for (const BoundArgument& v : values) {
     const KernelParam& p = info->params[v.index];
@@ -161,7 +166,7 @@ std::optional<NodeHandle> bind_json(Tag<KernelOp>, const std::string& name, Comp
     // The conditional node it names may be declared later in the file: the binder sets the
     // argument once it is. A name that finds none is reported; the graph is then not built.
     const std::string target = get_string(args, p.name.c_str());
-    (void)binder.condition(target, "/args" + token(p.name), [node, name = p.name](Condition c) mutable {
+    (void)binder.condition(target, pointer_to("/args", p.name), [node, name = p.name](Condition c) mutable {
       node.set(name, c);
     });
   }

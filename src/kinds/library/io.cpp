@@ -1,5 +1,7 @@
 // Library nodes in graph files and DOT dumps: a registered library call by name ("call") and
 // its arguments by parameter name, as for kernels.
+#include <array>
+
 #include "dot_text.hpp"
 #include "io_facets.hpp"
 #include "json_arguments.hpp"
@@ -18,8 +20,9 @@ json json_schema(Tag<LibraryOp>) {
 }
 
 void read_json(Tag<LibraryOp>, CompactJson::Ref node, CompactJson::Builder& out) {
-  const std::string_view call = get_string_view(node, "call");
-  const std::vector<CompactJson::Member> args = read_arguments(node);
+  const auto [call_member, args_member] = members_named(node, std::array<std::string_view, 2>{"call", "args"});
+  const std::string_view call = string_view_of(call_member, "call");
+  const std::vector<CompactJson::Member> args = read_arguments(args_member);
   out.start_object();
   out.key("call");
   out.string(call);
