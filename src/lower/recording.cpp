@@ -24,8 +24,7 @@ Recording shape_of(cudaGraph_t graph, const std::string& path) {
   return shape;
 }
 
-namespace {
-const char* node_type_name(cudaGraphNodeType type) {
+std::string node_type_name(cudaGraphNodeType type) {
   switch (type) {
     case cudaGraphNodeTypeHost: return "a host node";
     case cudaGraphNodeTypeWaitEvent: return "an event wait node";
@@ -37,9 +36,8 @@ const char* node_type_name(cudaGraphNodeType type) {
     default: return "a node of a type CUDA refuses there";
   }
 }
-}  // namespace
 
-std::string refused_in_conditional_body(cudaGraph_t graph, const std::string& path) {
+std::optional<cudaGraphNodeType> refused_in_conditional_body(cudaGraph_t graph, const std::string& path) {
   for (cudaGraphNode_t node : nodes_of(graph, path)) {
     cudaGraphNodeType type{};
     check(cudaGraphNodeGetType(node, &type), "cudaGraphNodeGetType", path.c_str());
@@ -53,15 +51,14 @@ std::string refused_in_conditional_body(cudaGraph_t graph, const std::string& pa
       case cudaGraphNodeTypeGraph: {
         cudaGraph_t child = nullptr;
         check(cudaGraphChildGraphNodeGetGraph(node, &child), "cudaGraphChildGraphNodeGetGraph", path.c_str());
-        std::string inner = refused_in_conditional_body(child, path);
-        if (!inner.empty()) return inner;
+        if (const std::optional<cudaGraphNodeType> inner = refused_in_conditional_body(child, path)) return inner;
         break;
       }
       default:
-        return node_type_name(type);
+        return type;
     }
   }
-  return {};
+  return std::nullopt;
 }
 
 std::vector<cudaGraph_t> recordings(const Description& description, const Plan& plan,

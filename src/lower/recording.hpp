@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,10 +22,13 @@ std::vector<cudaGraphNode_t> nodes_of(cudaGraph_t graph, const std::string& path
 /// What `graph`'s top-level nodes are (a Recording, known). \throws CudaError naming `path`
 Recording shape_of(cudaGraph_t graph, const std::string& path);
 
-/// The first node of `graph` (or of a child graph in it) that CUDA does not allow in a
-/// conditional node's body, named ("a host node", "an event record node"); empty when all are
-/// allowed (kernel, copy, memset, empty, child and conditional nodes). \throws CudaError naming `path`
-std::string refused_in_conditional_body(cudaGraph_t graph, const std::string& path);
+/// The type of the first node of `graph` (or of a child graph in it) that CUDA does not allow in
+/// a conditional node's body; none when all are allowed (kernel, copy, memset, empty, child and
+/// conditional nodes). \throws CudaError naming `path`
+std::optional<cudaGraphNodeType> refused_in_conditional_body(cudaGraph_t graph, const std::string& path);
+
+/// A node type as messages name it ("a host node", "an event record node").
+std::string node_type_name(cudaGraphNodeType type);
 
 /// The graphs recorded into an executable's native nodes (`natives`, by plan position): the
 /// body of each native child node whose description node holds no body of its own (its work was

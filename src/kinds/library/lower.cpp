@@ -164,13 +164,12 @@ void describe_structure(const LibraryOp& op, std::vector<StructureField>& out) {
 cudaGraphNode_t add_native(const LibraryOp& op, NativeNode& node) {
   NativeGraph body = record(op, node.symbols, node.path);
   if (node.in_conditional_body) {
-    const std::string refused = refused_in_conditional_body(body.get(), node.path);
-    if (!refused.empty()) {
-      std::string detail = "its call recorded " + refused +
+    if (const std::optional<cudaGraphNodeType> refused = refused_in_conditional_body(body.get(), node.path)) {
+      std::string detail = "its call recorded " + node_type_name(*refused) +
                            ", which CUDA does not allow inside a conditional node's body (kernel, copy, memset, "
                            "empty, child and conditional nodes only): call it outside the conditional node, or make "
                            "it enqueue only kernels, copies and fills";
-      if (refused.find("event") != std::string::npos) {
+      if (*refused == cudaGraphNodeTypeWaitEvent || *refused == cudaGraphNodeTypeEventRecord) {
         // What NCCL records for several ranks: its own ordering of the communicator's launches.
         detail += " (NCCL with several ranks orders each call after the communicator's other launches with event "
                   "nodes; NCCL_GRAPH_MIXING_SUPPORT=0, set before NCCL initialises, leaves them out, and then the "
