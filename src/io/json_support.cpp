@@ -2,6 +2,7 @@
 #include "json_support.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -11,18 +12,25 @@ namespace json_detail {
 std::string token(std::string_view key) { return pointer_to("", key); }
 
 std::string pointer_to(std::string_view prefix, std::string_view key) {
-  std::string out;
-  out.reserve(prefix.size() + key.size() + 1);
-  out.append(prefix);
-  out += '/';
-  std::size_t done = 0;
-  for (std::size_t i = 0; i < key.size(); ++i) {
-    if (key[i] != '~' && key[i] != '/') continue;
-    out.append(key.substr(done, i - done));
-    out += key[i] == '~' ? "~0" : "~1";
-    done = i + 1;
+  // Sized once: binders make one of these for each argument of each node.
+  std::size_t escaped = 0;
+  for (const char c : key) escaped += (c == '~' || c == '/') ? 1 : 0;
+  std::string out(prefix.size() + 1 + key.size() + escaped, '/');
+  char* at = out.data();
+  std::memcpy(at, prefix.data(), prefix.size());
+  at += prefix.size() + 1;  // the '/' the fill left there
+  if (escaped == 0) {
+    std::memcpy(at, key.data(), key.size());
+    return out;
   }
-  out.append(key.substr(done));
+  for (const char c : key) {
+    if (c == '~' || c == '/') {
+      *at++ = '~';
+      *at++ = c == '~' ? '0' : '1';
+    } else {
+      *at++ = c;
+    }
+  }
   return out;
 }
 
