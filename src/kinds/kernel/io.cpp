@@ -45,6 +45,7 @@ using Fields = std::array<std::optional<CompactJson::Ref>, field_keys.size()>;
 // The registry's view of arguments: one pointer per parameter, to its bytes.
 std::vector<const void*> argument_pointers(const std::vector<std::array<unsigned char, 8>>& bytes) {
   std::vector<const void*> out;
+  out.reserve(bytes.size());
   for (const auto& b : bytes) out.push_back(b.data());
   return out;
 }
