@@ -31,13 +31,7 @@ std::string_view KernelParam::enumerator_at(const void* bytes) const noexcept {
 }
 
 std::size_t KernelInfo::index_of(std::string_view param) const noexcept {
-  // Sizes first: parameter names are short, and most differ in length or first byte.
-  const auto it = std::find_if(params.begin(), params.end(), [&](const KernelParam& p) {
-    if (p.name.size() != param.size()) return false;
-    std::size_t k = 0;
-    while (k < param.size() && p.name[k] == param[k]) ++k;
-    return k == param.size();
-  });
+  const auto it = std::find_if(params.begin(), params.end(), [&](const KernelParam& p) { return p.name == param; });
   return static_cast<std::size_t>(it - params.begin());
 }
 

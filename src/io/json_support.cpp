@@ -228,11 +228,7 @@ bool get_bool(Ref j, const char* key) { return get_bool_of(j, key); }
 Dim3 get_dim(const json& j, const char* key) { return get_dim_of(j, key); }
 Dim3 get_dim(Ref j, const char* key) { return get_dim_of(j, key); }
 
-std::optional<Dim3> optional_dim(Ref j, const char* key) {
-  const std::optional<Ref> value = optional_member_of(j, key);
-  if (!value) return std::nullopt;
-  return dim_of(*value, key);
-}
+std::optional<Dim3> optional_dim(Ref j, const char* key) { return optional_dim(optional_member_of(j, key), key); }
 
 Ref required(const std::optional<Ref>& value, const char* key) {
   if (!value) fail(token(key), std::string("missing required member '") + key + "'");
@@ -263,11 +259,7 @@ std::optional<Dim3> optional_dim(const std::optional<Ref>& value, const char* ke
 
 Dim3 dim_of(const std::optional<Ref>& value, const char* key) { return dim_of(required(value, key), key); }
 
-std::string_view get_string_view(Ref j, const char* key) {
-  const Ref value = member_of(j, key);
-  if (!value.is_string()) within_member(key, [&] { (void)as_string_of(value); });  // fails, naming the type found
-  return value.get_string();
-}
+std::string_view get_string_view(Ref j, const char* key) { return string_view_of(optional_member_of(j, key), key); }
 
 void write_dim(CompactJson::Builder& out, const Dim3& d) {
   if (d.y == 1 && d.z == 1) {
