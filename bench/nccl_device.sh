@@ -2,7 +2,7 @@
 # NCCL collectives on the GPU machine, from a build carried there (see docs/multi-gpu.md).
 # One GPU: the one-rank tests, samples and bench (the plumbing). Two or more GPUs: the same under
 # mpirun with one process per GPU (the gpu test with and without NCCL's graph-mixing event nodes),
-# the tensor-parallel MLP at 1, 2, 4 and 8 chunks (4 and 8 tapered, 4 summed in bf16), three runs
+# the tensor-parallel MLP at 1, 2, 4 and 8 chunks (4 and 8 tapered, 4 and 1 summed in bf16), three runs
 # of the all-reduce bench and of the tensor-parallel MLP, and `flowdsl run` of
 # samples/allreduce.json on every rank with its outputs checked.
 # Usage: bench/nccl_device.sh <build folder> <output folder>
@@ -74,6 +74,7 @@ if [ "$gpus" -ge 2 ]; then
   # The same with the partial outputs summed in bf16 (half the bytes on NVLink).
   step tp_mlp_2_chunks4_bf16 "${mpi[@]}" ./samples/tp_mlp --rows 4096 --chunks 4 --sum-bf16
   step tp_mlp_2_chunks4_taper_bf16 "${mpi[@]}" ./samples/tp_mlp --rows 4096 --chunks 4 --taper --sum-bf16
+  step tp_mlp_2_chunks1_bf16 "${mpi[@]}" ./samples/tp_mlp --rows 4096 --chunks 1 --sum-bf16
   for i in 1 2 3; do
     step "nccl_allreduce_2_run$i" "${mpi[@]}" ./bench/nccl_allreduce --json "$out/allreduce_2_run$i.json"
     step "tp_mlp_2_run$i" "${mpi[@]}" ./samples/tp_mlp

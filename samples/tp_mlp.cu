@@ -1,6 +1,7 @@
 // Tensor-parallel MLP for serving: y = gelu(x W1 + b1) W2 + b2 with the first layer split by
 // columns across the ranks, the second by rows, and an all-reduce of the partial outputs
-// (pipelined over chunks of rows, so that it overlaps the next chunk's matmuls), as one
+// (optionally pipelined over chunks of rows, `--chunks`, so that it overlaps the next chunk's
+// matmuls), as one
 // flowdsl graph per row bucket on every rank (a launch is a collective: every rank launches the
 // same graphs in the same order). Each rank also runs the whole MLP on its own GPU (the one-GPU
 // graph) and checks the tensor-parallel output against it; rank 0 checks rows of that against a
@@ -34,7 +35,8 @@ using sample::DeviceArray;
 
 // How a bucket's rows go through the tensor-parallel graph.
 struct Pipeline {
-  int chunks = 4;      // up to this many chunks, of 512 rows or more on average
+  int chunks = 1;      // up to this many chunks, of 512 rows or more on average (on two H200s
+                       // one chunk is fastest: NCCL's kernels slow the overlapped matmuls)
   bool taper = false;  // chunk sizes falling k, k - 1, ..., 1 (the last all-reduce, which
                        // nothing overlaps, is then the smallest)
   bool bf16_sum = false;  // partial outputs rounded to bf16 and summed in bf16 (half the bytes),
