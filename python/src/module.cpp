@@ -691,19 +691,39 @@ struct PyProfiler {
   }
 };
 
-nb::dict launch_report(const LaunchReport& r) {
-  // Keys and kinds made once: a launch builds only the dict.
-  static PyObject* const kind_key = interned("kind");
-  static PyObject* const updated_key = interned("nodes_updated");
-  static PyObject* const reason_key = interned("reason");
-  static PyObject* kinds[8] = {};
-  const auto k = static_cast<std::size_t>(r.kind);
-  if (k >= std::size(kinds)) throw std::logic_error("flowdsl: a launch kind the module does not know");
-  if (kinds[k] == nullptr) kinds[k] = interned(to_string(r.kind));
+// The name of a launch kind as an interned string, made once per kind.
+nb::handle kind_name(LaunchKind kind) {
+  static PyObject* names[8] = {};
+  const auto k = static_cast<std::size_t>(kind);
+  if (k >= std::size(names)) throw std::logic_error("flowdsl: a launch kind the module does not know");
+  if (names[k] == nullptr) names[k] = interned(to_string(kind));
+  return names[k];
+}
+
+// A launch's report as a Python LaunchReport. Reports are immutable, so every hit (the common
+// case: nothing changed, nothing to say) shares one object and allocates nothing.
+using Report = nb::typed<nb::object, LaunchReport>;
+Report launch_report(LaunchReport&& r) {
+  if (r.kind == LaunchKind::hit && r.nodes_updated == 0 && r.reason.empty()) {
+    static PyObject* const hit = nb::cast(LaunchReport{}).release().ptr();  // kept for the process
+    return nb::borrow<Report>(hit);
+  }
+  return nb::steal<Report>(nb::cast(std::move(r)).release());
+}
+
+// report["kind"], ["nodes_updated"], ["reason"]: a report reads as the dict it was before.
+nb::object report_item(const LaunchReport& r, const std::string& key) {
+  if (key == "kind") return nb::borrow(kind_name(r.kind));
+  if (key == "nodes_updated") return nb::int_(r.nodes_updated);
+  if (key == "reason" && !r.reason.empty()) return nb::str(r.reason.data(), r.reason.size());
+  throw nb::key_error(key.c_str());
+}
+
+nb::dict report_dict(const LaunchReport& r) {
   nb::dict d;
-  d[nb::handle(kind_key)] = nb::handle(kinds[k]);
-  d[nb::handle(updated_key)] = r.nodes_updated;
-  if (!r.reason.empty()) d[nb::handle(reason_key)] = r.reason;
+  d["kind"] = kind_name(r.kind);
+  d["nodes_updated"] = r.nodes_updated;
+  if (!r.reason.empty()) d["reason"] = r.reason;
   return d;
 }
 
@@ -715,7 +735,7 @@ void drain_device() {
 // Launches `g` through `launcher` (a Runtime or a Profiler) on the Python stream object, the GIL
 // released while CUDA enqueues; validation errors are raised before, with the GIL held.
 template <class Launcher>
-nb::dict launch_on(Launcher& launcher, const PyGraph& g, nb::handle stream) {
+Report launch_on(Launcher& launcher, const PyGraph& g, nb::handle stream) {
   const cudaStream_t s = stream_of(stream);
   (void)g.graph.plan();
   LaunchReport r;
@@ -723,7 +743,7 @@ nb::dict launch_on(Launcher& launcher, const PyGraph& g, nb::handle stream) {
     nb::gil_scoped_release release;
     r = launcher.launch(g.graph, s);
   }
-  return launch_report(r);
+  return launch_report(std::move(r));
 }
 
 }  // namespace
@@ -994,6 +1014,34 @@ NB_MODULE(_flowdsl, m) {
       .def("__enter__", [](PyProfiler& self) -> PyProfiler& { return self; }, nb::rv_policy::reference)
       .def("__exit__", [](PyProfiler& self, nb::args) { self.profiler.reset(); });
 
+  nb::class_<LaunchReport>(m, "LaunchReport",
+                           "What a launch did: kind ('hit', 'updated', 'instantiated', 'reinstantiated' or 'debug'),\n"
+                           "nodes_updated, and reason (why an update was refused, else None). Immutable; also read as\n"
+                           "report['kind'] and compared equal to the dict as_dict() gives.")
+      .def_prop_ro("kind", [](const LaunchReport& r) { return nb::borrow<nb::str>(kind_name(r.kind)); })
+      .def_ro("nodes_updated", &LaunchReport::nodes_updated)
+      .def_prop_ro("reason",
+                   [](const LaunchReport& r) -> std::optional<std::string> {
+                     if (r.reason.empty()) return std::nullopt;
+                     return r.reason;
+                   })
+      .def("as_dict", &report_dict, "{'kind': ..., 'nodes_updated': ...} and 'reason' when there is one.")
+      .def("__getitem__", &report_item, "key"_a)
+      .def("__eq__",
+           [](const LaunchReport& r, nb::handle other) {
+             if (nb::isinstance<LaunchReport>(other)) {
+               const LaunchReport& o = nb::cast<const LaunchReport&>(other);
+               return r.kind == o.kind && r.nodes_updated == o.nodes_updated && r.reason == o.reason;
+             }
+             return nb::isinstance<nb::dict>(other) && report_dict(r).equal(other);
+           })
+      .def("__repr__", [](const LaunchReport& r) {
+        std::string out = std::string("LaunchReport(kind='") + to_string(r.kind) +
+                          "', nodes_updated=" + std::to_string(r.nodes_updated);
+        if (!r.reason.empty()) out += ", reason=" + nb::cast<std::string>(nb::repr(nb::str(r.reason.c_str())));
+        return out + ")";
+      });
+
   nb::class_<Runtime>(m, "Runtime", "Keeps executables by topology; launches graphs, updating them in place.")
       .def(nb::init<>())
       .def(
@@ -1001,7 +1049,7 @@ NB_MODULE(_flowdsl, m) {
           [](Runtime& self, const PyGraph& g, nb::handle stream) { return launch_on(self, g, stream); },
           "graph"_a, "stream"_a = nb::none(),
           "Launches the graph on `stream` (None: the legacy default stream; an int handle, a torch or CuPy\n"
-          "stream) with the GIL released. Returns {'kind': 'hit' | 'updated' | 'instantiated' | ..., 'nodes_updated'}.")
+          "stream) with the GIL released. Returns a LaunchReport (kind, nodes_updated, reason).")
       .def(
           "explain",
           [](const Runtime& self, const PyGraph& g, nb::handle stream) { return self.explain(g.graph, stream_of(stream)).text(); },

@@ -39,6 +39,13 @@ def test_registry_names_the_builtin_kernels():
     assert params["x"] == "const f32*" and params["y"] == "f32*" and params["a"] == "f32"
 
 
+def test_launch_reports_are_made_by_launches_only():
+    assert "LaunchReport" in flowdsl.__all__
+    with pytest.raises(TypeError):
+        flowdsl.LaunchReport()
+    assert {"kind", "nodes_updated", "reason", "as_dict"} <= set(dir(flowdsl.LaunchReport))
+
+
 def test_a_chain_validates_and_draws(arrays):
     x, y, z = arrays
     g = flowdsl.Graph()

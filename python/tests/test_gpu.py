@@ -30,10 +30,17 @@ def test_a_chain_on_torch_tensors_matches_torch():
     rt = flowdsl.Runtime()
     stream = torch.cuda.current_stream()
     report = rt.launch(g, stream=stream)
-    assert report["kind"] == "instantiated"
+    assert isinstance(report, flowdsl.LaunchReport)
+    assert report.kind == "instantiated" and report.nodes_updated == 0 and report.reason is None
+    assert report["kind"] == "instantiated" and report == {"kind": "instantiated", "nodes_updated": 0}
     stream.synchronize()
     torch.testing.assert_close(z, 2.0 * x + 0.5 * x)
-    assert rt.launch(g, stream=stream)["kind"] == "hit"
+    hit = rt.launch(g, stream=stream)
+    assert hit.kind == "hit" and hit["nodes_updated"] == 0 and hit.as_dict() == {"kind": "hit", "nodes_updated": 0}
+    assert rt.launch(g, stream=stream) is hit  # immutable: every hit shares one report
+    assert repr(hit) == "LaunchReport(kind='hit', nodes_updated=0)" and hit != report
+    with pytest.raises(KeyError):
+        hit["reason"]
 
 
 def test_swapping_a_tensor_updates_in_place():
@@ -51,7 +58,7 @@ def test_swapping_a_tensor_updates_in_place():
         k.set(x=x, a=float(i))
         assert "scale" in rt.explain(g, stream=s)  # the node the next launch updates
         report = rt.launch(g, stream=s)
-        assert report["kind"] == "updated" and report["nodes_updated"] == 1
+        assert report.kind == "updated" and report.nodes_updated == 1 and report["nodes_updated"] == 1
         s.synchronize()
         torch.testing.assert_close(y, float(i) * x)
     stats = rt.stats
