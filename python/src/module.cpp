@@ -702,11 +702,15 @@ nb::handle kind_name(LaunchKind kind) {
 
 // A launch's report as a Python LaunchReport. Reports are immutable, so every hit (the common
 // case: nothing changed, nothing to say) shares one object and allocates nothing.
+// The report every hit returns, made at the first hit and released when the interpreter exits
+// (an atexit hook, registered with the module).
+PyObject* shared_hit_report = nullptr;
+
 using Report = nb::typed<nb::object, LaunchReport>;
 Report launch_report(LaunchReport&& r) {
   if (r.kind == LaunchKind::hit && r.nodes_updated == 0 && r.reason.empty()) {
-    static PyObject* const hit = nb::cast(LaunchReport{}).release().ptr();  // kept for the process
-    return nb::borrow<Report>(hit);
+    if (shared_hit_report == nullptr) shared_hit_report = nb::cast(LaunchReport{}).release().ptr();
+    return nb::borrow<Report>(shared_hit_report);
   }
   return nb::steal<Report>(nb::cast(std::move(r)).release());
 }
@@ -1041,6 +1045,8 @@ NB_MODULE(_flowdsl, m) {
         if (!r.reason.empty()) out += ", reason=" + nb::cast<std::string>(nb::repr(nb::str(r.reason.c_str())));
         return out + ")";
       });
+
+  nb::module_::import_("atexit").attr("register")(nb::cpp_function([] { Py_CLEAR(shared_hit_report); }));
 
   nb::class_<Runtime>(m, "Runtime", "Keeps executables by topology; launches graphs, updating them in place.")
       .def(nb::init<>())

@@ -123,7 +123,7 @@ def test_the_docs_gpu_examples_run(capsys):
     for code in examples:
         exec(compile(code, "docs/python.md", "exec"), {})
     out = capsys.readouterr().out
-    assert "'updated'" in out and "instantiated" in out
+    assert "kind='instantiated'" in out and "\nupdated\n" in out
 
 
 def test_the_profiler_names_the_nodes():
