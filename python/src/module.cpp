@@ -700,12 +700,12 @@ nb::handle kind_name(LaunchKind kind) {
   return names[k];
 }
 
-// A launch's report as a Python LaunchReport. Reports are immutable, so every hit (the common
-// case: nothing changed, nothing to say) shares one object and allocates nothing.
 // The report every hit returns, made at the first hit and released when the interpreter exits
 // (an atexit hook, registered with the module).
 PyObject* shared_hit_report = nullptr;
 
+// A launch's report as a Python LaunchReport. Reports are immutable, so every hit (the common
+// case: nothing changed, nothing to say) shares one object and allocates nothing.
 using Report = nb::typed<nb::object, LaunchReport>;
 Report launch_report(LaunchReport&& r) {
   if (r.kind == LaunchKind::hit && r.nodes_updated == 0 && r.reason.empty()) {
@@ -1042,7 +1042,7 @@ NB_MODULE(_flowdsl, m) {
       .def("__repr__", [](const LaunchReport& r) {
         std::string out = std::string("LaunchReport(kind='") + to_string(r.kind) +
                           "', nodes_updated=" + std::to_string(r.nodes_updated);
-        if (!r.reason.empty()) out += ", reason=" + nb::cast<std::string>(nb::repr(nb::str(r.reason.c_str())));
+        if (!r.reason.empty()) out += ", reason=" + nb::cast<std::string>(nb::repr(nb::str(r.reason.data(), r.reason.size())));
         return out + ")";
       });
 
