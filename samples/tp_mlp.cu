@@ -2,9 +2,9 @@
 // columns across the ranks, the second by rows, and an all-reduce of the partial outputs
 // (optionally pipelined over chunks of rows, `--chunks`, so that it overlaps the next chunk's
 // matmuls), as one flowdsl graph per row bucket on every rank (a launch is a collective: every
-// rank launches the same graphs in the same order). Each rank also runs the whole MLP on its own GPU (the one-GPU
-// graph) and checks the tensor-parallel output against it; rank 0 checks rows of that against a
-// host reference. Both are timed, launches back to back, in rounds taking turns.
+// rank launches the same graphs in the same order). Each rank also runs the whole MLP on its own
+// GPU (the one-GPU graph) and checks the tensor-parallel output against it; rank 0 checks rows of
+// that against a host reference. Both are timed, launches back to back, in rounds taking turns.
 //
 //   ./tp_mlp                                          one rank (the all-reduce is a copy)
 //   NCCL_NVLS_ENABLE=0 mpirun -np 2 ./tp_mlp           one rank per GPU of this host
