@@ -80,8 +80,9 @@ int main(int argc, char** argv) {
   float* flow_buffer = nullptr;
   CHECK_CUDA(cudaMalloc(&raw_buffer, threads * sizeof(float)));
   CHECK_CUDA(cudaMalloc(&flow_buffer, threads * sizeof(float)));
-  CHECK_CUDA(cudaMemset(raw_buffer, 0, threads * sizeof(float)));
-  CHECK_CUDA(cudaMemset(flow_buffer, 0, threads * sizeof(float)));
+  // Setup on the stream the graphs run on: a legacy-stream fill would race them.
+  CHECK_CUDA(cudaMemsetAsync(raw_buffer, 0, threads * sizeof(float), stream));
+  CHECK_CUDA(cudaMemsetAsync(flow_buffer, 0, threads * sizeof(float), stream));
 
   Raw raw(n, raw_buffer, stream);
   flowdsl::Graph g;

@@ -236,7 +236,8 @@ int main(int argc, char** argv) {
     std::uniform_int_distribution<int> length(width / 2, width);
     for (int i = 0; i < batch; ++i) offsets[i + 1] = offsets[i] + length(rng);
     auto* d_offsets = static_cast<std::int32_t*>(device_bytes(offsets.size() * 4));
-    SAMPLE_CHECK(cudaMemcpy(d_offsets, offsets.data(), offsets.size() * 4, cudaMemcpyHostToDevice));
+    SAMPLE_CHECK(cudaMemcpyAsync(d_offsets, offsets.data(), offsets.size() * 4, cudaMemcpyHostToDevice, stream));
+    SAMPLE_CHECK(cudaStreamSynchronize(stream));  // `offsets` is pageable and read by the copy
     auto* mask = static_cast<std::uint8_t*>(device_bytes(std::size_t(n)));
     const double moved = 4.0 * offsets.back() + 4.0 * N + N + 4.0 * batch;
     memory_row("pad f32 -> [n/1024, 1024] + mask", moved, [&](flowdsl::Graph& g) {
@@ -248,7 +249,8 @@ int main(int argc, char** argv) {
     std::vector<std::int32_t> index(batch);
     for (int i = 0; i < batch; ++i) index[i] = i;
     std::shuffle(index.begin(), index.end(), rng);
-    SAMPLE_CHECK(cudaMemcpy(d_offsets, index.data(), index.size() * 4, cudaMemcpyHostToDevice));
+    SAMPLE_CHECK(cudaMemcpyAsync(d_offsets, index.data(), index.size() * 4, cudaMemcpyHostToDevice, stream));
+    SAMPLE_CHECK(cudaStreamSynchronize(stream));
     memory_row("gather_rows f32 [n/1024, 1024]", 8 * N, [&](flowdsl::Graph& g) {
       fk::gather_rows(g, "k", batch, width, d_offsets, batch, static_cast<const float*>(fa), fc);
     });
@@ -413,7 +415,7 @@ int main(int argc, char** argv) {
           const unsigned x = static_cast<unsigned>((s.n + std::max(bn, 1) - 1) / std::max(bn, 1));
           const unsigned y = static_cast<unsigned>((s.m + 127) / 128);
           if (bn != 0) node.grid(flowdsl::Dim3(x, y, static_cast<unsigned>(split))).cluster(flowdsl::Dim3(1, 1, static_cast<unsigned>(split)));
-          SAMPLE_CHECK(cudaMemset(fc, 0xff, c_elems * 4));  // NaN: a tile left unwritten fails the check
+          SAMPLE_CHECK(cudaMemsetAsync(fc, 0xff, c_elems * 4, stream));  // NaN: a tile left unwritten fails the check
           const double ours = time_device_ms(stream, [&] { flowdsl::launch_eagerly(g, stream); });
           SAMPLE_CHECK(cudaMemcpy(got.data(), fc, c_elems * 4, cudaMemcpyDeviceToHost));
           double num = 0, den = 0;

@@ -182,12 +182,15 @@ int main(int argc, char** argv) {
   std::vector<float> first;
   bool ok = true;
   for (int v = 0; v < 4; ++v) {
-    CHECK_CUDA(cudaMemcpy(buf.a, input.data(), elements * sizeof(float), cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemset(buf.b, 0xff, elements * sizeof(float)));
+    // On the stream that runs the graph: a legacy-stream copy or fill would race the launch on
+    // this non-blocking stream.
+    CHECK_CUDA(cudaMemcpyAsync(buf.a, input.data(), elements * sizeof(float), cudaMemcpyHostToDevice, stream.get()));
+    CHECK_CUDA(cudaMemsetAsync(buf.b, 0xff, elements * sizeof(float), stream.get()));
     launch(v);
     CHECK_CUDA(cudaStreamSynchronize(stream.get()));
     std::vector<float> got(elements);
-    CHECK_CUDA(cudaMemcpy(got.data(), out, elements * sizeof(float), cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpyAsync(got.data(), out, elements * sizeof(float), cudaMemcpyDeviceToHost, stream.get()));
+    CHECK_CUDA(cudaStreamSynchronize(stream.get()));
     if (v == 0) first = got;
     const bool same = std::memcmp(got.data(), first.data(), elements * sizeof(float)) == 0;
     std::size_t wrong = 0;
@@ -233,12 +236,15 @@ int main(int argc, char** argv) {
     shape_execs.push_back(bench::instantiate_uploaded(shape_graphs.back().get(), stream.get()));
   }
   for (int v = 0; v < shape_count; ++v) {
-    CHECK_CUDA(cudaMemcpy(buf.a, input.data(), elements * sizeof(float), cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemset(buf.b, 0xff, elements * sizeof(float)));
+    // On the stream that runs the graph: a legacy-stream copy or fill would race the launch on
+    // this non-blocking stream.
+    CHECK_CUDA(cudaMemcpyAsync(buf.a, input.data(), elements * sizeof(float), cudaMemcpyHostToDevice, stream.get()));
+    CHECK_CUDA(cudaMemsetAsync(buf.b, 0xff, elements * sizeof(float), stream.get()));
     CHECK_CUDA(cudaGraphLaunch(shape_execs[v].get(), stream.get()));
     CHECK_CUDA(cudaStreamSynchronize(stream.get()));
     std::vector<float> got(elements);
-    CHECK_CUDA(cudaMemcpy(got.data(), out, elements * sizeof(float), cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpyAsync(got.data(), out, elements * sizeof(float), cudaMemcpyDeviceToHost, stream.get()));
+    CHECK_CUDA(cudaStreamSynchronize(stream.get()));
     std::size_t wrong = 0;
     for (std::int64_t i = 0; i < elements; ++i) wrong += !(std::fabs(got[i] - want[i]) <= 1e-4f * std::fabs(want[i]));
     if (wrong != 0) {

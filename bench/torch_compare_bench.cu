@@ -155,7 +155,7 @@ int main(int argc, char** argv) {
   float* other = nullptr;  // what the first link reads in the swap figure
   CHECK_CUDA(cudaMalloc(&x, bytes));
   CHECK_CUDA(cudaMalloc(&other, bytes));
-  CHECK_CUDA(cudaMemcpy(other, input.data(), bytes, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpyAsync(other, input.data(), bytes, cudaMemcpyHostToDevice, stream.get()));  // the graphs' stream
   auto reset = [&] { CHECK_CUDA(cudaMemcpyAsync(x, input.data(), bytes, cudaMemcpyHostToDevice, stream.get())); };
 
   // One runtime for the whole run, warmed up once: it reads the device's limits and the

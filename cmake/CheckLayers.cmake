@@ -8,7 +8,7 @@
 cmake_minimum_required(VERSION 3.24)
 set(layers base builder lower runtime io)
 set(public_base error.hpp log.hpp scalar_type.hpp launch_report.hpp)
-set(public_builder chunked_list.hpp node_parts.hpp node_handle.hpp kinds.hpp description.hpp graph.hpp registry.hpp extent.hpp condition.hpp
+set(public_builder chunked_list.hpp node_parts.hpp node_handle.hpp kinds.hpp description.hpp graph.hpp registry.hpp extent.hpp argument_checks.hpp condition.hpp
                     node_timings.hpp)
 set(public_lower plan.hpp eager.hpp cuda_handles.hpp hazards.hpp fusion.hpp)
 set(public_runtime runtime.hpp kernel_library.hpp profiler.hpp)

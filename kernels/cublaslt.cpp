@@ -1,11 +1,14 @@
 // Matrix products by cuBLASLt as library calls: per device one handle, the algorithm picked
 // once per shape, and a workspace per output buffer; registered as "cublaslt.matmul.*".
 #include "flowdsl/cublaslt.hpp"
+#include "flowdsl/cuda_handles.hpp"
+#include "shared_library.hpp"
 
 #include <cublasLt.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -54,18 +57,73 @@ class RelaxedCapture {
   cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
 };
 
-template <class Handle, cublasStatus_t (*Destroy)(Handle)>
-struct LtDeleter {
-  void operator()(Handle h) const noexcept { (void)Destroy(h); }
+// cuBLASLt, opened with dlopen when the first product is recorded: a program that only builds or
+// checks graphs (`flowdsl validate`) neither links nor maps it. FLOWDSL_CUBLASLT names another
+// library.
+struct LtApi {
+  decltype(&cublasLtCreate) create = nullptr;
+  decltype(&cublasLtDestroy) destroy = nullptr;
+  decltype(&cublasLtMatmulDescCreate) desc_create = nullptr;
+  decltype(&cublasLtMatmulDescDestroy) desc_destroy = nullptr;
+  decltype(&cublasLtMatmulDescSetAttribute) desc_set = nullptr;
+  decltype(&cublasLtMatrixLayoutCreate) layout_create = nullptr;
+  decltype(&cublasLtMatrixLayoutDestroy) layout_destroy = nullptr;
+  decltype(&cublasLtMatmulPreferenceCreate) preference_create = nullptr;
+  decltype(&cublasLtMatmulPreferenceDestroy) preference_destroy = nullptr;
+  decltype(&cublasLtMatmulPreferenceSetAttribute) preference_set = nullptr;
+  decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic = nullptr;
+  decltype(&cublasLtMatmul) matmul = nullptr;
 };
-using LtHandle = std::unique_ptr<std::remove_pointer_t<cublasLtHandle_t>,
-                                 LtDeleter<cublasLtHandle_t, &cublasLtDestroy>>;
+
+// The API, loaded once; an environment error (exit 2 from the tool) when it cannot be.
+const LtApi& lt() {
+  static const LtApi api = [] {
+    const flowdsl::detail::SharedLibrary library(flowdsl::detail::library_candidates(
+        "FLOWDSL_CUBLASLT", {"libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR)
+#ifdef FLOWDSL_CUBLASLT_LIBRARY
+                             , FLOWDSL_CUBLASLT_LIBRARY
+#endif
+                            }));
+    if (!library) {
+      throw CudaError(cudaErrorSharedObjectInitFailed, "dlopen", {},
+                      "cuBLASLt cannot be loaded, so its products cannot run here; tried:" + library.tried() +
+                          "\n  (set FLOWDSL_CUBLASLT to the path of libcublasLt.so)");
+    }
+    LtApi out;
+    std::string missing;
+    library.resolve("cublasLtCreate", out.create, missing);
+    library.resolve("cublasLtDestroy", out.destroy, missing);
+    library.resolve("cublasLtMatmulDescCreate", out.desc_create, missing);
+    library.resolve("cublasLtMatmulDescDestroy", out.desc_destroy, missing);
+    library.resolve("cublasLtMatmulDescSetAttribute", out.desc_set, missing);
+    library.resolve("cublasLtMatrixLayoutCreate", out.layout_create, missing);
+    library.resolve("cublasLtMatrixLayoutDestroy", out.layout_destroy, missing);
+    library.resolve("cublasLtMatmulPreferenceCreate", out.preference_create, missing);
+    library.resolve("cublasLtMatmulPreferenceDestroy", out.preference_destroy, missing);
+    library.resolve("cublasLtMatmulPreferenceSetAttribute", out.preference_set, missing);
+    library.resolve("cublasLtMatmulAlgoGetHeuristic", out.heuristic, missing);
+    library.resolve("cublasLtMatmul", out.matmul, missing);
+    if (!missing.empty()) {
+      throw CudaError(cudaErrorSharedObjectSymbolNotFound, "dlsym", {},
+                      library.path() + " lacks " + missing + " (cuBLASLt " + std::to_string(CUBLAS_VER_MAJOR) +
+                          " or later is needed)");
+    }
+    return out;
+  }();
+  return api;
+}
+
+template <class Handle, cublasStatus_t (*LtApi::*Destroy)(Handle)>
+struct LtDeleter {
+  void operator()(Handle h) const noexcept { (void)(lt().*Destroy)(h); }
+};
+using LtHandle = std::unique_ptr<std::remove_pointer_t<cublasLtHandle_t>, LtDeleter<cublasLtHandle_t, &LtApi::destroy>>;
 using MatmulDesc = std::unique_ptr<std::remove_pointer_t<cublasLtMatmulDesc_t>,
-                                   LtDeleter<cublasLtMatmulDesc_t, &cublasLtMatmulDescDestroy>>;
+                                   LtDeleter<cublasLtMatmulDesc_t, &LtApi::desc_destroy>>;
 using MatrixLayout = std::unique_ptr<std::remove_pointer_t<cublasLtMatrixLayout_t>,
-                                     LtDeleter<cublasLtMatrixLayout_t, &cublasLtMatrixLayoutDestroy>>;
+                                     LtDeleter<cublasLtMatrixLayout_t, &LtApi::layout_destroy>>;
 using Preference = std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>,
-                                   LtDeleter<cublasLtMatmulPreference_t, &cublasLtMatmulPreferenceDestroy>>;
+                                   LtDeleter<cublasLtMatmulPreference_t, &LtApi::preference_destroy>>;
 
 struct DeviceFree {
   void operator()(void* p) const noexcept { (void)cudaFree(p); }
@@ -114,10 +172,10 @@ class DeviceState {
     void* workspace = nullptr;
     FLOWDSL_LT_TRY(prepare(key, c, plan, workspace));
     if (key.epilogue != static_cast<std::int32_t>(Epilogue::none)) {
-      FLOWDSL_LT_TRY(cublasLtMatmulDescSetAttribute(plan->op.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+      FLOWDSL_LT_TRY(lt().desc_set(plan->op.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     }
     const float alpha = 1.0f, beta = 0.0f;
-    return cublasLtMatmul(handle_.get(), plan->op.get(), &alpha, b, plan->first.get(), a, plan->second.get(), &beta, c,
+    return lt().matmul(handle_.get(), plan->op.get(), &alpha, b, plan->first.get(), a, plan->second.get(), &beta, c,
                           plan->out.get(), c, plan->out.get(), &plan->algo, workspace, workspace_bytes, stream);
   }
 
@@ -134,14 +192,15 @@ class DeviceState {
     const RelaxedCapture relaxed;
     if (!handle_) {
       cublasLtHandle_t h = nullptr;
-      FLOWDSL_LT_TRY(cublasLtCreate(&h));
+      FLOWDSL_LT_TRY(lt().create(&h));
       handle_.reset(h);
     }
     if (space == workspaces_.end()) {
       void* p = nullptr;
-      if (cudaMalloc(&p, workspace_bytes) != cudaSuccess) {
+      if (const cudaError_t e = cudaMalloc(&p, workspace_bytes); e != cudaSuccess) {
         (void)cudaGetLastError();
-        return CUBLAS_STATUS_ALLOC_FAILED;
+        // The device is out of memory: an environment error (its code kept), not a failed call.
+        throw CudaError(e, "cudaMalloc", {}, "cuBLASLt's workspace of 32 MiB for an output could not be allocated");
       }
       workspace = workspaces_.emplace(c, DeviceMemory(p)).first->second.get();
     } else {
@@ -159,30 +218,30 @@ class DeviceState {
 
   cublasStatus_t make_plan(const ShapeKey& key, Plan& plan) {
     cublasLtMatmulDesc_t op = nullptr;
-    FLOWDSL_LT_TRY(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    FLOWDSL_LT_TRY(lt().desc_create(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     plan.op.reset(op);
     const cublasLtEpilogue_t epilogue = lt_epilogue(key.epilogue);
-    FLOWDSL_LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+    FLOWDSL_LT_TRY(lt().desc_set(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
     cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
-    FLOWDSL_LT_TRY(cublasLtMatrixLayoutCreate(&first, key.in, std::uint64_t(key.n), std::uint64_t(key.k), key.n));
+    FLOWDSL_LT_TRY(lt().layout_create(&first, key.in, std::uint64_t(key.n), std::uint64_t(key.k), key.n));
     plan.first.reset(first);
-    FLOWDSL_LT_TRY(cublasLtMatrixLayoutCreate(&second, key.in, std::uint64_t(key.k), std::uint64_t(key.m), key.k));
+    FLOWDSL_LT_TRY(lt().layout_create(&second, key.in, std::uint64_t(key.k), std::uint64_t(key.m), key.k));
     plan.second.reset(second);
-    FLOWDSL_LT_TRY(cublasLtMatrixLayoutCreate(&out, key.out, std::uint64_t(key.n), std::uint64_t(key.m), key.n));
+    FLOWDSL_LT_TRY(lt().layout_create(&out, key.out, std::uint64_t(key.n), std::uint64_t(key.m), key.n));
     plan.out.reset(out);
     cublasLtMatmulPreference_t preference = nullptr;
-    FLOWDSL_LT_TRY(cublasLtMatmulPreferenceCreate(&preference));
+    FLOWDSL_LT_TRY(lt().preference_create(&preference));
     const Preference owned(preference);
     const std::uint64_t bytes = workspace_bytes;
-    FLOWDSL_LT_TRY(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes,
+    FLOWDSL_LT_TRY(lt().preference_set(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes,
                                                         sizeof bytes));
     for (const auto attribute : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                                  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
-      FLOWDSL_LT_TRY(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &key.alignment, sizeof key.alignment));
+      FLOWDSL_LT_TRY(lt().preference_set(preference, attribute, &key.alignment, sizeof key.alignment));
     }
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    FLOWDSL_LT_TRY(cublasLtMatmulAlgoGetHeuristic(handle_.get(), op, first, second, out, out, preference, 1, &result,
+    FLOWDSL_LT_TRY(lt().heuristic(handle_.get(), op, first, second, out, out, preference, 1, &result,
                                                  &found));
     if (found == 0) return CUBLAS_STATUS_NOT_SUPPORTED;
     plan.algo = result.algo;
@@ -246,6 +305,52 @@ FLOWDSL_CUBLASLT_INSTANCE(__half, __half)
 FLOWDSL_CUBLASLT_INSTANCE(__half, float)
 #undef FLOWDSL_CUBLASLT_INSTANCE
 
+namespace {
+
+// Whether the `a_bytes` at `a` and the `b_bytes` at `b` share memory.
+bool overlap(const void* a, std::uint64_t a_bytes, const void* b, std::uint64_t b_bytes) {
+  const auto x = reinterpret_cast<std::uintptr_t>(a);
+  const auto y = reinterpret_cast<std::uintptr_t>(b);
+  return a_bytes != 0 && b_bytes != 0 && x < y + b_bytes && y < x + a_bytes;
+}
+
+// What cublaslt_matmul_call refuses, found from its arguments (KernelInfo::check): validation
+// reports it as invalid input before the call is recorded. Sizes and the epilogue are in range
+// here (the registry's own checks come first).
+template <class T, class Out>
+ArgumentProblem check_matmul(const void* const* args) {
+  i32 m = 0, n = 0, k = 0, epilogue = 0;
+  const T* a = nullptr;
+  const T* b = nullptr;
+  const Out* bias = nullptr;
+  Out* c = nullptr;
+  std::memcpy(&m, args[0], sizeof m);
+  std::memcpy(&n, args[1], sizeof n);
+  std::memcpy(&k, args[2], sizeof k);
+  std::memcpy(&a, args[3], sizeof a);
+  std::memcpy(&b, args[4], sizeof b);
+  std::memcpy(&bias, args[5], sizeof bias);
+  std::memcpy(&epilogue, args[6], sizeof epilogue);
+  std::memcpy(&c, args[7], sizeof c);
+  if (k == 0) return {2, "argument 'k' is 0: cuBLASLt multiplies over at least one element (k >= 1)"};
+  if (epilogue != static_cast<i32>(Epilogue::none) && bias == nullptr) {
+    return {5, "argument 'bias' is null but epilogue " + std::to_string(epilogue) + " adds a bias (use 0, none)"};
+  }
+  const std::uint64_t c_bytes = std::uint64_t(m) * std::uint64_t(n) * sizeof(Out);
+  const auto refuse = [](const char* input) {
+    return ArgumentProblem{7, std::string("argument 'c' overlaps '") + input +
+                                  "': cuBLASLt reads its inputs while it writes c, so c must not share their memory"};
+  };
+  if (overlap(c, c_bytes, a, std::uint64_t(m) * std::uint64_t(k) * sizeof(T))) return refuse("a");
+  if (overlap(c, c_bytes, b, std::uint64_t(k) * std::uint64_t(n) * sizeof(T))) return refuse("b");
+  if (epilogue != static_cast<i32>(Epilogue::none) && overlap(c, c_bytes, bias, std::uint64_t(n) * sizeof(Out))) {
+    return refuse("bias");
+  }
+  return {};
+}
+
+}  // namespace
+
 namespace detail {
 
 void register_cublaslt(KernelRegistry& registry);  // called by register_builtins
@@ -256,12 +361,13 @@ void register_cublaslt(KernelRegistry& registry) {
       "c[m, n] = epilogue(a[m, k] b[k, n] + bias[n]) by cuBLASLt, float accumulate; epilogue 0 none, 1 bias, "
       "2 bias + gelu (tanh), 3 bias + relu";
   registry.add_call("cublaslt.matmul.bf16", &cublaslt_matmul_call<__nv_bfloat16, __nv_bfloat16>, params,
-                    summary + "; c and bias bf16");
+                    summary + "; c and bias bf16", &check_matmul<__nv_bfloat16, __nv_bfloat16>);
   registry.add_call("cublaslt.matmul.bf16.f32", &cublaslt_matmul_call<__nv_bfloat16, float>, params,
-                    summary + "; c and bias f32");
-  registry.add_call("cublaslt.matmul.f16", &cublaslt_matmul_call<__half, __half>, params, summary + "; c and bias f16");
+                    summary + "; c and bias f32", &check_matmul<__nv_bfloat16, float>);
+  registry.add_call("cublaslt.matmul.f16", &cublaslt_matmul_call<__half, __half>, params, summary + "; c and bias f16",
+                    &check_matmul<__half, __half>);
   registry.add_call("cublaslt.matmul.f16.f32", &cublaslt_matmul_call<__half, float>, params,
-                    summary + "; c and bias f32");
+                    summary + "; c and bias f32", &check_matmul<__half, float>);
 }
 
 }  // namespace detail

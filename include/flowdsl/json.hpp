@@ -14,6 +14,7 @@
 /// The format is documented in docs/json-format.md; docs/flowdsl.schema.json is its schema.
 
 #include <cstddef>
+#include <optional>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -173,6 +174,16 @@ std::vector<std::string> event_names(const GraphSpec& spec);
 
 /// \brief Device address of each buffer, by buffer name.
 using BufferAddresses = std::map<std::string, void*, std::less<>>;
+
+/// \brief Checks memory given for buffer `b` of a graph file before binding it: it holds the
+/// buffer's element type, where that is known, and at least its bytes, where those are known.
+/// \param type the element type of the memory (a tensor's dtype), or none (an address)
+/// \param bytes the size of the memory, 0 when unknown
+/// \param what the memory as messages name it ("a float32 tensor of 4096 elements")
+/// \param source the file name, for messages (may be empty)
+/// \throws UsageError naming the file, the buffer and the memory.
+void check_buffer_memory(const BufferSpec& b, std::optional<ScalarType> type, std::uint64_t bytes,
+                         std::string_view what, std::string_view source = {});
 
 /// \brief Parses "f32", "const f32*", "bf16*".
 /// \return false when `text` names no parameter type.

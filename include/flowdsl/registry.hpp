@@ -146,6 +146,18 @@ CallStatus invoke(const void* function, CUstream_st* stream, void* const* args) 
 }
 }  // namespace detail
 
+/// \brief One refused argument of a registered kernel or library call: the parameter's index in
+/// KernelInfo::params and what is wrong, a sentence that starts with "argument '<name>'". An
+/// empty message means nothing is wrong.
+struct ArgumentProblem {
+  std::uint32_t param = 0;
+  std::string message;
+};
+
+/// \brief What a registered entry refuses beyond its parameters' types, extents and named values,
+/// from the arguments at `args` (one pointer per parameter, to a value of its type).
+using ArgumentCheck = ArgumentProblem (*)(const void* const* args);
+
 /// \brief One named parameter of a registered kernel.
 struct KernelParam {
   std::string name;
@@ -219,6 +231,11 @@ struct KernelInfo {
   /// cols]`, const) at that index. `activate(act, x)` applies the built-in activations
   /// (flowdsl::kernels::Activation). Empty: the kernel is never fused.
   std::string element;
+  /// What the kernel or call would refuse when it runs that its parameters' types, extents and
+  /// named values do not say (cuBLASLt's `k` of 0, a bias missing for a bias epilogue): run by
+  /// validation once every argument is bound, so that a refusal is invalid input found before
+  /// anything is recorded or launched. Null: nothing more.
+  ArgumentCheck check = nullptr;
 
   /// \brief Whether this entry is a library call rather than a kernel.
   bool is_call() const noexcept { return call != nullptr; }
@@ -256,7 +273,7 @@ class KernelRegistry {
                        " parameters but " + std::to_string(param_names.size()) + " names were given");
     }
     KernelInfo info{std::move(name), reinterpret_cast<const void*>(function), {}, std::move(summary), {},
-                    waits_for_producers, {}, nullptr, launch, std::move(element)};
+                    waits_for_producers, {}, nullptr, launch, std::move(element), nullptr};
     const ParamType types[] = {param_type_of<Params>()..., ParamType{}};
     for (std::size_t i = 0; i < sizeof...(Params); ++i) info.params.push_back(split_param(param_names[i], types[i]));
     return add(std::move(info));
@@ -282,7 +299,7 @@ class KernelRegistry {
                        std::to_string(sizeof(Last)) + " bytes, the size of its last parameter");
     }
     KernelInfo info{std::move(name), reinterpret_cast<const void*>(function), {}, std::move(summary), {},
-                    waits_for_producers, derived, nullptr, launch, {}};
+                    waits_for_producers, derived, nullptr, launch, {}, nullptr};
     add_params<std::tuple<Params...>>(info, param_names, std::make_index_sequence<sizeof...(Params) - 1>{});
     return add(std::move(info));
   }
@@ -291,17 +308,19 @@ class KernelRegistry {
   /// (cuBLASLt, NCCL, ...), for library nodes (flowdsl/kinds/library.hpp) and graph files to use
   /// by name. Parameter types come from its signature after the stream.
   /// \param param_names as for kernels, extents included: `{"n", "x: n", "y: n"}`
+  /// \param check what the call refuses beyond types, extents and named values (KernelInfo::check)
   /// \throws UsageError as add(KernelInfo), or when the number of names differs from the
   ///         number of parameters.
   template <class R, class... Params>
   const KernelInfo& add_call(std::string name, R (*function)(CUstream_st*, Params...),
-                             std::vector<std::string> param_names, std::string summary = {}) {
+                             std::vector<std::string> param_names, std::string summary = {},
+                             ArgumentCheck check = nullptr) {
     if (param_names.size() != sizeof...(Params)) {
       throw UsageError("flowdsl: library call '" + name + "' takes " + std::to_string(sizeof...(Params)) +
                        " parameters after its stream but " + std::to_string(param_names.size()) + " names were given");
     }
     KernelInfo info{std::move(name), reinterpret_cast<const void*>(function), {}, std::move(summary), {}, false, {},
-                    &detail::invoke<R, Params...>, {}, {}};
+                    &detail::invoke<R, Params...>, {}, {}, check};
     const ParamType types[] = {param_type_of<Params>()..., ParamType{}};
     for (std::size_t i = 0; i < sizeof...(Params); ++i) info.params.push_back(split_param(param_names[i], types[i]));
     return add(std::move(info));

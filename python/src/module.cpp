@@ -172,36 +172,35 @@ class Arguments {
   std::size_t capacity_;
 };
 
-// Checks each tensor given to a node's pointer parameters against the parameter's extent,
-// evaluated with `args` and `launch` (a library call has no launch shape; an extent that names
-// an argument not bound yet, or a value in device memory, is checked at validation instead).
-// `held_bytes(i)` is the size of the tensor bound to parameter i (0: none, or unknown). With
-// `changed` (the arguments a set() call gives), only the parameters they affect are checked: one
-// given a tensor, or whose extent reads one of them; the others passed when they were bound.
+// Checks a node's arguments as validation will, before they are applied: the library's checks
+// by value (sizes not negative, enumerations in range) and each tensor given to a pointer
+// parameter against the parameter's extent, evaluated with `args` and `launch` (a library call
+// has no launch shape; an extent that names an argument not bound yet, or a value in device
+// memory, is checked at validation instead). `held_bytes(i)` is the size of the tensor bound to
+// parameter i (0: none, or unknown). With `changed` (the arguments a set() call gives), only the
+// parameters they affect are checked: one given, or a pointer whose extent reads one of them;
+// the others passed when they were bound.
 template <class HeldBytes, class NodeName>
-void check_extents(const KernelInfo& entry, const ArgumentPack& args, const LaunchShape& launch,
-                   const HeldBytes& held_bytes, const NodeName& node_name, const Arguments* changed = nullptr) {
-  const auto affected = [changed](std::uint32_t i, const Extent& extent) {
+void check_arguments(const KernelInfo& entry, const ArgumentPack& args, const LaunchShape& launch,
+                     const HeldBytes& held_bytes, const NodeName& node_name, const Arguments* changed = nullptr) {
+  const auto affected = [changed](std::uint32_t i, const Extent* extent) {
     if (changed == nullptr) return true;
     for (const Argument& a : *changed) {
-      if (a.index == i || extent.reads(a.index)) return true;
+      if (a.index == i || (extent != nullptr && extent->reads(a.index))) return true;
     }
     return false;
   };
-  for (std::size_t i = 0; i < entry.params.size() && i < entry.extents.size(); ++i) {
+  for (const ArgumentProblem& problem : check_argument_values(entry, args)) {
+    if (affected(problem.param, nullptr)) usage("node " + q(node_name()) + ": " + problem.message);
+  }
+  for (std::uint32_t i = 0; i < entry.params.size() && i < entry.extents.size(); ++i) {
     const KernelParam& p = entry.params[i];
-    if (!p.type.pointer || entry.extents[i].empty()) continue;
-    if (!affected(static_cast<std::uint32_t>(i), entry.extents[i])) continue;
-    const std::size_t bytes = held_bytes(static_cast<std::uint32_t>(i));
+    if (!p.type.pointer || entry.extents[i].empty() || !affected(i, &entry.extents[i])) continue;
+    const std::size_t bytes = held_bytes(i);
     if (bytes == 0) continue;
-    const Extent::Value v = entry.extents[i].evaluate(args, launch);
-    if (v.kind != Extent::Value::Kind::known) continue;
-    const std::uint64_t needed = v.elements * size_of(p.type.scalar);
-    if (needed > bytes) {
-      usage("node " + q(node_name()) + ", parameter " + q(p.name) + ": the " + (entry.is_call() ? "call" : "kernel") +
-            " reaches " + std::to_string(v.elements) + " elements (" + entry.extents[i].text() +
-            ") but the tensor holds " + std::to_string(bytes / size_of(p.type.scalar)));
-    }
+    const std::string memory = "a tensor of " + std::to_string(bytes / size_of(p.type.scalar));
+    const ArgumentProblem problem = check_reach(entry, i, entry.extents[i].evaluate(args, launch), bytes, memory);
+    if (!problem.message.empty()) usage("node " + q(node_name()) + ": " + problem.message);
   }
 }
 
@@ -420,7 +419,7 @@ PyNode add_kernel(const std::shared_ptr<PyGraph>& g, Builder& b, std::string nam
     for (std::size_t i = 0; i < pointers.size(); ++i) pointers[i] = trial.data(i);
     launch = info.launch.shape(pointers.data());
   }
-  check_extents(info, trial, launch.value_or(LaunchShape{}), held_after(*g, no_node, args), node_name);
+  check_arguments(info, trial, launch.value_or(LaunchShape{}), held_after(*g, no_node, args), node_name);
 
   RegisteredKernelNode node = b.kernel(std::move(name), info);
   apply_arguments(*g, node, node.id(), args);
@@ -446,7 +445,7 @@ PyNode add_library(const std::shared_ptr<PyGraph>& g, Builder& b, std::string na
   }
   ArgumentPack trial = empty_pack(info);
   for (const Argument& a : args) trial.set(a.index, a.bytes.data(), a.param->type.size());
-  check_extents(info, trial, LaunchShape{}, held_after(*g, no_node, args), node_name);
+  check_arguments(info, trial, LaunchShape{}, held_after(*g, no_node, args), node_name);
 
   RegisteredLibraryNode node = b.library(std::move(name), info);
   apply_arguments(*g, node, node.id(), args);
@@ -661,9 +660,21 @@ nb::object optional_attribute(nb::handle obj, PyObject* name) {
   return nb::object();
 }
 
+// A stream handle given as a Python int (or an object's handle attribute): an address, so a
+// negative or oversized number is refused as a usage error rather than a failed cast.
+cudaStream_t stream_handle(nb::handle value) {
+  if (!nb::isinstance<nb::int_>(value)) usage("stream: the handle is not an int (got " + nb::cast<std::string>(nb::str(value.type())) + ")");
+  const unsigned long long handle = PyLong_AsUnsignedLongLong(value.ptr());
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    usage("stream: " + nb::cast<std::string>(nb::str(value)) + " is not a stream handle (an address: 0 to 2^64 - 1)");
+  }
+  return reinterpret_cast<cudaStream_t>(static_cast<std::uintptr_t>(handle));
+}
+
 cudaStream_t stream_of(nb::handle stream) {
   if (stream.is_none()) return nullptr;
-  if (nb::isinstance<nb::int_>(stream)) return reinterpret_cast<cudaStream_t>(nb::cast<std::uintptr_t>(stream));
+  if (nb::isinstance<nb::int_>(stream)) return stream_handle(stream);
   if (const std::optional<cudaStream_t> torch = torch_stream(stream)) return *torch;
   // Anything with __cuda_stream__ (the CUDA Python protocol): (version, handle); torch.cuda.Stream:
   // cuda_stream; cupy.cuda.Stream: ptr.
@@ -671,13 +682,12 @@ cudaStream_t stream_of(nb::handle stream) {
   static PyObject* const cuda_stream = interned("cuda_stream");
   static PyObject* const ptr = interned("ptr");
   if (nb::object method = optional_attribute(stream, protocol)) {
-    nb::tuple t = nb::cast<nb::tuple>(method());
-    return reinterpret_cast<cudaStream_t>(nb::cast<std::uintptr_t>(t[1]));
+    nb::object t = method();
+    if (!nb::isinstance<nb::tuple>(t) || nb::len(t) != 2) usage("stream: __cuda_stream__() did not return (version, handle)");
+    return stream_handle(nb::borrow<nb::tuple>(t)[1]);
   }
-  if (nb::object handle = optional_attribute(stream, cuda_stream)) {
-    return reinterpret_cast<cudaStream_t>(nb::cast<std::uintptr_t>(handle));
-  }
-  if (nb::object handle = optional_attribute(stream, ptr)) return reinterpret_cast<cudaStream_t>(nb::cast<std::uintptr_t>(handle));
+  if (nb::object handle = optional_attribute(stream, cuda_stream)) return stream_handle(handle);
+  if (nb::object handle = optional_attribute(stream, ptr)) return stream_handle(handle);
   throw nb::type_error("stream: expected None, an int handle, a torch.cuda.Stream, a cupy.cuda.Stream or an object with "
                        "__cuda_stream__");
 }
@@ -823,7 +833,7 @@ NB_MODULE(_flowdsl, m) {
             const auto* kernel = std::get_if<KernelOp>(&op);
             ArgumentPack trial = kernel != nullptr ? kernel->args : std::get<LibraryOp>(op).args;
             for (const Argument& a : args) trial.set(a.index, a.bytes.data(), a.param->type.size());
-            check_extents(entry, trial, kernel != nullptr ? kernel->launch : LaunchShape{}, held_after(g, self.id, args),
+            check_arguments(entry, trial, kernel != nullptr ? kernel->launch : LaunchShape{}, held_after(g, self.id, args),
                           node_name, &args);
             if (entry.is_call()) {
               RegisteredLibraryNode node(&g.graph.state(), self.id, &entry);
@@ -940,12 +950,7 @@ NB_MODULE(_flowdsl, m) {
           const auto it = buffers.find(b.name);
           if (it == buffers.end()) usage(path + ": buffer " + quoted_name(b.name) + " of the file was not given");
           const Memory mem = memory_of(it->second, [&] { return std::string("buffer " + quoted_name(b.name)); });
-          if (mem.dtype && size_of(*mem.dtype) != size_of(b.type)) {
-            usage(path + ": buffer " + quoted_name(b.name) + " holds " + std::string(to_string(b.type)) + " elements, got a " + mem.what());
-          }
-          if (mem.bytes && mem.bytes < b.bytes()) {
-            usage(path + ": buffer " + quoted_name(b.name) + " needs " + std::to_string(b.bytes()) + " bytes, got a " + mem.what());
-          }
+          check_buffer_memory(b, mem.dtype, mem.bytes, "a " + mem.what(), path);
           addresses[b.name] = reinterpret_cast<void*>(mem.address);
           g->buffers[b.name] = it->second;
         }

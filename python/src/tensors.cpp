@@ -4,6 +4,8 @@
 
 #include <string_view>
 
+#include "flowdsl/error.hpp"
+
 namespace nb = nanobind;
 
 namespace flowdsl::python {
@@ -71,7 +73,7 @@ Memory from_interface(nb::handle object, const Where& where) {
     for (std::size_t i = shape.size(); i-- > 0;) {
       const std::int64_t extent = nb::cast<std::int64_t>(shape[i]);
       if (extent != 1 && nb::cast<std::int64_t>(strides[i]) != expected) {
-        throw nb::type_error((where() + ": the array is not contiguous (kernels take dense buffers)").c_str());
+        throw UsageError("flowdsl: " + where() + ": the array is not contiguous (kernels take dense buffers)");
       }
       expected *= extent;
     }
@@ -96,7 +98,7 @@ Memory from_dlpack_object(nb::handle object, const Where& where) {
   std::int64_t expected = 1;
   for (std::size_t i = array.ndim(); i-- > 0;) {
     if (array.shape(i) != 1 && array.stride(i) != expected) {
-      throw nb::type_error((where() + ": the tensor is not contiguous (kernels take dense buffers)").c_str());
+      throw UsageError("flowdsl: " + where() + ": the tensor is not contiguous (kernels take dense buffers)");
     }
     expected *= static_cast<std::int64_t>(array.shape(i));
   }
@@ -177,7 +179,7 @@ std::optional<Memory> from_torch(nb::handle object, const Where& where) {
   m.device = attribute(object, t->is_cuda).ptr() == Py_True;
   m.source = m.device ? "tensor" : "host tensor";
   if (call_method(object, t->is_contiguous).ptr() != Py_True) {
-    throw nb::type_error((where() + ": the tensor is not contiguous (kernels take dense buffers)").c_str());
+    throw UsageError("flowdsl: " + where() + ": the tensor is not contiguous (kernels take dense buffers)");
   }
   m.address = nb::cast<std::uintptr_t>(call_method(object, t->data_ptr));
   m.elements = nb::cast<std::int64_t>(call_method(object, t->numel));
@@ -224,7 +226,13 @@ std::string Memory::what() const {
 Memory memory_of(nb::handle object, const Where& where) {
   if (nb::isinstance<nb::int_>(object) && !nb::isinstance<nb::bool_>(object)) {
     Memory m;
-    m.address = nb::cast<std::uintptr_t>(object);
+    const unsigned long long address = PyLong_AsUnsignedLongLong(object.ptr());
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      throw UsageError("flowdsl: " + where() + ": " + nb::cast<std::string>(nb::str(object)) +
+                       " is not an address (0 to 2^64 - 1)");
+    }
+    m.address = static_cast<std::uintptr_t>(address);
     return m;
   }
   if (std::optional<Memory> tensor = from_torch(object, where)) return *tensor;

@@ -83,18 +83,18 @@ def test_extents_are_checked_against_the_tensors(arrays):
     x, _, _ = arrays
     short = FakeArray(0x7F0000400000, (100,))
     g = flowdsl.Graph()
-    with pytest.raises(flowdsl.UsageError, match=r"node 'scale', parameter 'y': the kernel reaches 4096 elements \(n\) "
-                                                 r"but the tensor holds 100"):
+    with pytest.raises(flowdsl.UsageError, match=r"node 'scale': argument 'y' writes 4096 elements \(n\) "
+                                                 r"of a tensor of 100"):
         g.kernel("scale", "scale.f32", n=N, a=2.0, x=x, y=short)
     k = g.kernel("fits", "scale.f32", n=100, a=2.0, x=x, y=short)
-    with pytest.raises(flowdsl.UsageError, match="the tensor holds 100"):
+    with pytest.raises(flowdsl.UsageError, match="of a tensor of 100"):
         k.set(n=101)
     # A set() checks what its arguments affect: a tensor given, or an extent reading a scalar given.
-    with pytest.raises(flowdsl.UsageError, match=r"parameter 'x': the kernel reaches 100 elements \(n\) but the tensor holds 99"):
+    with pytest.raises(flowdsl.UsageError, match=r"argument 'x' reads 100 elements \(n\) of a tensor of 99"):
         k.set(x=FakeArray(0x7F0000500000, (99,)))
     assert k.set(a=3.0) is k
     k.set(n=100, y=x)
-    with pytest.raises(flowdsl.UsageError, match=r"parameter 'y'.*the tensor holds 100"):
+    with pytest.raises(flowdsl.UsageError, match=r"argument 'y'.*of a tensor of 100"):
         k.set(n=N, y=short)  # both change: checked against each other
     # Named buffers: validation checks every kernel's pointer into them against their end.
     named = flowdsl.Graph()
@@ -115,10 +115,10 @@ def test_library_calls_are_checked_like_kernels():
     gemm = g.library("gemm", "cublaslt.matmul.f16.f32", m=m, n=n, k=k, a=a, b=b, bias=bias, epilogue="bias", c=c)
     assert gemm.kernel == "cublaslt.matmul.f16.f32"
     g.validate()
-    with pytest.raises(flowdsl.UsageError, match=r"node 'gemm', parameter 'c': the call reaches 2048 elements "
-                                                 r"\(m \* n\) but the tensor holds 2047"):
+    with pytest.raises(flowdsl.UsageError, match=r"node 'gemm': argument 'c' writes 2048 elements "
+                                                 r"\(m \* n\) of a tensor of 2047"):
         gemm.set(c=FakeArray(0x7F0000400000, (m * n - 1,)))
-    with pytest.raises(flowdsl.UsageError, match="the call reaches"):
+    with pytest.raises(flowdsl.UsageError, match="elements .* of a tensor of"):
         gemm.set(m=m + 1)  # a[m * k] and c[m * n] no longer fit
     with pytest.raises(flowdsl.UsageError, match="float16"):
         g.library("wrong", "cublaslt.matmul.f16.f32", m=m, n=n, k=k, a=c, b=b, bias=bias, epilogue="bias", c=c)
@@ -236,9 +236,49 @@ def test_graph_files_report_problems_at_their_pointer(tmp_path, arrays):
                     '"args": {"n": 4096, "a": 2.0, "x": "x", "y": "x"}}]}')
     with pytest.raises(flowdsl.UsageError, match="buffer 'x' of the file was not given"):
         flowdsl.load(str(good))
-    with pytest.raises(flowdsl.UsageError, match="needs 16384 bytes"):
+    with pytest.raises(flowdsl.UsageError, match="buffer 'x' holds 4096 f32 elements, got a"):
         flowdsl.load(str(good), buffers={"x": FakeArray(0x7F0000700000, (10,))})
+    with pytest.raises(flowdsl.UsageError, match="buffer 'x' holds f32 elements, got a .*int32"):
+        flowdsl.load(str(good), buffers={"x": FakeArray(0x7F0000700000, (N,), typestr="<i4")})
     assert len(flowdsl.load(str(good), buffers={"x": x})) == 1
+
+
+@pytest.mark.parametrize("size", [2**62, 2**63 - 1, -1, -(2**31)])
+def test_sizes_that_overflow_or_are_negative_are_refused(arrays, size):
+    x, y, _ = arrays
+    g = flowdsl.Graph()
+    kind = "argument 'n' is -" if size < 0 else "writes|reads|out of range"
+    with pytest.raises(flowdsl.UsageError, match=kind):
+        g.kernel("s", "scale.f32", n=size, a=2.0, x=x, y=y)
+    k = g.kernel("fits", "scale.f32", n=N, a=2.0, x=x, y=y)
+    with pytest.raises(flowdsl.UsageError, match=kind):
+        k.set(n=size)
+    assert len(g) == 1
+    g.validate()  # the refused calls left the graph as it was
+
+
+def test_sizes_refused_by_the_library_not_only_by_the_bindings(arrays):
+    # An address (no size known to the bindings): validation refuses the negative size, as it
+    # does in C++ and in graph files.
+    g = flowdsl.Graph()
+    with pytest.raises(flowdsl.UsageError, match=r"argument 'n' is -8: it sizes the extent of 'x' \(n\)"):
+        g.kernel("s", "scale.f32", grid=1, block=256, n=-8, a=2.0, x=0x7F0000000000, y=0x7F0000100000)
+    m = FakeArray(0x7F0000000000, (64,), "<f2")
+    c = FakeArray(0x7F0000300000, (64,))
+    with pytest.raises(flowdsl.UsageError, match=r"argument 'epilogue' is 7, not one of its values"):
+        g.library("gemm", "cublaslt.matmul.f16.f32", m=8, n=8, k=8, a=m, b=m, bias=c, epilogue=7, c=c)
+    with pytest.raises(flowdsl.UsageError, match=r"argument 'm' is -8"):
+        g.library("gemm", "cublaslt.matmul.f16.f32", m=-8, n=-8, k=-8, a=m, b=m, bias=c, epilogue="bias", c=c)
+
+
+def test_stream_handles_and_non_contiguous_arrays_are_usage_errors(arrays):
+    x, _, _ = arrays
+    strided = FakeArray(0x7F0000000000, (64,), strides=(8,))
+    g = flowdsl.Graph()
+    with pytest.raises(flowdsl.UsageError, match="not contiguous"):
+        g.kernel("s", "scale.f32", n=64, a=2.0, x=strided, y=x)
+    with pytest.raises(flowdsl.UsageError, match="is not an address"):
+        g.kernel("s", "scale.f32", n=64, a=2.0, x=-1, y=x)
 
 
 def docs_examples(kind):
@@ -256,7 +296,7 @@ def test_the_docs_cpu_examples_run(capsys):
     for code in examples:
         exec(compile(code, "docs/python.md", "exec"), {})
     out = capsys.readouterr().out
-    assert "digraph" in out and "tensor holds 100" in out and "cycle" in out
+    assert "digraph" in out and "of a tensor of 100" in out and "cycle" in out
 
 
 def test_fusion_lists_the_groups_and_the_kernels_left_out(arrays):

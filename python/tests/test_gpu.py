@@ -43,6 +43,25 @@ def test_a_chain_on_torch_tensors_matches_torch():
         hit["reason"]
 
 
+@pytest.mark.parametrize("size", [2**62, 2**63 - 1, -1])
+def test_a_refused_size_leaves_the_runtime_usable(size):
+    x = torch.randn(4096, device="cuda")
+    y = poisoned(4096)
+    g = flowdsl.Graph()
+    with pytest.raises(flowdsl.UsageError):
+        g.kernel("s", "scale.f32", n=size, a=2.0, x=x, y=y)
+    k = g.kernel("s", "scale.f32", n=4096, a=2.0, x=x, y=y)
+    with pytest.raises(flowdsl.UsageError):
+        k.set(n=size)
+    rt = flowdsl.Runtime()
+    stream = torch.cuda.current_stream()
+    with pytest.raises(flowdsl.UsageError, match="not a stream handle"):
+        rt.launch(g, stream=-1)
+    rt.launch(g, stream=stream)
+    stream.synchronize()
+    torch.testing.assert_close(y, 2.0 * x)
+
+
 def test_swapping_a_tensor_updates_in_place():
     x0, x1 = torch.randn(N, device="cuda"), torch.randn(N, device="cuda")
     y = poisoned(N)

@@ -1,8 +1,10 @@
 // The CUDA-free error types.
 #include "flowdsl/error.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <unordered_map>
 
 namespace flowdsl {
 namespace {
@@ -57,6 +59,41 @@ std::string join(const std::vector<JsonProblem>& problems, const std::string& so
   return text;
 }
 
+// A problem found again and again (a node listing itself 2 000 times) is reported once, where
+// it was first found, with its count.
+template <class Problem, class Key>
+std::vector<Problem> once_each(std::vector<Problem> all, const Key& key) {
+  if (all.size() < 2) return all;
+  std::unordered_map<std::string, std::size_t> first;  // key -> index in `out`
+  std::vector<Problem> out;
+  std::vector<std::size_t> counts;
+  for (Problem& p : all) {
+    const auto [it, added] = first.emplace(key(p), out.size());
+    if (added) {
+      out.push_back(std::move(p));
+      counts.push_back(1);
+    } else {
+      ++counts[it->second];
+    }
+  }
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (counts[i] > 1) out[i].message += " (found " + std::to_string(counts[i]) + " times)";
+  }
+  return out;
+}
+
+std::vector<JsonProblem> once_each(std::vector<JsonProblem> all) {
+  return once_each(std::move(all), [](const JsonProblem& p) { return p.pointer + '\0' + p.message; });
+}
+
+std::vector<Diagnostic> once_each(std::vector<Diagnostic> all) {
+  return once_each(std::move(all), [](const Diagnostic& d) {
+    std::string key = d.message + '\0' + d.member;
+    for (const std::string& n : d.nodes) key += '\0' + n;
+    return key;
+  });
+}
+
 // A file of a million bad nodes must not make a million lines: the first problems, then a count.
 std::vector<JsonProblem> capped(const std::vector<JsonProblem>& all) {
   if (all.size() <= JsonError::max_problems + 1) return all;  // + 1: a count already made
@@ -77,21 +114,26 @@ std::size_t total_of(const std::vector<JsonProblem>& problems) {
 }  // namespace
 
 std::string quoted_name(std::string_view text) {
+  // A message quotes at most this much of what it names: a 4 KB expression or value from a
+  // file is shown by its start and its length.
+  constexpr std::size_t shown = 200;
   std::string out;
-  out.reserve(text.size() + 2);
+  out.reserve(std::min(text.size(), shown) + 24);
   out += '\'';
-  escape_into(out, text, true);
+  escape_into(out, text.substr(0, shown), true);
   out += '\'';
+  if (text.size() > shown) out.insert(out.size() - 1, "...").append(" (" + std::to_string(text.size()) + " bytes)");
   return out;
 }
 
 JsonError::JsonError(std::vector<JsonProblem> problems, std::string source)
-    : JsonError(capped(problems), std::move(source), total_of(problems)) {}
+    : JsonError(capped(once_each(problems)), std::move(source), total_of(once_each(problems))) {}
 
 JsonError::JsonError(std::vector<JsonProblem>&& problems, std::string&& source, std::size_t total)
     : Error(join(problems, source, total)), problems_(std::move(problems)), source_(std::move(source)) {}
 
+// The parameter is replaced by its problems once each before the base is made from them.
 ValidationError::ValidationError(std::vector<Diagnostic> diagnostics)
-    : Error(join(diagnostics)), diagnostics_(std::move(diagnostics)) {}
+    : Error(join(diagnostics = once_each(std::move(diagnostics)))), diagnostics_(std::move(diagnostics)) {}
 
 }  // namespace flowdsl

@@ -76,7 +76,7 @@ bool bind_enumerator(const std::string& name, const KernelParam& param, const st
   const auto& names = param.enumerators;
   const auto it = std::find(names.begin(), names.end(), name);
   if (it == names.end()) {
-    binder.problem(where, "parameter '" + param.name + "': unknown value '" + name + "' (values: " +
+    binder.problem(where, "parameter " + quoted_name(param.name) + ": unknown value " + quoted_name(name) + " (values: " +
                               list_enumerators(param) + ", or their numbers 0 to " + std::to_string(names.size() - 1) +
                               ")");
     return false;

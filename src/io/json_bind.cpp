@@ -368,11 +368,18 @@ class Binder final : public io::NodeBinder {
     try {
       (void)graph_.plan();
     } catch (const ValidationError& e) {
-      const std::unordered_map<std::string, std::string> pointers = node_pointers();
+      const std::unordered_map<std::string, NodePlace> places = node_pointers();
       for (const Diagnostic& d : e.diagnostics()) {
-        const auto it = d.nodes.empty() ? pointers.end() : pointers.find(d.nodes.front());
-        std::string pointer = it == pointers.end() ? std::string() : it->second;
+        const auto it = d.nodes.empty() ? places.end() : places.find(d.nodes.front());
+        std::string pointer = it == places.end() ? std::string() : it->second.pointer;
         if (!pointer.empty() && !d.member.empty()) pointer += "/" + d.member;
+        if (it != places.end() && d.member == "after" && d.nodes.size() == 2) {
+          const std::string& from = d.nodes[1];
+          const std::string name = from.substr(from.rfind('/') + 1);  // npos + 1: the whole path
+          const std::vector<std::string>& after = it->second.spec->after;
+          const auto entry = std::find(after.begin(), after.end(), name);
+          if (entry != after.end()) pointer += token(static_cast<std::size_t>(entry - after.begin()));
+        }
         problems_.push_back({std::move(pointer), d.message});
       }
     }
@@ -380,15 +387,21 @@ class Binder final : public io::NodeBinder {
 
   // Node path -> JSON pointer of the first node with that path. Built only when validation
   // fails: then every node was bound, in the order add_nodes visits the spec.
-  std::unordered_map<std::string, std::string> node_pointers() const {
-    std::unordered_map<std::string, std::string> out;
+  // A problem with an edge (member "after", the predecessor second) points at the entry of
+  // `after` that declares it.
+  struct NodePlace {
+    std::string pointer;
+    const NodeSpec* spec;
+  };
+  std::unordered_map<std::string, NodePlace> node_pointers() const {
+    std::unordered_map<std::string, NodePlace> out;
     const auto visit = [&](const auto& self, const std::vector<NodeSpec>& nodes, const std::string& array,
                            const std::string& path) -> void {
       for (std::size_t i = 0; i < nodes.size(); ++i) {
         const NodeSpec& node = nodes[i];
         const std::string pointer = array + token(i);
         const std::string node_path = path.empty() ? node.name : path + "/" + node.name;
-        out.emplace(node_path, pointer);
+        out.emplace(node_path, NodePlace{pointer, &node});
         std::vector<io::BodyMember> members;
         io::with_kind(node.kind, [&](auto tag) { members = io::json_bodies(tag); });
         for (std::uint32_t b = 0; b < node.bodies.size(); ++b) {
@@ -437,6 +450,20 @@ const unsigned char placeholder_kernel = 0;
 
 }  // namespace
 
+void check_buffer_memory(const BufferSpec& b, std::optional<ScalarType> type, std::uint64_t bytes,
+                         std::string_view what, std::string_view source) {
+  const std::string where = "flowdsl: " + (source.empty() ? std::string() : std::string(source) + ": ") + "buffer " +
+                            quoted_name(b.name);
+  if (type && *type != b.type) {
+    throw UsageError(where + " holds " + std::string(to_string(b.type)) + " elements, got " + std::string(what));
+  }
+  // b.count * size_of(b.type) without wrapping: counts are bounded by the reader, but not by this call.
+  if (bytes != 0 && b.count > bytes / size_of(b.type)) {
+    throw UsageError(where + " holds " + std::to_string(b.count) + " " + std::string(to_string(b.type)) +
+                     " elements, got " + std::string(what));
+  }
+}
+
 Graph bind_graph(const GraphSpec& spec, const BufferAddresses& addresses, const KernelRegistry& registry,
                  const Externals& externals, const std::string& source) {
   return Binder(spec, addresses, registry, externals).run(source);
@@ -461,7 +488,7 @@ Graph inspect_graph(const GraphSpec& spec, const KernelRegistry& registry, const
       continue;
     }
     try {
-      scratch.add(KernelInfo{f.name, &placeholder_kernel, f.params, {}, {}, false, {}, nullptr, {}, {}});
+      scratch.add(KernelInfo{f.name, &placeholder_kernel, f.params, {}, {}, false, {}, nullptr, {}, {}, nullptr});
     } catch (const UsageError& e) {
       problems.push_back({"/kernel_files/" + std::to_string(i), e.what()});
     }

@@ -56,7 +56,7 @@ class GraphFileReader {
     return scalar(std::move(v));
   }
   bool key(json::string_t& k) {
-    if (!admit(k.size())) return false;
+    if (!admit(k.size(), true)) return false;
     if (in_node()) {
       Frame& f = frames_.back();
       if (f.members == 0) f.expr = k == "expr";
@@ -81,7 +81,7 @@ class GraphFileReader {
 
   /// The spec read, or the first problem found (as a JsonError naming `source`).
   GraphSpec finish(std::string_view text, const std::string& source) {
-    if (!limit_.empty()) throw JsonError({{"", "input exceeds the reader's limits: " + limit_}}, source);
+    if (!limit_.empty()) throw JsonError({{limit_pointer_, "input exceeds the reader's limits: " + limit_}}, source);
     if (syntax_) throw JsonError({{"", syntax_message(text)}}, source);
     if (expression_) throw JsonError({*expression_}, source);
     try {
@@ -192,35 +192,73 @@ class GraphFileReader {
     return true;
   }
 
+  // Whether the format takes an expression at `pointer` (an {"expr": ...} object's): an integer
+  // argument, or a count, a byte count, an offset or a seed; not a launch shape, a version or a
+  // condition's default.
+  static bool takes_expression(const std::string& pointer) {
+    const std::size_t last = pointer.rfind('/');
+    if (last == std::string::npos) return false;
+    const std::string_view member = std::string_view(pointer).substr(last + 1);
+    const std::size_t before = last == 0 ? std::string::npos : pointer.rfind('/', last - 1);
+    const std::string_view parent =
+        before == std::string::npos ? std::string_view() : std::string_view(pointer).substr(before + 1, last - before - 1);
+    return parent == "args" || member == "count" || member == "bytes" || member == "offset" || member == "seed";
+  }
+  void refuse_expression(std::string pointer) {
+    if (!expression_) {
+      expression_ = JsonProblem{std::move(pointer), "an expression ({\"expr\": ...}) is not allowed here: it stands for "
+                                                    "an integer argument, a count, bytes, an offset or a seed only"};
+    }
+  }
+
   // The value of an {"expr": text} object of a node; none after keeping the first failure.
   std::optional<std::uint64_t> evaluate(const Frame& f) {
     std::string problem;
     std::uint64_t value = 0;
+    if (std::string here = pointer_of_innermost(); !takes_expression(here)) {
+      refuse_expression(std::move(here));
+      return std::nullopt;
+    }
     if (!f.expr_text) {
       problem = "an expression is a string, found " + f.expr_type;
     } else if (evaluate_expression(*f.expr_text, ranks_.rank, ranks_.world, value, problem)) {
       return value;
     } else {
-      problem = "cannot evaluate \"" + *f.expr_text + "\" with rank " + std::to_string(ranks_.rank) + " and world " +
+      problem = "cannot evaluate " + quoted_name(*f.expr_text) + " with rank " + std::to_string(ranks_.rank) + " and world " +
                 std::to_string(ranks_.world) + ": " + problem;
     }
     if (!expression_) expression_ = JsonProblem{pointer_of_innermost(), std::move(problem)};
     return std::nullopt;
   }
 
-  // Counts a key or scalar value and checks its depth and (for strings) its length.
-  bool admit(std::size_t string_bytes = 0) {
+  // Counts a key or scalar value and checks its depth and (for strings) its length; a string
+  // too long is reported at its member (a key at the object holding it, its text not echoed).
+  bool admit(std::size_t string_bytes = 0, bool is_key = false) {
     if (depth() > limits_.max_depth) return exceed("nesting deeper than " + std::to_string(limits_.max_depth) + " levels");
     if (++values_ > limits_.max_values) return exceed("more than " + std::to_string(limits_.max_values) + " values");
     if (string_bytes > limits_.max_string) {
-      return exceed("a string of " + std::to_string(string_bytes) + " bytes, over the limit of " +
-                    std::to_string(limits_.max_string));
+      return exceed(std::string(is_key ? "a member name" : "a string") + " of " + std::to_string(string_bytes) +
+                        " bytes, over the limit of " + std::to_string(limits_.max_string),
+                    is_key ? pointer_of_innermost() : pointer_of_next_value());
     }
     return true;
   }
-  bool exceed(std::string what) {
+  bool exceed(std::string what, std::string pointer = {}) {
     limit_ = std::move(what);
+    limit_pointer_ = std::move(pointer);
     return false;
+  }
+
+  // The JSON pointer of the value about to be read: the innermost container's, then its key or
+  // index there.
+  std::string pointer_of_next_value() const {
+    std::string pointer = pointer_of_innermost();
+    if (in_node()) {
+      if (!frames_.empty()) pointer += frames_.back().object ? token(key_) : token(frames_.back().members);
+    } else if (!open_.empty()) {
+      pointer += open_.back()->is_object() ? token(key_) : token(open_.back()->size());
+    }
+    return pointer;
   }
 
   bool scalar(json&& v) {
@@ -269,13 +307,17 @@ class GraphFileReader {
     const json& text = object.begin().value();
     std::string problem;
     std::uint64_t value = 0;
+    if (std::string here = pointer_of_innermost(); !takes_expression(here)) {
+      refuse_expression(std::move(here));
+      return;
+    }
     if (!text.is_string()) {
       problem = "an expression is a string, found " + type_of(text);
     } else if (evaluate_expression(text.get_ref<const std::string&>(), ranks_.rank, ranks_.world, value, problem)) {
       object = value;
       return;
     } else {
-      problem = "cannot evaluate \"" + text.get<std::string>() + "\" with rank " + std::to_string(ranks_.rank) +
+      problem = "cannot evaluate " + quoted_name(text.get_ref<const std::string&>()) + " with rank " + std::to_string(ranks_.rank) +
                 " and world " + std::to_string(ranks_.world) + ": " + problem;
     }
     if (!expression_) expression_ = JsonProblem{pointer_of_innermost(), std::move(problem)};
@@ -382,6 +424,7 @@ class GraphFileReader {
   std::optional<JsonProblem> expression_;  ///< the first expression that failed
   std::size_t values_ = 0;
   std::string limit_;             ///< the limit exceeded, if any
+  std::string limit_pointer_;     ///< where (a string too long), or "" for the whole input
   std::optional<Syntax> syntax_;  ///< malformed text, if so
   json root_;                     ///< the file, its top-level nodes left out
   std::vector<json*> open_;       ///< containers being read, innermost last; null: the top-level nodes

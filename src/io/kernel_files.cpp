@@ -60,7 +60,7 @@ std::vector<KernelLibrary> load_kernel_files(const GraphSpec& spec, const std::s
     auto [it, added] = by_path.emplace(path, libraries.size());
     if (added) libraries.push_back(KernelLibrary::load(path));
     const cudaKernel_t kernel = libraries[it->second].kernel(f.symbol);
-    registry.add(KernelInfo{f.name, reinterpret_cast<const void*>(kernel), f.params, "from " + path, {}, false, {}, nullptr, {}, {}});
+    registry.add(KernelInfo{f.name, reinterpret_cast<const void*>(kernel), f.params, "from " + path, {}, false, {}, nullptr, {}, {}, nullptr});
   }
   return libraries;
 }

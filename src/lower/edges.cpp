@@ -146,10 +146,12 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag, bool one_bo
       } else if (e.kind == EdgeKind::full) {
         full.push_back(key);
       } else if (launch_fields(d.nodes[from].op) == nullptr || launch_fields(d.nodes[to].op) == nullptr) {
-        diag.add({node_path(d, from), node_path(d, to)},
+        // At the dependent node, whose `after` declares the edge.
+        diag.add({node_path(d, to), node_path(d, from)},
                  "programmatic edge from " + quoted_name(node_path(d, from)) + " (" +
                      std::string(kind_name(d.nodes[from].op)) + ") to " + quoted_name(node_path(d, to)) + " (" +
-                     std::string(kind_name(d.nodes[to].op)) + "): programmatic edges join two kernel nodes");
+                     std::string(kind_name(d.nodes[to].op)) + "): programmatic edges join two kernel nodes",
+                 "after");
       } else {
         programmatic.push_back(key);
       }
@@ -166,9 +168,10 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag, bool one_bo
     for (std::uint64_t key : programmatic) {
       if (!std::binary_search(full.begin(), full.end(), key)) continue;
       const auto from = static_cast<NodeId>(key & 0xffffffffu), to = static_cast<NodeId>(key >> 32);
-      diag.add({node_path(d, from), node_path(d, to)}, "edge from " + quoted_name(node_path(d, from)) + " to " +
-                                                           quoted_name(node_path(d, to)) +
-                                                           " is declared both full and programmatic: keep one");
+      diag.add({node_path(d, to), node_path(d, from)},
+               "edge from " + quoted_name(node_path(d, from)) + " to " + quoted_name(node_path(d, to)) +
+                   " is declared both full and programmatic: keep one",
+               "after");
     }
     out.programmatic = std::move(programmatic);
   }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "flowdsl/argument_checks.hpp"
 #include "flowdsl/registry.hpp"
 
 namespace flowdsl::lowering {
@@ -32,27 +33,27 @@ const KernelInfo* registered_entry(const KernelInfo* declared, const void* funct
   return info != nullptr && info->params.size() == args.size() && info->extents.size() == args.size() ? info : nullptr;
 }
 
-void check_extents(const ArgumentPack& args, const LaunchShape& launch, const KernelInfo& entry, NodeCheck& diag) {
-  for_each_extent(args, launch, entry, [&](const KernelParam& p, const Extent& extent, const void* ptr, const Extent::Value& v) {
-    const std::string member = "args/" + p.name;
-    const std::string verb = p.type.is_const ? "reads " : "writes ";
-    if (v.kind == Extent::Value::Kind::overflow) {
-      diag.report(
-          "argument " + quoted_name(p.name) + ": its extent " + quoted_name(extent.text()) + " exceeds 2^63 elements",
-          member);
-      return;
-    }
+void check_arguments(const ArgumentPack& args, const LaunchShape& launch, const KernelInfo& entry, NodeCheck& diag) {
+  for (const ArgumentProblem& problem : check_argument_values(entry, args)) {
+    diag.report(problem.message, "args/" + entry.params[problem.param].name);
+  }
+  if (diag.buffers().empty()) return;  // nothing to check pointers against
+  for_each_extent(args, launch, entry, [&](const KernelParam& p, const Extent&, const void* ptr, const Extent::Value& v) {
     const auto address = reinterpret_cast<std::uintptr_t>(ptr);
     const NamedBuffer* b = diag.buffers().find(address);
-    if (b == nullptr || v.kind != Extent::Value::Kind::known) return;  // not checkable here
-    const std::size_t element = size_of(p.type.scalar);
-    const std::uint64_t offset = address - reinterpret_cast<std::uintptr_t>(b->ptr);
-    const std::uint64_t available = (b->bytes - offset) / element;
-    if (v.elements <= available) return;
-    diag.report("argument " + quoted_name(p.name) + " " + verb + std::to_string(v.elements) + " elements (" +
-                    extent.text() + ") of buffer " + quoted_name(b->name) + " (" + std::to_string(available) +
-                    (offset == 0 ? ")" : " after offset " + std::to_string(offset) + ")"),
-                member);
+    std::uint64_t available_bytes = UINT64_MAX;  // outside named buffers only an overflow is known wrong
+    std::string memory;
+    if (b != nullptr) {
+      const std::uint64_t offset = address - reinterpret_cast<std::uintptr_t>(b->ptr);
+      available_bytes = b->bytes - offset;
+      memory = "buffer " + quoted_name(b->name) + " (" + std::to_string(available_bytes / size_of(p.type.scalar)) +
+               (offset == 0 ? ")" : " after offset " + std::to_string(offset) + ")");
+    } else if (v.kind != Extent::Value::Kind::overflow) {
+      return;
+    }
+    const auto index = static_cast<std::uint32_t>(&p - entry.params.data());
+    const ArgumentProblem problem = check_reach(entry, index, v, available_bytes, memory);
+    if (!problem.message.empty()) diag.report(problem.message, "args/" + p.name);
   });
 }
 

@@ -13,9 +13,10 @@ namespace flowdsl::lowering {
 const KernelInfo* registered_entry(const KernelInfo* declared, const void* function, const ArgumentPack& args,
                                    KernelInfos& kernels);
 
-/// Reports pointer arguments whose extents (in `entry`, evaluated over `args` and `launch`) run
-/// past the named buffer they point into, or exceed 2^63 elements, at "args/<name>".
-void check_extents(const ArgumentPack& args, const LaunchShape& launch, const KernelInfo& entry, NodeCheck& check);
+/// Reports, at "args/<name>", the arguments of `entry` refused by value (check_argument_values)
+/// and, where the graph names buffers, pointer arguments whose extents (evaluated over `args`
+/// and `launch`) run past the named buffer they point into or exceed 2^63 elements.
+void check_arguments(const ArgumentPack& args, const LaunchShape& launch, const KernelInfo& entry, NodeCheck& check);
 
 /// The accesses the pointer arguments' extents imply (bytes 0 where the extent is data-dependent).
 void extent_accesses(const ArgumentPack& args, const LaunchShape& launch, const KernelInfo& entry,

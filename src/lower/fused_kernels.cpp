@@ -17,12 +17,12 @@
 
 #include <cuda_runtime_api.h>
 #include <nvrtc.h>
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include "flowdsl/cuda_handles.hpp"
 #include "fusion.hpp"
 #include "log_internal.hpp"
+#include "shared_library.hpp"
 
 namespace flowdsl::lowering {
 namespace {
@@ -116,54 +116,39 @@ struct Nvrtc {
   decltype(&nvrtcGetSupportedArchs) archs = nullptr;
 };
 
-template <class F>
-void resolve(void* handle, const char* name, F& out, std::string& missing) {
-  out = reinterpret_cast<F>(dlsym(handle, name));
-  if (out == nullptr) missing += std::string(" ") + name;
-}
-
-// Called with the store's mutex held.
+// Called with the store's mutex held. A failed load is tried again by the next compilation.
 const Nvrtc& nvrtc(const std::string& path) {
   static Nvrtc api;
-  static void* handle = nullptr;
-  if (handle != nullptr) return api;
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("FLOWDSL_NVRTC"); env != nullptr && *env != '\0') candidates.emplace_back(env);
-  candidates.emplace_back(FLOWDSL_NVRTC_LIBRARY);
-  candidates.emplace_back(std::filesystem::path(FLOWDSL_NVRTC_LIBRARY).filename().string());
-  std::string tried;
-  void* opened = nullptr;
-  for (const std::string& candidate : candidates) {
-    opened = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (opened != nullptr) break;
-    const char* why = dlerror();
-    tried += "\n  " + candidate + ": " + (why != nullptr ? why : "not found");
-  }
-  if (opened == nullptr) {
+  static bool loaded = false;
+  if (loaded) return api;
+  const flowdsl::detail::SharedLibrary library(flowdsl::detail::library_candidates(
+      "FLOWDSL_NVRTC",
+      {FLOWDSL_NVRTC_LIBRARY, std::filesystem::path(FLOWDSL_NVRTC_LIBRARY).filename().string()}));
+  if (!library) {
     throw CudaError(cudaErrorSharedObjectInitFailed, "dlopen", path,
                     "NVRTC, which compiles fused kernels, cannot be loaded (set FLOWDSL_NVRTC to its path, or leave "
-                    "the graph unfused); tried:" + tried);
+                    "the graph unfused); tried:" + library.tried());
   }
-  Nvrtc loaded;
+  Nvrtc found;
   std::string missing;
-  resolve(opened, "nvrtcGetErrorString", loaded.error_string, missing);
-  resolve(opened, "nvrtcCreateProgram", loaded.create, missing);
-  resolve(opened, "nvrtcDestroyProgram", loaded.destroy, missing);
-  resolve(opened, "nvrtcCompileProgram", loaded.compile, missing);
-  resolve(opened, "nvrtcGetProgramLogSize", loaded.log_size, missing);
-  resolve(opened, "nvrtcGetProgramLog", loaded.log, missing);
-  resolve(opened, "nvrtcGetCUBINSize", loaded.cubin_size, missing);
-  resolve(opened, "nvrtcGetCUBIN", loaded.cubin, missing);
-  resolve(opened, "nvrtcGetPTXSize", loaded.ptx_size, missing);
-  resolve(opened, "nvrtcGetPTX", loaded.ptx, missing);
-  resolve(opened, "nvrtcGetNumSupportedArchs", loaded.arch_count, missing);
-  resolve(opened, "nvrtcGetSupportedArchs", loaded.archs, missing);
+  library.resolve("nvrtcGetErrorString", found.error_string, missing);
+  library.resolve("nvrtcCreateProgram", found.create, missing);
+  library.resolve("nvrtcDestroyProgram", found.destroy, missing);
+  library.resolve("nvrtcCompileProgram", found.compile, missing);
+  library.resolve("nvrtcGetProgramLogSize", found.log_size, missing);
+  library.resolve("nvrtcGetProgramLog", found.log, missing);
+  library.resolve("nvrtcGetCUBINSize", found.cubin_size, missing);
+  library.resolve("nvrtcGetCUBIN", found.cubin, missing);
+  library.resolve("nvrtcGetPTXSize", found.ptx_size, missing);
+  library.resolve("nvrtcGetPTX", found.ptx, missing);
+  library.resolve("nvrtcGetNumSupportedArchs", found.arch_count, missing);
+  library.resolve("nvrtcGetSupportedArchs", found.archs, missing);
   if (!missing.empty()) {
-    dlclose(opened);
-    throw CudaError(cudaErrorSharedObjectSymbolNotFound, "dlsym", path, "the NVRTC library loaded lacks" + missing);
+    throw CudaError(cudaErrorSharedObjectSymbolNotFound, "dlsym", path,
+                    library.path() + ", the NVRTC library loaded, lacks " + missing);
   }
-  api = loaded;
-  handle = opened;
+  api = found;
+  loaded = true;
   return api;
 }
 

@@ -31,7 +31,8 @@ class Diagnostics {
   explicit Diagnostics(std::vector<Diagnostic>& out) : out_(out) {}
   /// `member`: the parameter the problem is about, as a relative JSON pointer ("args/x").
   void report(const Description& d, NodeId id, const std::string& message, std::string member = {});
-  void add(std::vector<std::string> nodes, std::string message);  // message already complete
+  /// A complete message about `nodes`; `member`, as report's, belongs to the first of them.
+  void add(std::vector<std::string> nodes, std::string message, std::string member = {});
   /// Appends problems collected apart (in their order), after those reported so far.
   void add(std::vector<Diagnostic>&& problems);
   bool empty() const noexcept { return out_.empty(); }

@@ -68,8 +68,8 @@ const KernelInfo* KernelInfos::look_up(const void* function) {
   return last_;
 }
 
-void Diagnostics::add(std::vector<std::string> nodes, std::string message) {
-  out_.push_back(Diagnostic{std::move(nodes), std::move(message), {}});
+void Diagnostics::add(std::vector<std::string> nodes, std::string message, std::string member) {
+  out_.push_back(Diagnostic{std::move(nodes), std::move(message), std::move(member)});
 }
 
 void Diagnostics::add(std::vector<Diagnostic>&& problems) {

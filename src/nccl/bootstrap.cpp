@@ -25,15 +25,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A variable's value as a non-negative integer below `limit`.
-int read_int(const Environment& env, const char* name, long limit) {
+// A variable's value as an integer from `least` to `limit` - 1.
+int read_int(const Environment& env, const char* name, long limit, long least = 0) {
   const char* text = env(name);
   long value = -1;
   const char* end = text + std::strlen(text);
   const auto [at, ec] = std::from_chars(text, end, value);
-  if (ec != std::errc() || at != end || value < 0 || value >= limit) {
-    throw UsageError(std::string("flowdsl: the environment variable ") + name + " is '" + text +
-                     "': expected an integer from 0 to " + std::to_string(limit - 1));
+  if (ec != std::errc() || at != end || value < least || value >= limit) {
+    throw UsageError(std::string("flowdsl: the environment variable ") + name + " is " + quoted_name(text) +
+                     ": expected an integer from " + std::to_string(least) + " to " + std::to_string(limit - 1));
   }
   return static_cast<int>(value);
 }
@@ -261,8 +261,7 @@ Bootstrap bootstrap_from(const Environment& env) {
   constexpr long max_ranks = 1 << 20;
   for (const Launcher& l : launchers) {
     if (!set(env, l.rank) || !set(env, l.size)) continue;
-    b.world = read_int(env, l.size, max_ranks + 1);
-    if (b.world == 0) throw UsageError(std::string("flowdsl: the environment variable ") + l.size + " is 0");
+    b.world = read_int(env, l.size, max_ranks + 1, 1);
     b.rank = read_int(env, l.rank, b.world);
     b.local_rank = l.local_rank != nullptr && set(env, l.local_rank) ? read_int(env, l.local_rank, b.world) : b.rank;
     b.source = std::string(l.rank) + ", " + l.size;

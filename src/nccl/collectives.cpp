@@ -8,6 +8,8 @@
 #include <mutex>
 #include <string>
 
+#include <cstring>
+
 #include "flowdsl/nccl.hpp"
 #include "nccl_library.hpp"
 
@@ -126,22 +128,45 @@ int send_recv_call(cudaStream_t stream, i32 comm_id, u64 count, i32 send_peer, i
   return 0;
 }
 
+// What a call refuses that the registry's checks do not see (KernelInfo::check): send and recv of
+// `count` elements each either the same memory (in place) or apart, never partly shared, which
+// NCCL leaves undefined. Parameters `send_at` and `recv_at` of the call's arguments.
+template <class T, std::uint32_t count_at, std::uint32_t send_at, std::uint32_t recv_at, bool in_place>
+ArgumentProblem check_apart(const void* const* args) {
+  u64 count = 0;
+  const T* send = nullptr;
+  const T* recv = nullptr;
+  std::memcpy(&count, args[count_at], sizeof count);
+  std::memcpy(&send, args[send_at], sizeof send);
+  std::memcpy(&recv, args[recv_at], sizeof recv);
+  const auto s = reinterpret_cast<std::uintptr_t>(send), r = reinterpret_cast<std::uintptr_t>(recv);
+  if (count == 0 || (in_place && s == r)) return {};
+  const u64 bytes = count > UINT64_MAX / sizeof(T) ? UINT64_MAX : count * sizeof(T);
+  const bool apart = s >= r ? s - r >= bytes : r - s >= bytes;
+  if (apart) return {};
+  return {recv_at, std::string("argument 'recv' overlaps 'send'") +
+                       (in_place ? " without being the same memory (in place)" : "") +
+                       ": NCCL's result is undefined where they share bytes"};
+}
+
 template <class T>
 void register_type(KernelRegistry& registry) {
   const std::string t = DataType<T>::name;
   registry.add_call("nccl.all_reduce." + t, &all_reduce_call<T>,
                     {"comm", "count", "op: " FLOWDSL_NCCL_OPS, "send: count", "recv: count"},
-                    "recv[i] = op over the ranks of send[i] (ncclAllReduce); send may equal recv");
+                    "recv[i] = op over the ranks of send[i] (ncclAllReduce); send may equal recv",
+                    &check_apart<T, 1, 3, 4, true>);
   registry.add_call("nccl.all_gather." + t, &all_gather_call<T>, {"comm", "count", "ranks", "send: count", "recv: count * ranks"},
                     "recv[r * count + i] = rank r's send[i] (ncclAllGather); ranks: the communicator's size");
   registry.add_call("nccl.reduce_scatter." + t, &reduce_scatter_call<T>,
                     {"comm", "count", "ranks", "op: " FLOWDSL_NCCL_OPS, "send: count * ranks", "recv: count"},
                     "recv[i] = op over the ranks of send[rank * count + i] (ncclReduceScatter)");
   registry.add_call("nccl.broadcast." + t, &broadcast_call<T>, {"comm", "count", "root", "send: count", "recv: count"},
-                    "recv[i] = rank root's send[i] (ncclBroadcast)");
+                    "recv[i] = rank root's send[i] (ncclBroadcast)", &check_apart<T, 1, 3, 4, true>);
   registry.add_call("nccl.send_recv." + t, &send_recv_call<T>,
                     {"comm", "count", "send_peer", "recv_peer", "send: count", "recv: count"},
-                    "sends send to rank send_peer and receives recv from rank recv_peer in one NCCL group; -1: none");
+                    "sends send to rank send_peer and receives recv from rank recv_peer in one NCCL group; -1: none",
+                    &check_apart<T, 1, 4, 5, false>);
 }
 
 const char* type_name(ncclDataType_t type) {

@@ -1,72 +1,46 @@
 // NCCL through dlopen (see nccl_library.hpp).
 #include "nccl_library.hpp"
 
-#include <dlfcn.h>
-
 #include <cstdlib>
 #include <mutex>
 #include <vector>
 
 #include "flowdsl/nccl.hpp"
+#include "shared_library.hpp"
 
 namespace flowdsl::nccl::detail {
 namespace {
 
-std::vector<std::string> candidates() {
-  std::vector<std::string> out;
-  if (const char* chosen = std::getenv("FLOWDSL_NCCL"); chosen != nullptr && *chosen != '\0') {
-    out.emplace_back(chosen);
-    return out;  // named: nothing else is tried, so that a wrong path is not hidden
-  }
-  out.emplace_back("libnccl.so.2");
-#ifdef FLOWDSL_NCCL_LIBRARY
-  out.emplace_back(FLOWDSL_NCCL_LIBRARY);
-#endif
-  return out;
-}
-
-template <class F>
-void resolve(void* handle, const char* name, F& out, std::string& missing) {
-  out = reinterpret_cast<F>(dlsym(handle, name));
-  if (out == nullptr) missing += (missing.empty() ? "" : ", ") + std::string(name);
-}
-
 Api load() {
-  std::string tried;
-  void* handle = nullptr;
-  Api api;
-  for (const std::string& candidate : candidates()) {
-    dlerror();
-    handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle != nullptr) {
-      api.library = candidate;
-      break;
-    }
-    const char* why = dlerror();
-    tried += "\n  " + (why != nullptr ? std::string(why) : candidate + ": cannot be opened");
-  }
-  if (handle == nullptr) {
-    throw Error("flowdsl: NCCL cannot be loaded, so no communicator can be made here; tried:" + tried +
+  std::vector<std::string> defaults{"libnccl.so.2"};
+#ifdef FLOWDSL_NCCL_LIBRARY
+  defaults.emplace_back(FLOWDSL_NCCL_LIBRARY);
+#endif
+  const flowdsl::detail::SharedLibrary library(flowdsl::detail::library_candidates("FLOWDSL_NCCL", std::move(defaults)));
+  if (!library) {
+    throw Error("flowdsl: NCCL cannot be loaded, so no communicator can be made here; tried:" + library.tried() +
                 "\n  (set FLOWDSL_NCCL to the path of libnccl.so.2)");
   }
+  Api api;
+  api.library = library.path();
   std::string missing;
-  resolve(handle, "ncclGetVersion", api.get_version, missing);
-  resolve(handle, "ncclGetUniqueId", api.get_unique_id, missing);
-  resolve(handle, "ncclCommInitRank", api.comm_init_rank, missing);
-  resolve(handle, "ncclCommFinalize", api.comm_finalize, missing);
-  resolve(handle, "ncclCommDestroy", api.comm_destroy, missing);
-  resolve(handle, "ncclCommAbort", api.comm_abort, missing);
-  resolve(handle, "ncclCommCount", api.comm_count, missing);
-  resolve(handle, "ncclGetErrorString", api.error_string, missing);
-  resolve(handle, "ncclGetLastError", api.last_error, missing);
-  resolve(handle, "ncclAllReduce", api.all_reduce, missing);
-  resolve(handle, "ncclAllGather", api.all_gather, missing);
-  resolve(handle, "ncclReduceScatter", api.reduce_scatter, missing);
-  resolve(handle, "ncclBroadcast", api.broadcast, missing);
-  resolve(handle, "ncclSend", api.send, missing);
-  resolve(handle, "ncclRecv", api.recv, missing);
-  resolve(handle, "ncclGroupStart", api.group_start, missing);
-  resolve(handle, "ncclGroupEnd", api.group_end, missing);
+  library.resolve("ncclGetVersion", api.get_version, missing);
+  library.resolve("ncclGetUniqueId", api.get_unique_id, missing);
+  library.resolve("ncclCommInitRank", api.comm_init_rank, missing);
+  library.resolve("ncclCommFinalize", api.comm_finalize, missing);
+  library.resolve("ncclCommDestroy", api.comm_destroy, missing);
+  library.resolve("ncclCommAbort", api.comm_abort, missing);
+  library.resolve("ncclCommCount", api.comm_count, missing);
+  library.resolve("ncclGetErrorString", api.error_string, missing);
+  library.resolve("ncclGetLastError", api.last_error, missing);
+  library.resolve("ncclAllReduce", api.all_reduce, missing);
+  library.resolve("ncclAllGather", api.all_gather, missing);
+  library.resolve("ncclReduceScatter", api.reduce_scatter, missing);
+  library.resolve("ncclBroadcast", api.broadcast, missing);
+  library.resolve("ncclSend", api.send, missing);
+  library.resolve("ncclRecv", api.recv, missing);
+  library.resolve("ncclGroupStart", api.group_start, missing);
+  library.resolve("ncclGroupEnd", api.group_end, missing);
   if (!missing.empty()) {
     // The handle stays open: the process may have loaded this NCCL for another reason.
     throw Error("flowdsl: " + api.library + " lacks " + missing + " (flowdsl needs NCCL 2.14 or later, which has ncclCommFinalize)");

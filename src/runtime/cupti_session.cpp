@@ -4,8 +4,6 @@
 // instantiation makes.
 #include "cupti_session.hpp"
 
-#include <dlfcn.h>
-
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
@@ -18,6 +16,7 @@
 
 #include "flowdsl/profiler.hpp"
 #include "log_internal.hpp"
+#include "shared_library.hpp"
 
 #ifndef FLOWDSL_CUPTI_LIBRARY
 #error "FLOWDSL_CUPTI_LIBRARY (the CUDA Toolkit's libcupti.so.<major>) is defined by src/CMakeLists.txt"
@@ -75,52 +74,36 @@ void check_cupti(const Api& api, CUptiResult result, const char* call) {
                       static_cast<int>(result));
 }
 
-template <class F>
-void resolve(void* handle, const char* name, F& out, std::string& missing) {
-  out = reinterpret_cast<F>(dlsym(handle, name));
-  if (out == nullptr) missing += (missing.empty() ? "" : ", ") + std::string(name);
-}
-
 // Opens the first candidate that loads; never closed: CUPTI stays attached to the driver once
 // it has been used, so unloading it would leave the driver calling into nothing.
 Api load() {
-  std::string tried;
-  void* handle = nullptr;
-  Api api;
-  for (const std::string& candidate : cupti_candidates()) {
-    dlerror();
-    handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle != nullptr) {
-      api.library = candidate;
-      break;
-    }
-    const char* why = dlerror();  // names the file
-    tried += "\n  " + (why != nullptr ? std::string(why) : candidate + ": cannot be opened");
-  }
-  if (handle == nullptr) {
-    throw ProfilerError("flowdsl: CUPTI cannot be loaded, so graphs cannot be profiled here; tried:" + tried +
+  const flowdsl::detail::SharedLibrary library(cupti_candidates());
+  if (!library) {
+    throw ProfilerError("flowdsl: CUPTI cannot be loaded, so graphs cannot be profiled here; tried:" + library.tried() +
                         "\n  (set FLOWDSL_CUPTI to the path of libcupti.so." + std::to_string(CUDART_VERSION / 1000) +
                         ")");
   }
+  Api api;
+  api.library = library.path();
   std::string missing;
-  resolve(handle, "cuptiGetVersion", api.get_version, missing);
-  resolve(handle, "cuptiGetResultString", api.result_string, missing);
-  resolve(handle, "cuptiSubscribe", api.subscribe, missing);
-  resolve(handle, "cuptiUnsubscribe", api.unsubscribe, missing);
-  resolve(handle, "cuptiEnableCallback", api.enable_callback, missing);
-  resolve(handle, "cuptiActivityRegisterCallbacks", api.register_callbacks, missing);
-  resolve(handle, "cuptiActivityEnable", api.enable, missing);
-  resolve(handle, "cuptiActivityDisable", api.disable, missing);
-  resolve(handle, "cuptiActivityFlushAll", api.flush_all, missing);
-  resolve(handle, "cuptiActivityGetNextRecord", api.next_record, missing);
-  resolve(handle, "cuptiActivityGetNumDroppedRecords", api.dropped_records, missing);
-  resolve(handle, "cuptiGetGraphNodeId", api.graph_node_id, missing);
-  resolve(handle, "cuptiGetGraphId", api.graph_id, missing);
-  resolve(handle, "cuptiGetGraphExecId", api.graph_exec_id, missing);
-  resolve(handle, "cuptiGetTimestamp", api.get_timestamp, missing);
-  resolve(handle, "cuptiGetCallbackName", api.callback_name, missing);
+  library.resolve("cuptiGetVersion", api.get_version, missing);
+  library.resolve("cuptiGetResultString", api.result_string, missing);
+  library.resolve("cuptiSubscribe", api.subscribe, missing);
+  library.resolve("cuptiUnsubscribe", api.unsubscribe, missing);
+  library.resolve("cuptiEnableCallback", api.enable_callback, missing);
+  library.resolve("cuptiActivityRegisterCallbacks", api.register_callbacks, missing);
+  library.resolve("cuptiActivityEnable", api.enable, missing);
+  library.resolve("cuptiActivityDisable", api.disable, missing);
+  library.resolve("cuptiActivityFlushAll", api.flush_all, missing);
+  library.resolve("cuptiActivityGetNextRecord", api.next_record, missing);
+  library.resolve("cuptiActivityGetNumDroppedRecords", api.dropped_records, missing);
+  library.resolve("cuptiGetGraphNodeId", api.graph_node_id, missing);
+  library.resolve("cuptiGetGraphId", api.graph_id, missing);
+  library.resolve("cuptiGetGraphExecId", api.graph_exec_id, missing);
+  library.resolve("cuptiGetTimestamp", api.get_timestamp, missing);
+  library.resolve("cuptiGetCallbackName", api.callback_name, missing);
   std::string optional;  // without it, records are attributed by time less exactly
-  resolve(handle, "cuptiActivityEnableCudaEventDeviceTimestamps", api.event_device_times, optional);
+  library.resolve("cuptiActivityEnableCudaEventDeviceTimestamps", api.event_device_times, optional);
   if (!missing.empty()) {
     throw ProfilerError("flowdsl: CUPTI (" + api.library + ") lacks " + missing +
                         ": it is not a CUPTI flowdsl can use");
@@ -344,8 +327,8 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId i
 }  // namespace
 
 std::vector<std::string> cupti_candidates() {
-  if (const char* chosen = std::getenv("FLOWDSL_CUPTI"); chosen != nullptr && *chosen != '\0') return {chosen};
-  return {FLOWDSL_CUPTI_LIBRARY, "libcupti.so." + std::to_string(CUDART_VERSION / 1000)};
+  return flowdsl::detail::library_candidates("FLOWDSL_CUPTI",
+                                             {FLOWDSL_CUPTI_LIBRARY, "libcupti.so." + std::to_string(CUDART_VERSION / 1000)});
 }
 
 CuptiSession::CuptiSession() {

@@ -158,7 +158,7 @@ TEST_CASE("The launcher's variables give rank, world and local rank", "[nccl][bo
     CHECK_THROWS_WITH(nccl::bootstrap_from(environment({{"PMI_RANK", "2"}, {"PMI_SIZE", "2"}, {"FLOWDSL_JOB", "j"}})),
                       contains("PMI_RANK is '2'"));
     CHECK_THROWS_WITH(nccl::bootstrap_from(environment({{"PMI_RANK", "x"}, {"PMI_SIZE", "2"}})), contains("PMI_RANK"));
-    CHECK_THROWS_WITH(nccl::bootstrap_from(environment({{"RANK", "0"}, {"WORLD_SIZE", "0"}})), contains("WORLD_SIZE is 0"));
+    CHECK_THROWS_WITH(nccl::bootstrap_from(environment({{"RANK", "0"}, {"WORLD_SIZE", "0"}})), contains("WORLD_SIZE is '0': expected an integer from 1 to"));
     CHECK_THROWS_WITH(nccl::bootstrap_from(environment({{"RANK", "0"}, {"WORLD_SIZE", "-3"}})), contains("WORLD_SIZE"));
     CHECK_THROWS_WITH(nccl::bootstrap_from(environment({{"FLOWDSL_NCCL_ADDRESS", "nohost"}})), contains("not host:port"));
     CHECK_THROWS_AS(nccl::bootstrap_from(environment({{"RANK", "0"}, {"WORLD_SIZE", "2"}})), flowdsl::UsageError);

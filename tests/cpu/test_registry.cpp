@@ -78,7 +78,7 @@ TEST_CASE("Registry misuse is reported by name", "[registry][errors]") {
   CHECK_THROWS_WITH(registry.add("axpy", axpy, {"n", "alpha", "x", "y"}), contains("'axpy' is already registered"));
   CHECK_THROWS_WITH(registry.add("short", axpy, {"n", "alpha"}), contains("takes 4 parameters but 2 names"));
   CHECK_THROWS_WITH(registry.add("dup", axpy, {"n", "n", "x", "y"}), contains("repeated parameter name 'n'"));
-  CHECK_THROWS_AS(registry.add(flowdsl::KernelInfo{"null", nullptr, {}, {}, {}, false, {}, nullptr, {}, {}}), flowdsl::UsageError);
+  CHECK_THROWS_AS(registry.add(flowdsl::KernelInfo{"null", nullptr, {}, {}, {}, false, {}, nullptr, {}, {}, nullptr}), flowdsl::UsageError);
   CHECK(registry.list().size() == 1);
 }
 
@@ -113,7 +113,7 @@ TEST_CASE("A kernel with derived parameters registers the arguments before them"
                     contains("be 8 bytes, the size of its last parameter"));
   CHECK_THROWS_WITH(registry.add("none", windowed, {"n", "alpha", "x", "y"}, "", false, flowdsl::DerivedParameters{}),
                     contains("must be computed"));
-  flowdsl::KernelInfo odd{"odd", reinterpret_cast<const void*>(windowed), {}, {}, {}, false, {}, nullptr, {}, {}};
+  flowdsl::KernelInfo odd{"odd", reinterpret_cast<const void*>(windowed), {}, {}, {}, false, {}, nullptr, {}, {}, nullptr};
   odd.derived = flowdsl::DerivedParameters{derive_window, 8, 3};
   CHECK_THROWS_WITH(registry.add(odd), contains("aligned to 3"));
   CHECK(registry.list().size() == 1);

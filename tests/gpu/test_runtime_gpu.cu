@@ -140,6 +140,7 @@ TEST_CASE("Large graphs of device-launchable nodes run as device-launch executab
   PinnedBuffer<float> out(n);
   const auto input = random_floats(n, 11);
   CUDA_REQUIRE(cudaMemcpy(x.get(), input.data(), x.bytes(), cudaMemcpyHostToDevice));
+  CUDA_REQUIRE(cudaDeviceSynchronize());  // the launch below runs on a non-blocking stream
   std::vector<float> factors(links);
   std::mt19937 rng(5);
   for (float& a : factors) a = static_cast<float>(1 + rng() % 2);

@@ -203,11 +203,12 @@ void check_symbols(const KernelOp& op, NodeCheck& diag) {
 
 void check_parameters(const KernelOp& op, NodeCheck& diag) {
   if (holds_conditions_or_symbols(op.args)) check_symbols(op, diag);
-  // Before every update of this node: without named buffers there is nothing to check, so
-  // the registry lookup is skipped.
-  if (diag.buffers().empty()) return;
+  // Before every update of this node: a node declared from a registered entry is checked by
+  // value; one of a typed kernel is looked up in the registry only when there are named buffers
+  // to check its pointers against.
+  if (op.info == nullptr && diag.buffers().empty()) return;
   if (const KernelInfo* info = registered_entry(op.info, op.function, op.args, diag.kernels())) {
-    check_extents(op.args, op.launch, *info, diag);
+    check_arguments(op.args, op.launch, *info, diag);
   }
 }
 

@@ -73,8 +73,14 @@ CallStatus call(const LibraryOp& op, const Symbols& symbols, cudaStream_t stream
   thread_local std::vector<void*> pointers;
   std::optional<ArgumentPack> resolved;  // made only when some argument holds a symbol
   argument_pointers(op, symbols, resolved, pointers);
+  // A refusal of the arguments stays a usage error, and a CUDA failure a CudaError with its code,
+  // so that callers (the flowdsl tool's exit codes among them) can tell bad input from the rest.
   try {
     return op.invoke(op.function, stream, pointers.empty() ? nullptr : pointers.data());
+  } catch (const UsageError& e) {
+    std::throw_with_nested(UsageError("flowdsl: node " + quoted_name(path) + " (library): its call refused its arguments: " + e.what()));
+  } catch (const CudaError& e) {
+    std::throw_with_nested(CudaError(e.code(), "the library call", path, e.what()));
   } catch (const std::exception& e) {
     std::throw_with_nested(Error("flowdsl: node " + quoted_name(path) + " (library): its call threw: " + e.what()));
   } catch (...) {
@@ -136,9 +142,9 @@ void check_parameters(const LibraryOp& op, NodeCheck& diag) {
                     named ? "args/" + op.info->params[i].name : "");
     }
   }
-  if (diag.buffers().empty()) return;
+  if (op.info == nullptr && diag.buffers().empty()) return;  // as a kernel node's
   if (const KernelInfo* info = registered_entry(op.info, op.function, op.args, diag.kernels())) {
-    check_extents(op.args, LaunchShape{}, *info, diag);
+    check_arguments(op.args, LaunchShape{}, *info, diag);
   }
 }
 
