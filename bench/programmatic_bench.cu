@@ -19,7 +19,7 @@
 #include "flowdsl/flowdsl.hpp"
 #include "flowdsl/device.cuh"
 #include "flowdsl/kernels.hpp"
-#include "../kernels/elementwise.cuh"
+#include "../kernels/elementwise/elementwise.cuh"
 
 
 namespace fk = flowdsl::kernels;

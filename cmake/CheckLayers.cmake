@@ -12,7 +12,7 @@ set(public_builder chunked_list.hpp node_parts.hpp node_handle.hpp kinds.hpp des
                     node_timings.hpp)
 set(public_lower plan.hpp eager.hpp cuda_handles.hpp hazards.hpp fusion.hpp)
 set(public_runtime runtime.hpp kernel_library.hpp profiler.hpp)
-set(public_io json.hpp dot.hpp kernel_files.hpp flowdsl.hpp)
+set(public_io json.hpp dot.hpp kernel_files.hpp flowdsl.hpp safetensors.hpp)
 
 function(layer_index layer out)
   list(FIND layers "${layer}" i)

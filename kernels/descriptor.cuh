@@ -13,7 +13,7 @@
 //   template <class... T, class... A> static LaunchShape shape(const A&... args);
 //   using instances = Instances<Types<...>...>;                  (Descriptor: float types)
 //   static constexpr const char* variant, note;                  (Descriptor: none)
-//   static constexpr bool grid_strides; block_exact<T...>()      (Descriptor: true, true)
+//   static constexpr bool grid_strides, grid_exact; block_exact<T...>()  (Descriptor: true, false, true)
 //   template <class... T> static DerivedParameters derived();    when the kernel takes one
 //                                     parameter more than `params` names: its derived parameters
 #pragma once
@@ -79,6 +79,8 @@ struct Descriptor {
   using instances = FloatTypes;
   /// LaunchRule::grid_strides: the kernel strides over its work, any grid computes all of it.
   static constexpr bool grid_strides = true;
+  /// LaunchRule::grid_exact: it runs with its rule's grid only.
+  static constexpr bool grid_exact = false;
   /// LaunchRule::block_exact of kernel<T...>: it runs with its rule's block only.
   template <class... T>
   static constexpr bool block_exact() {
@@ -178,7 +180,7 @@ void register_instance(KernelRegistry& registry, Types<T...>) {
   ((name += std::string(".") + suffix<T>()), ...);
   std::vector<std::string> params(std::begin(D::params), std::end(D::params));
   std::string summary = std::string(D::summary) + D::note;
-  LaunchRule launch{&shape_of<D, T...>, D::grid_strides, D::template block_exact<T...>()};
+  LaunchRule launch{&shape_of<D, T...>, D::grid_strides, D::template block_exact<T...>(), D::grid_exact};
   if constexpr (D::has_least_grid) launch.least_grid = &least_grid_of<D, T...>;
   // Every kernel of the library starts with programmatic_prologue(): it waits for its producers.
   if constexpr (has_derived<D, T...>()) {

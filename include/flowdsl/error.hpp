@@ -14,7 +14,8 @@ namespace flowdsl {
 /// \brief `text` in single quotes, as every message quotes a name: a quote or a backslash in it
 /// is escaped with a backslash, and a control character is written as an escape (`\n`, `\t`,
 /// `\r`, else `\xNN`), so that a name from an untrusted file can neither end the message early
-/// nor start a line of its own. `quoted_name("a'b\n")` is `'a\'b\n'`.
+/// nor start a line of its own. `quoted_name("a'b\n")` is `'a\'b\n'`. Text over 200 bytes is
+/// quoted by its first 200, then `...` and its length: `'xxx...' (4096 bytes)`.
 std::string quoted_name(std::string_view text);
 
 /// \brief Base of every exception flowdsl throws.

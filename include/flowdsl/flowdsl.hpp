@@ -3,6 +3,7 @@
 /// \brief Umbrella header: builder, description, node kinds, plan, eager launch, runtime, CUDA
 /// handle owners, errors, JSON graph files, kernel files, DOT dumps and the profiler.
 
+#include "flowdsl/argument_checks.hpp"
 #include "flowdsl/cuda_handles.hpp"
 #include "flowdsl/description.hpp"
 #include "flowdsl/extent.hpp"
@@ -22,4 +23,5 @@
 #include "flowdsl/profiler.hpp"
 #include "flowdsl/registry.hpp"
 #include "flowdsl/runtime.hpp"
+#include "flowdsl/safetensors.hpp"
 #include "flowdsl/scalar_type.hpp"

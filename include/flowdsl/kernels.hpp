@@ -109,6 +109,19 @@ template <class T>
 struct SumNodes {
   KernelNode<i64, const T*, double*> partial;      ///< writes partials[0 .. grid)
   KernelNode<i32, const double*, i32, float*> finish;  ///< out[0] = sum of the partials (sqrt if asked)
+
+  /// \brief The sum runs after every node given (its first kernel does).
+  template <class... Ts>
+  SumNodes& after(const Ts&... predecessors) {
+    partial.after(predecessors...);
+    return *this;
+  }
+  /// \brief Every node given runs after the sum (after its last kernel).
+  template <class... Ts>
+  SumNodes& before(const Ts&... successors) {
+    finish.before(successors...);
+    return *this;
+  }
 };
 /// \brief out[0] = sum of x[0 .. n). `partials`: sum_max_partials doubles of scratch.
 template <class T> SumNodes<T> sum(Into g, const std::string& name, i64 n, const T* x, double* partials, float* out);
@@ -149,6 +162,19 @@ KernelNode<i32, i32, const i32*, i32, const T*, T*> gather_rows(Into g, std::str
 struct Heat2dNodes {
   KernelNode<i32, i32, float, const float*, float*, double*> step;
   KernelNode<i32, const double*, i32, float*> finish;
+
+  /// \brief The step runs after every node given (its stencil does).
+  template <class... Ts>
+  Heat2dNodes& after(const Ts&... predecessors) {
+    step.after(predecessors...);
+    return *this;
+  }
+  /// \brief Every node given runs after the step (after its residual).
+  template <class... Ts>
+  Heat2dNodes& before(const Ts&... successors) {
+    finish.before(successors...);
+    return *this;
+  }
 };
 Heat2dNodes heat2d_step(Into g, const std::string& name, i32 nx, i32 ny, float alpha, const float* u, float* u_next,
                         double* partials, float* residual);
@@ -229,5 +255,11 @@ KernelNode<i32*> count(Into g, std::string name, i32* counter);
 /// "softmax.bf16", "matmul.f16", ...) with named parameters.
 /// \throws UsageError when a name is taken already (e.g. called twice on one registry).
 void register_builtins(KernelRegistry& registry);
+
+/// \brief register_builtins() unless `registry` holds the built-in kernels already: safe to call
+/// from every part of a program that needs them, from any thread. KernelRegistry::global() is
+/// where fusion, typed launchers' checks and graph files look for them.
+/// \throws UsageError when some built-in names are taken by other kernels.
+void ensure_builtins(KernelRegistry& registry = KernelRegistry::global());
 
 }  // namespace flowdsl::kernels

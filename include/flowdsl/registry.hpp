@@ -190,6 +190,9 @@ struct LaunchRule {
   bool grid_strides = true;
   /// Whether the block must be the rule's; else any block of at most the rule's threads.
   bool block_exact = true;
+  /// Whether the grid must be the rule's: a kernel whose every block would do the one thing it
+  /// does (set a condition, count a pass), so that a larger grid repeats or races it.
+  bool grid_exact = false;
   /// For a kernel that does not stride: the smallest grid that still computes all of the output
   /// for the arguments at `args`, where it is less than the shape's (a matrix multiply whose rule
   /// splits k across more blocks than it needs); null: the shape's grid.

@@ -120,7 +120,7 @@ struct PyBody {
 const KernelRegistry& registry() {
   static const KernelRegistry& r = [] () -> const KernelRegistry& {
     KernelRegistry& global = KernelRegistry::global();
-    if (global.find("scale.f32") == nullptr) kernels::register_builtins(global);
+    kernels::ensure_builtins(global);
     return global;
   }();
   return r;
@@ -503,9 +503,12 @@ void builder_methods(Class& cls, GetBuilder get) {
             std::uint32_t element_size) {
         auto [g, b] = get(self);
         const Memory d = memory_of(dst, [&] { return std::string("node " + q(name) + ", dst"); });
-        const std::size_t n = count ? *count : (element_size ? d.bytes / element_size : 0);
+        if (element_size != 1 && element_size != 2 && element_size != 4) {
+          usage("node " + q(name) + ": element_size is " + std::to_string(element_size) + " (1, 2 or 4)");
+        }
+        const std::size_t n = count ? *count : d.bytes / element_size;
         if (n == 0) usage("node " + q(name) + ": give count (dst has no known size)");
-        if (d.bytes && n * element_size > d.bytes) {
+        if (d.bytes && n > d.bytes / element_size) {  // compared in elements: n * element_size may wrap
           usage("node " + q(name) + ": " + std::to_string(n) + " elements of " + std::to_string(element_size) +
                 " bytes exceed dst's " + std::to_string(d.bytes) + " bytes");
         }
@@ -514,7 +517,8 @@ void builder_methods(Class& cls, GetBuilder get) {
         return PyNode{g, node.id()};
       },
       "name"_a, "dst"_a, "value"_a, "count"_a = nb::none(), "element_size"_a = 1,
-      "Declares a fill of `count` elements of `element_size` bytes (1, 2 or 4) with `value`.");
+      "Declares a fill of `count` elements of `element_size` bytes (1, 2 or 4) with `value`; count=None:\n"
+      "as many as dst holds (a tensor; an address has no size, so give count).");
   cls.def(
       "empty", [get](typename Class::Type& self, std::string name) {
         auto [g, b] = get(self);
@@ -567,7 +571,7 @@ void builder_methods(Class& cls, GetBuilder get) {
 }
 
 // A Python error type per flowdsl error, keeping the details as attributes.
-nb::object validation_error, json_error, usage_error, cuda_error, flowdsl_error;
+nb::object validation_error, json_error, usage_error, cuda_error, debug_error, profiler_error, flowdsl_error;
 
 void translate(const std::exception_ptr& p, void*) {
   try {
@@ -600,6 +604,15 @@ void translate(const std::exception_ptr& p, void*) {
     PyErr_SetString(usage_error.ptr(), e.what());
   } catch (const CudaError& e) {
     PyErr_SetString(cuda_error.ptr(), e.what());
+  } catch (const DebugError& e) {
+    nb::object error = debug_error(e.what());
+    error.attr("node") = e.node();
+    error.attr("kernel") = e.kernel();
+    PyErr_SetObject(debug_error.ptr(), error.ptr());
+  } catch (const ProfilerError& e) {
+    nb::object error = profiler_error(e.what());
+    error.attr("call") = e.call();
+    PyErr_SetObject(profiler_error.ptr(), error.ptr());
   } catch (const Error& e) {
     PyErr_SetString(flowdsl_error.ptr(), e.what());
   }
@@ -767,6 +780,7 @@ NB_MODULE(_flowdsl, m) {
   using namespace flowdsl;
   using namespace flowdsl::python;
   m.doc() = "flowdsl: explicit CUDA graphs, validated, cached by topology and updated in place.";
+  m.attr("__version__") = FLOWDSL_VERSION;
 
   flowdsl_error = nb::borrow(PyExc_RuntimeError);
   nb::object base = nb::module_::import_("builtins").attr("type")("Error", nb::make_tuple(nb::handle(PyExc_RuntimeError)), nb::dict());
@@ -787,6 +801,10 @@ NB_MODULE(_flowdsl, m) {
   json_error = subclass("JsonError", PyExc_ValueError,
                         "A graph file is malformed or invalid; `diagnostics` lists each problem at its JSON pointer.");
   cuda_error = subclass("CudaError", PyExc_RuntimeError, "A CUDA call failed (the call and node are in the message).");
+  debug_error = subclass("DebugError", PyExc_RuntimeError,
+                         "A debug-mode launch found a node at fault (failed, faulted or wrote a NaN); `node` and `kernel` name it.");
+  profiler_error = subclass("ProfilerError", PyExc_RuntimeError,
+                            "CUPTI could not be loaded or refused a call (`call` names it; empty when it did not load).");
   nb::register_exception_translator(translate);
 
   nb::class_<PyNode>(m, "Node", "A node of a graph; keeps its graph alive.", nb::type_slots(node_slots))
@@ -1053,8 +1071,23 @@ NB_MODULE(_flowdsl, m) {
 
   nb::module_::import_("atexit").attr("register")(nb::cpp_function([] { Py_CLEAR(shared_hit_report); }));
 
-  nb::class_<Runtime>(m, "Runtime", "Keeps executables by topology; launches graphs, updating them in place.")
-      .def(nb::init<>())
+  nb::class_<Runtime>(m, "Runtime",
+                      "Keeps executables by topology; launches graphs, updating them in place. Bound to the CUDA device\n"
+                      "current when it is made (torch.cuda.current_device()); launch with that device current.")
+      .def(
+          "__init__",
+          [](Runtime* self, std::size_t capacity, bool debug, std::size_t executables_per_topology) {
+            RuntimeOptions options;
+            options.capacity = capacity;
+            options.debug = debug;
+            options.executables_per_topology = executables_per_topology;
+            new (self) Runtime(options);
+          },
+          "capacity"_a = RuntimeOptions{}.capacity, "debug"_a = false,
+          "executables_per_topology"_a = RuntimeOptions{}.executables_per_topology,
+          "capacity: executables kept (least recently launched evicted first); debug: run node by node and\n"
+          "raise DebugError naming a node that fails, faults or writes a NaN (also FLOWDSL_DEBUG=1);\n"
+          "executables_per_topology: executables of one topology, for launches on several streams at once.")
       .def(
           "launch",
           [](Runtime& self, const PyGraph& g, nb::handle stream) { return launch_on(self, g, stream); },

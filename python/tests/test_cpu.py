@@ -154,7 +154,7 @@ def test_bad_arguments_name_node_and_parameter(arrays):
     with pytest.raises(TypeError, match="device array"):
         g.kernel("k5", "scale.f32", n=N, a=1.0, x=[1.0, 2.0], y=y)
     strided = FakeArray(0x7F0000500000, (N, 2), strides=(4, 4 * N))
-    with pytest.raises(TypeError, match="not contiguous"):
+    with pytest.raises(flowdsl.UsageError, match="not contiguous"):
         g.kernel("k6", "scale.f32", n=N, a=1.0, x=strided, y=y)
     with pytest.raises(flowdsl.UsageError, match="give both grid and block"):
         g.kernel("k7", "scale.f32", grid=4, n=N, a=1.0, x=x, y=y)
@@ -179,7 +179,7 @@ def test_set_changes_arguments_with_the_same_checks(arrays):
     for name, array in (("x", x), ("y", y), ("z", z)):
         g.buffer(name, array)
     before = g.describe("g")
-    with pytest.raises(flowdsl.UsageError, match="the tensor holds 4096"):
+    with pytest.raises(flowdsl.UsageError, match="of a tensor of 4096"):
         k.set(a=5.0, n=N + 1)
     assert g.describe("g") == before
 
@@ -314,3 +314,20 @@ def test_fusion_lists_the_groups_and_the_kernels_left_out(arrays):
     assert unfused.topology_hash != g.topology_hash
     stats = flowdsl.fused_kernel_statistics()
     assert set(stats) >= {"compilations", "memory_hits", "disk_hits", "compile_seconds"}
+
+
+def test_the_package_names_its_version_and_every_error_type():
+    assert flowdsl.__version__.count(".") == 2
+    for name in ("Error", "UsageError", "ValidationError", "JsonError", "CudaError", "DebugError", "ProfilerError"):
+        assert issubclass(getattr(flowdsl, name), flowdsl.Error) and name in flowdsl.__all__
+    assert issubclass(flowdsl.DebugError, RuntimeError) and issubclass(flowdsl.UsageError, ValueError)
+
+
+def test_memset_counts_are_checked_in_elements(arrays):
+    x, _, _ = arrays
+    g = flowdsl.Graph()
+    with pytest.raises(flowdsl.UsageError, match="exceed dst's 16384 bytes"):
+        g.memset("m", x, 0, count=2**62, element_size=4)  # 2^62 x 4 bytes wraps to 0
+    with pytest.raises(flowdsl.UsageError, match=r"element_size is 3 \(1, 2 or 4\)"):
+        g.memset("m", x, 0, element_size=3)
+    assert g.memset("all", x, 0, element_size=4).name == "all"

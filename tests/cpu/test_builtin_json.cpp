@@ -1,6 +1,8 @@
 // Graph files on the built-in kernel library: launch shapes from each kernel's rule (the one its
 // C++ launcher applies), given shapes checked against it, enumerated arguments by name. No GPU:
 // descriptions store only addresses.
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <string>
 
@@ -190,4 +192,35 @@ TEST_CASE("The sample graph files leave launch shapes and enumerated values to t
     ++samples;
   }
   CHECK(samples >= 6);
+}
+
+TEST_CASE("Typed launcher nodes bind arguments by parameter name, composite ones take edges", "[kernels][handles]") {
+  fk::ensure_builtins();
+  flowdsl::Graph g;
+  auto* b = static_cast<float*>(addresses.at("b"));
+  auto* h = static_cast<float*>(addresses.at("h"));
+  auto scale = fk::scale(g, "scale", 512, 2.0f, static_cast<const float*>(b), b);
+  scale.set("a", 3.0f).set("n", 256);
+  const auto& op = kernel_op(g, 0);
+  float a = 0;
+  std::int64_t n = 0;
+  std::memcpy(&a, op.args.data(1), sizeof a);
+  std::memcpy(&n, op.args.data(0), sizeof n);
+  CHECK(a == 3.0f);
+  CHECK(n == 256);
+  CHECK_THROWS_WITH(scale.set("alpha", 1.0f), contains("no parameter named 'alpha' (parameters: n, a, x, y)"));
+  CHECK_THROWS_WITH(scale.set("x", 1.0f), contains("does not convert"));
+  // A sum is two kernels: after() reaches the first, before() the last.
+  auto* partials = reinterpret_cast<double*>(std::uintptr_t{0x500000});
+  auto sum = fk::sum(g, "sum", 512, static_cast<const float*>(b), partials, h).after(scale);
+  auto done = g.empty("done");
+  sum.before(done);
+  const flowdsl::Description& d = g.description();
+  bool scale_then_partial = false, finish_then_done = false;
+  for (const flowdsl::Edge& e : d.edges) {
+    scale_then_partial |= e.from.id == scale.id() && e.to.id == sum.partial.id();
+    finish_then_done |= e.from.id == sum.finish.id() && e.to.id == done.id();
+  }
+  CHECK(scale_then_partial);
+  CHECK(finish_then_done);
 }

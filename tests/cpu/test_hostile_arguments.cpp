@@ -209,3 +209,20 @@ TEST_CASE("A programmatic edge's problem points at the after entry declaring it"
      "args": {"n": 64, "a": 2.0, "x": "f", "y": "g"}})"));
   CHECK(e.pointer().rfind("/nodes/1/after/", 0) == 0);
 }
+
+TEST_CASE("A condition kernel runs with its rule's one block only", "[hostile][conditional]") {
+  const auto e = error_of(file(R"({"name": "loop", "kind": "while", "default": 1, "body": [
+    {"name": "c", "kind": "kernel", "kernel": "count.i32", "grid": 8, "args": {"counter": "i"}}]})"));
+  CHECK(e.pointer() == "/nodes/0/body/0/grid");
+  CHECK_THAT(e.what(), contains("kernel 'count.i32' runs with a grid of 1x1x1 only, found 8x1x1"));
+}
+
+TEST_CASE("ensure_builtins registers the built-in kernels once, however often it is called", "[registry]") {
+  flowdsl::KernelRegistry registry;
+  fk::ensure_builtins(registry);
+  const std::size_t count = registry.list().size();
+  fk::ensure_builtins(registry);
+  CHECK(registry.list().size() == count);
+  CHECK(registry.find("scale.f32") != nullptr);
+  CHECK_THROWS_AS(fk::register_builtins(registry), flowdsl::UsageError);  // the strict form says so
+}

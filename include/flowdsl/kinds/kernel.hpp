@@ -100,6 +100,10 @@ struct TypedSlots {
 ///         type or size differs.
 std::size_t registered_slot(const KernelInfo& entry, const std::string& node, std::string_view param,
                             const ParamType* given, std::size_t size);
+/// The index of the parameter called `param` of the kernel `function`, by the names it is
+/// registered with in KernelRegistry::global() (the built-in kernels' are).
+/// \throws UsageError naming the node when the kernel is not registered or has no such parameter.
+std::size_t parameter_index(const void* function, std::size_t params, const std::string& node, std::string_view param);
 }  // namespace detail
 
 /// \brief What the two kernel handles share: the launch shape (structure).
@@ -194,6 +198,36 @@ class KernelNode : public KernelHandleBase<KernelNode<Params...>> {
     detail::TypedSlots<Params...>::template set<Index>(detail::parameters<KernelOp>(*this->state_, this->id_).args,
                                                        std::forward<Arg>(value));
     return *this;
+  }
+
+  /// \brief Binds the argument of the parameter called `param`, by the names the kernel is
+  /// registered with in KernelRegistry::global() (the built-in kernels': `flowdsl info` lists
+  /// them): for `scale`, `k.set("a", 3.0f)` is `k.arg<1>(3.0f)`. Parameters.
+  /// \throws UsageError when the kernel is not registered, has no such parameter, or `value`
+  ///         does not convert to that parameter's type.
+  template <class Arg>
+  KernelNode& set(std::string_view param, const Arg& value) {
+    const std::size_t index =
+        detail::parameter_index(detail::structure<KernelOp>(*this->state_, this->id_).function, sizeof...(Params),
+                                this->name(), param);
+    set_at(index, param, value, std::index_sequence_for<Params...>{});
+    return *this;
+  }
+
+ private:
+  template <class Arg, std::size_t... I>
+  void set_at(std::size_t index, std::string_view param, const Arg& value, std::index_sequence<I...>) {
+    (void)((index == I && (assign<I>(param, value), true)) || ...);
+  }
+  template <std::size_t I, class Arg>
+  void assign(std::string_view param, const Arg& value) {
+    using Param = std::tuple_element_t<I, std::tuple<Params...>>;
+    if constexpr (std::is_convertible_v<const Arg&, Param>) {
+      arg<I>(value);
+    } else {
+      throw UsageError("flowdsl: node " + quoted_name(this->name()) + ": the value given for parameter " +
+                       quoted_name(param) + " does not convert to its type");
+    }
   }
 };
 

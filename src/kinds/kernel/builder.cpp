@@ -43,6 +43,20 @@ std::size_t registered_slot(const KernelInfo& entry, const std::string& node, st
 
 }  // namespace detail
 
+std::size_t detail::parameter_index(const void* function, std::size_t params, const std::string& node,
+                                    std::string_view param) {
+  const KernelInfo* entry = KernelRegistry::global().find_function(function);
+  if (entry == nullptr || entry->params.size() != params) {
+    throw UsageError("flowdsl: node " + quoted_name(node) + ": set(" + quoted_name(param) +
+                     ", ...) names a parameter, but the kernel is not registered with names in "
+                     "KernelRegistry::global() (flowdsl::kernels::ensure_builtins() registers the built-in ones; "
+                     "arg<I>() binds by position)");
+  }
+  const std::size_t index = entry->index_of(param);
+  if (index == params) (void)registered_slot(*entry, node, param, nullptr, 0);  // throws, listing the parameters
+  return index;
+}
+
 RegisteredKernelNode& RegisteredKernelNode::set_bytes(std::string_view param, const void* value, std::size_t size) {
   return set_slot(detail::registered_slot(*kernel_, name(), param, nullptr, size), value, size);
 }

@@ -62,7 +62,11 @@ bool rule_shape(const Fields& fields, const KernelInfo& info, const void* const*
     shape.grid = *grid;
     const Dim3& g = shape.grid;
     const Dim3 least = info.launch.least_grid != nullptr ? info.launch.least_grid(args) : rule.grid;
-    if (!info.launch.grid_strides && (g.x < least.x || g.y < least.y || g.z < least.z)) {
+    if (info.launch.grid_exact && g != rule.grid) {
+      binder.problem("/grid", kernel() + " runs with a grid of " + to_string(rule.grid) + " only, found " + to_string(g) +
+                                  " (each of its blocks would do its one thing again; omit \"grid\" for that one)");
+      ok = false;
+    } else if (!info.launch.grid_strides && (g.x < least.x || g.y < least.y || g.z < least.z)) {
       binder.problem("/grid", "grid " + to_string(g) + " leaves part of the output uncomputed: " + kernel() +
                                   " computes one part a block and needs a grid of at least " + to_string(least) +
                                   " for these arguments (omit \"grid\" for that one)");

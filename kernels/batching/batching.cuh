@@ -5,7 +5,7 @@
 // and all three keep batching_rows rows in flight a thread.
 #pragma once
 
-#include "common.cuh"
+#include "../common.cuh"
 
 namespace flowdsl::kernels::detail {
 

@@ -11,7 +11,7 @@
 
 #include <mma.h>
 
-#include "common.cuh"
+#include "../common.cuh"
 
 namespace flowdsl::kernels::detail {
 

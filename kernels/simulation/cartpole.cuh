@@ -7,8 +7,8 @@
 // 4e-7 on the pole angles CartPole reaches, |theta| < 0.25) and one division.
 #pragma once
 
-#include "common.cuh"
-#include "counter_hash.hpp"
+#include "../common.cuh"
+#include "../counter_hash.hpp"
 
 namespace flowdsl::kernels::detail {
 

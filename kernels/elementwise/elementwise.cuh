@@ -12,7 +12,7 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "common.cuh"
+#include "../common.cuh"
 
 namespace flowdsl::kernels::detail {
 

@@ -1,5 +1,5 @@
 // Descriptors and launchers of the reductions, softmax and layer normalisation.
-#include "descriptor.cuh"
+#include "../descriptor.cuh"
 #include "layer_norm.cuh"
 #include "reduce.cuh"
 #include "softmax.cuh"

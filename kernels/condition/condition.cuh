@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "common.cuh"
+#include "../common.cuh"
 
 namespace flowdsl::kernels::detail {
 

@@ -1,12 +1,13 @@
 // Descriptors and launchers of the condition kernels.
 #include "condition.cuh"
-#include "descriptor.cuh"
+#include "../descriptor.cuh"
 
 namespace flowdsl::kernels {
 namespace detail {
 namespace {
-/// One warp, whatever the arguments: thread 0 sets the condition.
+/// One warp, whatever the arguments: thread 0 sets the condition (or counts), so one block only.
 struct OneWarp : Descriptor {
+  static constexpr bool grid_exact = true;
   template <class... T, class... A>
   static LaunchShape shape(const A&...) {
     return {1, condition_block};

@@ -6,7 +6,7 @@
 #include <cub/block/block_reduce.cuh>
 #include <cub/warp/warp_reduce.cuh>
 
-#include "common.cuh"
+#include "../common.cuh"
 
 namespace flowdsl::kernels::detail {
 

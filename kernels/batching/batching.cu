@@ -1,6 +1,6 @@
 // Descriptors and launchers of pad, crop and gather.
 #include "batching.cuh"
-#include "descriptor.cuh"
+#include "../descriptor.cuh"
 
 namespace flowdsl::kernels {
 namespace detail {

@@ -3,7 +3,7 @@
 #include <atomic>
 #include <cstring>
 
-#include "descriptor.cuh"
+#include "../descriptor.cuh"
 #include "matmul_wgmma.cuh"
 
 namespace flowdsl::kernels {

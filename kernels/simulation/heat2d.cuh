@@ -11,7 +11,7 @@
 
 #include <cub/block/block_reduce.cuh>
 
-#include "common.cuh"
+#include "../common.cuh"
 
 namespace flowdsl::kernels::detail {
 

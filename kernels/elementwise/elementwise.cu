@@ -1,6 +1,6 @@
 // Descriptors and launchers of the elementwise, cast and random-fill kernels.
 #include "cast.cuh"
-#include "descriptor.cuh"
+#include "../descriptor.cuh"
 #include "elementwise.cuh"
 #include "random.cuh"
 

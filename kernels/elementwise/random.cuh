@@ -12,7 +12,7 @@
 // sqrt.approx, __sincosf) in Box–Muller.
 #pragma once
 
-#include "counter_hash.hpp"
+#include "../counter_hash.hpp"
 #include "elementwise.cuh"
 
 namespace flowdsl::kernels::detail {

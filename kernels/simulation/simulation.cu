@@ -1,6 +1,6 @@
 // Descriptors and launchers of the heat-diffusion step and the CartPole environment.
 #include "cartpole.cuh"
-#include "descriptor.cuh"
+#include "../descriptor.cuh"
 #include "heat2d.cuh"
 
 namespace flowdsl::kernels {
