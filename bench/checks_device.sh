@@ -8,7 +8,8 @@
 # Steps: every gpu test (ctest -L gpu); the Python tests; bench/programmatic_bench 50 times (each
 # run verifies its results); `flowdsl run` of every file in tests/data/hostile plus a cuBLASLt node
 # set whose workspaces cannot be allocated (none may exit 3, "internal error"); the cuBLASLt and
-# condition kernels' gpu tests under compute-sanitizer memcheck. Writes under $OUT (default
+# condition and decoder kernels' gpu tests under compute-sanitizer memcheck (racecheck, decoder:
+# the decoder kernels alone, and under racecheck). Writes under $OUT (default
 # ./device-out) a log per step and summary.txt, one line per step.
 set -u
 OUT=${OUT:-$PWD/device-out}
@@ -67,9 +68,17 @@ EOF
     memcheck)
       compute-sanitizer --tool memcheck --report-api-errors no build/tests/test_library_gpu > "$OUT/memcheck_library.log" 2>&1
       log "memcheck test_library_gpu: exit $?; $(grep -E 'ERROR SUMMARY' "$OUT/memcheck_library.log" | tail -1)"
-      compute-sanitizer --tool memcheck --report-api-errors no build/tests/test_kernels "[condition]" \
+      compute-sanitizer --tool memcheck --report-api-errors no build/tests/test_kernels "[condition],[decoder]" \
         > "$OUT/memcheck_kernels.log" 2>&1
-      log "memcheck test_kernels (conditions, cuBLASLt): exit $?; $(grep -E 'ERROR SUMMARY' "$OUT/memcheck_kernels.log" | tail -1)"
+      log "memcheck test_kernels [condition],[decoder]: exit $?; $(grep -E 'ERROR SUMMARY' "$OUT/memcheck_kernels.log" | tail -1)"
+      ;;
+    racecheck)
+      compute-sanitizer --tool racecheck build/tests/test_kernels "[decoder]" > "$OUT/racecheck_decoder.log" 2>&1
+      log "racecheck test_kernels [decoder]: exit $?; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/racecheck_decoder.log" | tail -1)"
+      ;;
+    decoder)
+      build/tests/test_kernels "[decoder]" > "$OUT/decoder.log" 2>&1
+      log "test_kernels [decoder]: exit $?; $(grep -E 'test cases|All tests passed' "$OUT/decoder.log" | tail -1)"
       ;;
   esac
 done

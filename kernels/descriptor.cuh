@@ -212,6 +212,7 @@ void register_batching(KernelRegistry& registry);
 void register_simulation(KernelRegistry& registry);
 void register_matmul(KernelRegistry& registry);
 void register_conditions(KernelRegistry& registry);
+void register_attention(KernelRegistry& registry);
 void register_cublaslt(KernelRegistry& registry);  // library calls (cublaslt.cpp)
 
 }  // namespace flowdsl::kernels::detail

@@ -230,4 +230,97 @@ std::vector<double> matmul(int m, int n, int k, const Floats& a, const Floats& b
   return c;
 }
 
+std::vector<double> rms_norm(int rows, int cols, float eps, const Floats& x, const Floats& w) {
+  std::vector<double> y(static_cast<std::size_t>(rows) * cols);
+  for (int r = 0; r < rows; ++r) {
+    const std::size_t row = static_cast<std::size_t>(r) * cols;
+    double squares = 0;
+    for (int c = 0; c < cols; ++c) squares += double(x[row + c]) * x[row + c];
+    const double inverse = 1.0 / std::sqrt(squares / cols + eps);
+    for (int c = 0; c < cols; ++c) y[row + c] = x[row + c] * inverse * w[c];
+  }
+  return y;
+}
+
+std::vector<double> silu_mul(const Floats& gate, const Floats& up) {
+  std::vector<double> out(gate.size());
+  for (std::size_t i = 0; i < gate.size(); ++i) out[i] = activate(3, gate[i]) * up[i];
+  return out;
+}
+
+namespace {
+// The element offset of (seq, pos, kv_head) in a pool, or -1 where an index is out of bounds.
+std::int64_t cache_slot(const PagedKv& kv, std::int32_t seq, std::int32_t pos, int kv_head,
+                        const std::vector<std::int32_t>& block_table) {
+  if (seq < 0 || seq >= kv.sequences || pos < 0 || kv.page_size <= 0 || pos / kv.page_size >= kv.pages_per_seq) return -1;
+  const std::int32_t page = block_table[static_cast<std::size_t>(seq) * kv.pages_per_seq + pos / kv.page_size];
+  if (page < 0 || page >= kv.pages) return -1;
+  return ((std::int64_t{page} * kv.kv_heads + kv_head) * kv.page_size + pos % kv.page_size) * kv.head_dim;
+}
+}  // namespace
+
+void rope_kv_append(const PagedKv& kv, int tokens, const Floats& qkv, const std::vector<std::int32_t>& positions,
+                    const std::vector<std::int32_t>& seq_of_token, const std::vector<std::int32_t>& block_table,
+                    const Floats& inv_freq, Floats& q, Floats& k_cache, Floats& v_cache) {
+  const int d = kv.head_dim, half = d / 2, heads = kv.q_heads + 2 * kv.kv_heads;
+  q.assign(static_cast<std::size_t>(tokens) * kv.q_heads * d, 0.0f);
+  for (int t = 0; t < tokens; ++t) {
+    const float* in = qkv.data() + static_cast<std::size_t>(t) * heads * d;
+    for (int head = 0; head < kv.q_heads + 2 * kv.kv_heads; ++head) {
+      std::vector<float> out(in + head * d, in + head * d + d);
+      if (head < kv.q_heads + kv.kv_heads) {
+        for (int j = 0; j < half; ++j) {
+          const double angle = double(positions[t]) * inv_freq[j];
+          const double c = std::cos(angle), s = std::sin(angle);
+          out[j] = static_cast<float>(in[head * d + j] * c - in[head * d + j + half] * s);
+          out[j + half] = static_cast<float>(in[head * d + j + half] * c + in[head * d + j] * s);
+        }
+      }
+      if (head < kv.q_heads) {
+        std::copy(out.begin(), out.end(), q.begin() + (static_cast<std::ptrdiff_t>(t) * kv.q_heads + head) * d);
+        continue;
+      }
+      const bool is_key = head < kv.q_heads + kv.kv_heads;
+      const int kv_head = is_key ? head - kv.q_heads : head - kv.q_heads - kv.kv_heads;
+      const std::int64_t slot = cache_slot(kv, seq_of_token[t], positions[t], kv_head, block_table);
+      if (slot < 0) continue;
+      std::copy(out.begin(), out.end(), (is_key ? k_cache : v_cache).begin() + slot);
+    }
+  }
+}
+
+std::vector<double> paged_attention(const PagedKv& kv, int tokens, float scale, const Floats& q,
+                                    const std::vector<std::int32_t>& positions,
+                                    const std::vector<std::int32_t>& seq_of_token,
+                                    const std::vector<std::int32_t>& block_table, const Floats& k_cache,
+                                    const Floats& v_cache) {
+  const int d = kv.head_dim, group = kv.q_heads / kv.kv_heads;
+  std::vector<double> out(static_cast<std::size_t>(tokens) * kv.q_heads * d, 0.0);
+  for (int t = 0; t < tokens; ++t) {
+    for (int head = 0; head < kv.q_heads; ++head) {
+      const int kv_head = head / group;
+      const float* query = q.data() + (static_cast<std::size_t>(t) * kv.q_heads + head) * d;
+      std::vector<double> scores;
+      std::vector<std::int64_t> slots;
+      for (std::int32_t p = 0; p <= positions[t]; ++p) {
+        const std::int64_t slot = cache_slot(kv, seq_of_token[t], p, kv_head, block_table);
+        if (slot < 0) continue;
+        double dot = 0;
+        for (int j = 0; j < d; ++j) dot += double(query[j]) * scale * k_cache[slot + j];
+        scores.push_back(dot);
+        slots.push_back(slot);
+      }
+      if (scores.empty()) continue;
+      const double max = *std::max_element(scores.begin(), scores.end());
+      double total = 0;
+      for (double& s : scores) total += (s = std::exp(s - max));
+      double* o = out.data() + (static_cast<std::size_t>(t) * kv.q_heads + head) * d;
+      for (std::size_t i = 0; i < scores.size(); ++i) {
+        for (int j = 0; j < d; ++j) o[j] += scores[i] / total * v_cache[slots[i] + j];
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace flowdsl::kernels::reference

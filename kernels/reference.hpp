@@ -78,6 +78,31 @@ std::uint32_t condition_case(std::int32_t value, std::int32_t lower, std::int32_
 /// at most cases - 1 (0 when cases < 1).
 std::uint32_t condition_bucket(std::int32_t count, std::int32_t cases);
 
+/// \brief y[r, c] = x[r, c] / sqrt(mean of row r's squares + eps) * w[c], in double.
+std::vector<double> rms_norm(int rows, int cols, float eps, const Floats& x, const Floats& w);
+/// \brief out[i] = silu(gate[i]) * up[i], in double.
+std::vector<double> silu_mul(const Floats& gate, const Floats& up);
+
+/// \brief The geometry of a paged KV cache (kernels::PagedKv): each pool is [pages, kv_heads,
+/// page_size, head_dim]; the block table is [sequences, pages_per_seq].
+struct PagedKv {
+  int q_heads = 0, kv_heads = 0, head_dim = 0, page_size = 0, pages_per_seq = 0, sequences = 0, pages = 0;
+};
+/// \brief What rope_kv_append does: q ([tokens, q_heads, head_dim]) the rotated queries, and the
+/// rotated keys and the values appended into the pools at each token's slot (an out-of-bounds
+/// sequence, position or page appends nothing). Angles pos * inv_freq[j] in double.
+void rope_kv_append(const PagedKv& kv, int tokens, const Floats& qkv, const std::vector<std::int32_t>& positions,
+                    const std::vector<std::int32_t>& seq_of_token, const std::vector<std::int32_t>& block_table,
+                    const Floats& inv_freq, Floats& q, Floats& k_cache, Floats& v_cache);
+/// \brief Grouped-query attention of each token over positions 0 .. positions[t] of its
+/// sequence, read from the pools through the block table, in double: [tokens, q_heads,
+/// head_dim]. Positions whose page is out of bounds are left out; a token with none gets zeros.
+std::vector<double> paged_attention(const PagedKv& kv, int tokens, float scale, const Floats& q,
+                                    const std::vector<std::int32_t>& positions,
+                                    const std::vector<std::int32_t>& seq_of_token,
+                                    const std::vector<std::int32_t>& block_table, const Floats& k_cache,
+                                    const Floats& v_cache);
+
 /// \brief c = act(a b + bias) for row-major a[m, k], b[k, n] (bias may be empty), in double.
 std::vector<double> matmul(int m, int n, int k, const Floats& a, const Floats& b, const Floats& bias, int act);
 

@@ -13,6 +13,7 @@ void register_builtins(KernelRegistry& registry) {
   detail::register_simulation(registry);
   detail::register_matmul(registry);
   detail::register_conditions(registry);
+  detail::register_attention(registry);
   detail::register_cublaslt(registry);
 }
 

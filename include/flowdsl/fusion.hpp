@@ -13,8 +13,8 @@
 /// \endcode
 ///
 /// A *group* is a run of consecutive plan steps of one body whose kernels have an element
-/// function (KernelInfo::element: the built-in fill, iota, scale, axpy, add, multiply, clamp and
-/// cast), over the same element count, whose pointers either equal or miss each other's ranges.
+/// function (KernelInfo::element: the built-in fill, iota, scale, axpy, add, multiply, silu_mul,
+/// clamp, cast and bias_activation), over the same element count, whose pointers either equal or miss each other's ranges.
 /// The generated kernel evaluates, for each element, the members' functions in plan order with
 /// the same float operations and roundings as the separate kernels, so its results are
 /// bit-identical to theirs. A member's output is stored unless a later member overwrites it, or

@@ -191,7 +191,7 @@ class Graph : public Builder<Graph>, public detail::Factories<Graph, Operation> 
   /// `after(k, flowdsl::programmatic)` (off by default). Bodies included. Changes the topology.
   Graph& programmatic_edges(bool on);
   /// \brief Runs each run of element-wise kernels (the built-in fill, iota, scale, axpy, add,
-  /// multiply, clamp and cast, and registered kernels with an element function) as one kernel
+  /// multiply, silu_mul, clamp, cast and bias_activation, and registered kernels with an element function) as one kernel
   /// generated for the run and compiled with NVRTC when the graph is first instantiated (off by
   /// default; flowdsl/fusion.hpp). A member's output that only later members of its run read is
   /// kept in registers, not stored. Bodies included. Changes the topology.

@@ -71,6 +71,9 @@ template <class T> KernelNode<i64, float, const T*, T*> axpy(Into g, std::string
 template <class T> KernelNode<i64, const T*, const T*, T*> add(Into g, std::string name, i64 n, const T* a, const T* b, T* out);
 /// \brief out[i] = a[i] * b[i].
 template <class T> KernelNode<i64, const T*, const T*, T*> multiply(Into g, std::string name, i64 n, const T* a, const T* b, T* out);
+/// \brief out[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + e^-x): the gated activation of a
+/// SwiGLU MLP (Llama's), from its gate and up projections. Fusable (Graph::fuse).
+template <class T> KernelNode<i64, const T*, const T*, T*> silu_mul(Into g, std::string name, i64 n, const T* gate, const T* up, T* out);
 /// \brief y[i] = min(max(x[i], lo), hi).
 template <class T> KernelNode<i64, float, float, const T*, T*> clamp(Into g, std::string name, i64 n, float lo, float hi, const T* x, T* y);
 /// \brief y[r, c] = act(x[r, c] + bias[c]) over a row-major [rows, cols] tensor, in one pass.
@@ -134,6 +137,101 @@ template <class T>
 KernelNode<i32, i32, float, const T*, const float*, const float*, T*> layer_norm(Into g, std::string name, i32 rows, i32 cols,
                                                                                  float eps, const T* x, const float* gamma,
                                                                                  const float* beta, T* y);
+
+/// \brief Root-mean-square normalisation of each row, as Llama's RMSNorm computes it:
+/// y = T(T(x * rsqrt(mean(x^2) + eps)) * w), float math (w has cols elements).
+template <class T>
+KernelNode<i32, i32, float, const T*, const T*, T*> rms_norm(Into g, std::string name, i32 rows, i32 cols, float eps,
+                                                             const T* x, const T* w, T* y);
+/// \brief residual = T(residual + x) in place, then y = rms_norm(residual): a decoder layer's
+/// residual add and the next norm in one pass.
+template <class T>
+KernelNode<i32, i32, float, T*, const T*, const T*, T*> add_rms_norm(Into g, std::string name, i32 rows, i32 cols, float eps,
+                                                                     T* residual, const T* x, const T* w, T* y);
+
+// ---------------------------------------------------------------- attention ------------------
+
+/// \brief The geometry of a paged KV cache, as serving engines keep one: the keys (and, alike,
+/// the values) of every sequence in one pool of `pages` pages, each [kv_heads, page_size,
+/// head_dim]; sequence s's position p is in page block_table[s * pages_per_seq + p / page_size],
+/// slot p % page_size. q_heads is a multiple of kv_heads (grouped-query attention).
+struct PagedKv {
+  i32 q_heads = 0, kv_heads = 0, head_dim = 0;
+  i32 page_size = 16;     ///< tokens a page
+  i32 pages_per_seq = 0;  ///< entries of a row of the block table
+  i32 sequences = 0;      ///< rows of the block table
+  i32 pages = 0;          ///< pages of each pool
+};
+/// \brief The tokens of one step, all in device memory: token t is at position positions[t] of
+/// sequence seq_of_token[t] (one a sequence when decoding; a run of consecutive positions for a
+/// chunk of prefill). The block table is [sequences, pages_per_seq] page indices. Anything out of
+/// bounds (a sequence, a position past the table, a page past the pool) is read or written nowhere.
+struct DecodeTokens {
+  i32 tokens = 0;
+  const i32* positions = nullptr;
+  const i32* seq_of_token = nullptr;
+  const i32* block_table = nullptr;
+};
+
+template <class T>
+using RopeKvAppendNode = KernelNode<i32, i32, i32, i32, i32, i32, i32, i32, const T*, const i32*, const i32*, const i32*,
+                                    const float*, T*, T*, T*>;
+/// \brief Rotary embedding and the cache append of a step: qkv holds each token's query, key and
+/// value heads ([tokens, q_heads + 2 kv_heads, head_dim]); q gets the queries rotated by the
+/// token's position, the key heads rotated and the value heads go to the token's cache slot.
+/// Rotation pairs element j with j + head_dim / 2 (Hugging Face's rotate_half) at angle
+/// position * inv_freq[j]; inv_freq (head_dim / 2 floats) carries the model's frequencies and any
+/// scaling of them (Llama 3's).
+/// \throws UsageError when `kv` is outside the kernels' limits (head_dim 1 to 256, at most 16
+///         query heads a key/value head).
+template <class T>
+RopeKvAppendNode<T> rope_kv_append(Into g, std::string name, const PagedKv& kv, const DecodeTokens& batch, const T* qkv,
+                                   const float* inv_freq, T* q, T* k_cache, T* v_cache);
+
+/// \brief How decode_attention splits the context: blocks of split_len positions, `splits` of them
+/// a (token, key/value head), so that a small batch still fills the GPU (flash-decoding).
+struct AttentionSplits {
+  i32 splits = 1;
+  i32 split_len = 32;
+};
+/// \brief The splits decode_attention picks for `tokens` tokens of contexts up to max_context.
+AttentionSplits attention_splits(i32 tokens, const PagedKv& kv, i32 max_context);
+/// \brief Floats of the workspace decode_attention needs: tokens * q_heads * splits * (head_dim + 2).
+std::int64_t attention_workspace_floats(i32 tokens, const PagedKv& kv, i32 max_context);
+
+template <class T>
+struct AttentionNodes {
+  /// Each split's running max, sum and weighted values into the workspace.
+  KernelNode<i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, float, const T*, const i32*, const i32*, const i32*, const T*,
+             const T*, float*>
+      partial;
+  /// The splits combined into out.
+  KernelNode<i32, i32, i32, i32, const float*, T*> combine;
+
+  /// \brief The attention runs after every node given (its first kernel does).
+  template <class... Ts>
+  AttentionNodes& after(const Ts&... predecessors) {
+    partial.after(predecessors...);
+    return *this;
+  }
+  /// \brief Every node given runs after the attention (after its last kernel).
+  template <class... Ts>
+  AttentionNodes& before(const Ts&... successors) {
+    combine.before(successors...);
+    return *this;
+  }
+};
+/// \brief Grouped-query attention of each token's query heads (q: [tokens, q_heads, head_dim])
+/// over positions 0 .. its own of its sequence in the paged cache, softmax in float, scores
+/// scaled by `scale` (1 / sqrt(head_dim) for Llama): out is [tokens, q_heads, head_dim]. Causal
+/// inside a chunk of prefill tokens too, since their keys are appended first. Contexts longer than
+/// max_context are attended in full, with fewer blocks than they would fill. `workspace` holds
+/// attention_workspace_floats(tokens, kv, max_context) floats.
+/// \throws UsageError as rope_kv_append.
+template <class T>
+AttentionNodes<T> decode_attention(Into g, const std::string& name, const PagedKv& kv, const DecodeTokens& batch,
+                                   i32 max_context, float scale, const T* q, const T* k_cache, const T* v_cache,
+                                   float* workspace, T* out);
 
 // ---------------------------------------------------------------- batching -------------------
 

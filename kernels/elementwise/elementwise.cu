@@ -48,6 +48,8 @@ struct Casts : Transform {
   X(Axpy, Transform, "axpy", "y[i] = a * x[i] + y[i]", axpy_kernel<T...>, "n", "a", "x: n", "y: n")                             \
   X(Add, Transform, "add", "out[i] = a[i] + b[i]", add_kernel<T...>, "n", "a: n", "b: n", "out: n")                                \
   X(Multiply, Transform, "multiply", "out[i] = a[i] * b[i]", multiply_kernel<T...>, "n", "a: n", "b: n", "out: n")                 \
+  X(SiluMul, Transform, "silu_mul", "out[i] = silu(gate[i]) * up[i] (SwiGLU)", silu_mul_kernel<T...>, "n", "gate: n",   \
+    "up: n", "out: n")                                                                                                       \
   X(Clamp, Transform, "clamp", "y[i] = min(max(x[i], lo), hi)", clamp_kernel<T...>, "n", "lo", "hi", "x: n", "y: n")           \
   X(BiasActivation, ByColumn, "bias_activation",                                                                           \
     "y[r, c] = act(x[r, c] + bias[c]); activation none, relu, gelu or silu", bias_activation_kernel<T...>, "rows", \
@@ -74,6 +76,7 @@ FLOWDSL_ELEMENT(Scale, "a * x")
 FLOWDSL_ELEMENT(Axpy, "fmaf(a, x, y)")
 FLOWDSL_ELEMENT(Add, "a + b")
 FLOWDSL_ELEMENT(Multiply, "a * b")
+FLOWDSL_ELEMENT(SiluMul, "activate(3, gate) * up")
 FLOWDSL_ELEMENT(Clamp, "fminf(fmaxf(x, lo), hi)")
 FLOWDSL_ELEMENT(Cast, "x")
 FLOWDSL_ELEMENT(BiasActivation, "activate(activation, x + bias[i % cols])")
@@ -107,6 +110,10 @@ KernelNode<i64, const T*, const T*, T*> multiply(Into g, std::string name, i64 n
   return detail::declare<detail::Multiply, T>(g, std::move(name), n, a, b, out);
 }
 template <class T>
+KernelNode<i64, const T*, const T*, T*> silu_mul(Into g, std::string name, i64 n, const T* gate, const T* up, T* out) {
+  return detail::declare<detail::SiluMul, T>(g, std::move(name), n, gate, up, out);
+}
+template <class T>
 KernelNode<i64, float, float, const T*, T*> clamp(Into g, std::string name, i64 n, float lo, float hi, const T* x, T* y) {
   return detail::declare<detail::Clamp, T>(g, std::move(name), n, lo, hi, x, y);
 }
@@ -134,6 +141,7 @@ FLOWDSL_INSTANTIATE_FLOAT_TYPES(scale)
 FLOWDSL_INSTANTIATE_FLOAT_TYPES(axpy)
 FLOWDSL_INSTANTIATE_FLOAT_TYPES(add)
 FLOWDSL_INSTANTIATE_FLOAT_TYPES(multiply)
+FLOWDSL_INSTANTIATE_FLOAT_TYPES(silu_mul)
 FLOWDSL_INSTANTIATE_FLOAT_TYPES(clamp)
 FLOWDSL_INSTANTIATE_FLOAT_TYPES(bias_activation)
 FLOWDSL_INSTANTIATE_FLOAT_TYPES(random_uniform)

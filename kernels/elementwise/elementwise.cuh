@@ -193,6 +193,9 @@ struct AddOp {
 struct MultiplyOp {
   __device__ float operator()(std::int64_t, float a, float b) const { return a * b; }
 };
+struct SiluMulOp {
+  __device__ float operator()(std::int64_t, float gate, float up) const { return activate(3, gate) * up; }
+};
 struct ClampOp {
   float lo, hi;
   __device__ float operator()(std::int64_t, float x) const { return fminf(fmaxf(x, lo), hi); }
@@ -216,6 +219,9 @@ __global__ void add_kernel(std::int64_t n, const T* a, const T* b, T* out) {
 template <class T>
 __global__ void multiply_kernel(std::int64_t n, const T* a, const T* b, T* out) {
   ::flowdsl::kernels::detail::programmatic_prologue(); transform(n, MultiplyOp{}, out, a, b); }
+template <class T>
+__global__ void silu_mul_kernel(std::int64_t n, const T* gate, const T* up, T* out) {
+  ::flowdsl::kernels::detail::programmatic_prologue(); transform(n, SiluMulOp{}, out, gate, up); }
 template <class T>
 __global__ void clamp_kernel(std::int64_t n, float lo, float hi, const T* x, T* y) {
   ::flowdsl::kernels::detail::programmatic_prologue(); transform(n, ClampOp{lo, hi}, y, x); }

@@ -2,6 +2,7 @@
 #include "../descriptor.cuh"
 #include "layer_norm.cuh"
 #include "reduce.cuh"
+#include "rms_norm.cuh"
 #include "softmax.cuh"
 
 namespace flowdsl::kernels {
@@ -76,6 +77,21 @@ auto declare_by_row(Into g, std::string name, i32 rows, i32 cols, const A&... re
                           : declare<D<row_block>, T>(g, std::move(name), rows, cols, rest...);
 }
 
+/// RMS normalisation: a block a row, striding over the rows.
+struct ByBlockRow : Descriptor {
+  template <class... T, class... A>
+  static LaunchShape shape(i32 rows, const A&...) {
+    return {blocks_for(rows, 1), row_block};
+  }
+};
+#define FLOWDSL_RMS_KERNELS(X)                                                                                         \
+  X(RmsNorm, ByBlockRow, "rms_norm", "y = T(T(x * rsqrt(mean(x^2) + eps)) * w), row-wise (Llama's RMSNorm)",           \
+    rms_norm_kernel<T...>, "rows", "cols", "eps", "x: rows * cols", "w: cols", "y: rows * cols")                       \
+  X(AddRmsNorm, ByBlockRow, "add_rms_norm", "residual = T(residual + x) in place, then y = rms_norm(residual)",         \
+    add_rms_norm_kernel<T...>, "rows", "cols", "eps", "residual: rows * cols", "x: rows * cols", "w: cols",            \
+    "y: rows * cols")
+FLOWDSL_RMS_KERNELS(FLOWDSL_KERNEL)
+
 /// The two-pass sum: partials from at most sum_max_partials blocks, then one block adds them.
 template <class T>
 std::uint32_t sum_blocks(i64 n) {
@@ -112,6 +128,7 @@ void register_reductions(KernelRegistry& registry) {
   register_kernels<void FLOWDSL_ROW_KERNELS(FLOWDSL_BOTH_BLOCKS)>(registry);
 #undef FLOWDSL_BOTH_BLOCKS
   FLOWDSL_REGISTER_LIST(registry, FLOWDSL_SUM_KERNELS);
+  FLOWDSL_REGISTER_LIST(registry, FLOWDSL_RMS_KERNELS);
 }
 }  // namespace detail
 
@@ -142,6 +159,16 @@ KernelNode<i32, i32, float, const T*, const float*, const float*, T*> layer_norm
   return detail::declare_by_row<detail::LayerNorm, T>(g, std::move(name), rows, cols, eps, x, gamma, beta, y);
 }
 template <class T>
+KernelNode<i32, i32, float, const T*, const T*, T*> rms_norm(Into g, std::string name, i32 rows, i32 cols, float eps,
+                                                             const T* x, const T* w, T* y) {
+  return detail::declare<detail::RmsNorm, T>(g, std::move(name), rows, cols, eps, x, w, y);
+}
+template <class T>
+KernelNode<i32, i32, float, T*, const T*, const T*, T*> add_rms_norm(Into g, std::string name, i32 rows, i32 cols, float eps,
+                                                                     T* residual, const T* x, const T* w, T* y) {
+  return detail::declare<detail::AddRmsNorm, T>(g, std::move(name), rows, cols, eps, residual, x, w, y);
+}
+template <class T>
 SumNodes<T> sum(Into g, const std::string& name, i64 n, const T* x, double* partials, float* out) {
   auto partial = detail::declare<detail::SumPartial, T>(g, name + ".partial", n, x, partials);
   auto finish = detail::declare_sum_finish(g, name, static_cast<i32>(detail::sum_blocks<T>(n)), partials, false, out);
@@ -156,5 +183,7 @@ FLOWDSL_INSTANTIATE_FLOAT_TYPES(row_argmax)
 FLOWDSL_INSTANTIATE_FLOAT_TYPES(softmax)
 FLOWDSL_INSTANTIATE_FLOAT_TYPES(layer_norm)
 FLOWDSL_INSTANTIATE_FLOAT_TYPES(sum)
+FLOWDSL_INSTANTIATE_FLOAT_TYPES(rms_norm)
+FLOWDSL_INSTANTIATE_FLOAT_TYPES(add_rms_norm)
 
 }  // namespace flowdsl::kernels

@@ -8,6 +8,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -129,6 +130,24 @@ const KernelRegistry& registry() {
 std::string q(const std::string& s) { return quoted_name(s); }
 
 [[noreturn]] void usage(const std::string& message) { throw UsageError("flowdsl: " + message); }
+
+// Graph.fuse's docstring, naming the fusable kernels the registry holds (one source: their
+// element functions), not a copy of the list.
+const char* fuse_doc() {
+  static const std::string doc = [] {
+    std::vector<std::string> names;
+    for (const KernelInfo* k : registry().list()) {
+      if (k->element.empty()) continue;
+      std::string base = k->name.substr(0, k->name.find('.'));
+      if (std::find(names.begin(), names.end(), base) == names.end()) names.push_back(std::move(base));
+    }
+    std::string list;
+    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+    return "Runs each run of element-wise kernels (" + list + ") as one kernel generated for it and\n"
+           "compiled with NVRTC at the first launch (docs/architecture.md, Fusion).";
+  }();
+  return doc.c_str();
+}
 
 // One argument converted and checked, not yet applied to a node: a call that is refused
 // leaves the graph as it was.
@@ -913,8 +932,7 @@ NB_MODULE(_flowdsl, m) {
              self.graph.fuse(on);
              return &self;
            }, "on"_a, nb::rv_policy::reference,
-           "Runs each run of element-wise kernels (fill, iota, scale, axpy, add, multiply, clamp, cast) as one\n"
-           "kernel generated for it and compiled with NVRTC at the first launch (docs/architecture.md, Fusion).")
+           fuse_doc())
       .def("fusion", [](const PyGraph& self) {
              return describe_fusion(self.graph.description(), plan_fusion(self.graph.description(), self.graph.plan()));
            },

@@ -1,9 +1,12 @@
 // Graph files on the built-in kernel library: launch shapes from each kernel's rule (the one its
 // C++ launcher applies), given shapes checked against it, enumerated arguments by name. No GPU:
 // descriptions store only addresses.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "catch.hpp"
@@ -223,4 +226,33 @@ TEST_CASE("Typed launcher nodes bind arguments by parameter name, composite ones
   }
   CHECK(scale_then_partial);
   CHECK(finish_then_done);
+}
+
+TEST_CASE("Every list of fusable kernels in the docs names each one the registry holds", "[kernels][fusion][docs]") {
+  std::vector<std::string> fusable;
+  for (const flowdsl::KernelInfo* k : builtins().list()) {
+    if (k->element.empty()) continue;
+    const std::string base = k->name.substr(0, k->name.find('.'));
+    if (std::find(fusable.begin(), fusable.end(), base) == fusable.end()) fusable.push_back(base);
+  }
+  REQUIRE(fusable.size() >= 10);
+  for (const char* file : {"README.md", "docs/architecture.md", "docs/json-format.md", "docs/python.md",
+                           "include/flowdsl/fusion.hpp", "include/flowdsl/graph.hpp"}) {
+    std::ifstream in(std::string(FLOWDSL_SOURCE_DIR) + "/" + file);
+    REQUIRE(in);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Each list starts "fill, iota, scale" (with or without backquotes) and ends within a paragraph.
+    bool found = false;
+    for (std::size_t at = text.find("fill"); at != std::string::npos; at = text.find("fill", at + 1)) {
+      const std::string list = text.substr(at, 240);
+      if (list.find("iota") > 12 || list.find("scale") > 24) continue;
+      found = true;
+      for (const std::string& name : fusable) {
+        INFO(file << ": the list at byte " << at << " lacks " << name);
+        CHECK(list.find(name) != std::string::npos);
+      }
+    }
+    INFO(file);
+    CHECK(found);
+  }
 }

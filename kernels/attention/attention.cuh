@@ -1,0 +1,253 @@
+// Attention of a decoder over a paged KV cache, as serving engines (vLLM, SGLang) keep it: the
+// keys and values of every sequence live in pages of `page_size` tokens of one pool
+// ([pages, kv_heads, page_size, head_dim] each), found through the sequence's row of the block
+// table. Positions, sequences and block tables are read on the device, so one executable serves
+// any lengths.
+//
+// rope_kv_append: rotates each new token's query and key heads by its position (rotary
+// embedding, the two halves of each head as Hugging Face's rotate_half pairs them; the inverse
+// frequencies come from the host, where any scaling such as Llama 3's is applied), writes the
+// queries out and appends the keys and values at the token's place in the cache.
+//
+// attention_partial + attention_combine: grouped-query attention of each token over positions
+// 0 .. its own of its sequence (causal, also inside a chunk of prefill tokens, whose keys were
+// appended first), flash-decoding style: the context is split across `splits` blocks a
+// (token, kv head), each keeping a running max, sum and weighted value sum in float per query
+// head of the group over chunks of split_len positions; a second kernel combines the splits.
+//
+// Every index read from device memory is checked before it is used: a sequence, position or page
+// outside the bounds the arguments give contributes nothing and is never dereferenced.
+#pragma once
+
+#include <cfloat>
+#include <cstdint>
+
+#include "../common.cuh"
+
+namespace flowdsl::kernels::detail {
+
+constexpr int attention_block = 128;
+/// Limits the launchers and the launch rule keep to (the kernels stay in bounds beyond them).
+constexpr int attention_max_head_dim = 256;
+constexpr int attention_max_group = 16;  ///< query heads a key/value head
+constexpr int attention_max_split = 256; ///< positions a block holds scores for at once
+
+/// The cache slot of position `pos` of sequence `seq`, or -1 where any index is out of bounds.
+__device__ __forceinline__ std::int64_t cache_slot(std::int32_t seq, std::int32_t pos, std::int32_t kv_head,
+                                                  std::int32_t kv_heads, std::int32_t head_dim, std::int32_t page_size,
+                                                  std::int32_t pages_per_seq, std::int32_t sequences, std::int32_t pages,
+                                                  const std::int32_t* block_table) {
+  if (seq < 0 || seq >= sequences || pos < 0 || page_size <= 0) return -1;
+  const std::int32_t entry = pos / page_size;
+  if (entry >= pages_per_seq) return -1;
+  const std::int32_t page = block_table[static_cast<std::int64_t>(seq) * pages_per_seq + entry];
+  if (page < 0 || page >= pages) return -1;
+  return ((static_cast<std::int64_t>(page) * kv_heads + kv_head) * page_size + pos % page_size) * head_dim;
+}
+
+template <class T>
+__global__ void __launch_bounds__(attention_block)
+    rope_kv_append_kernel(std::int32_t tokens, std::int32_t q_heads, std::int32_t kv_heads, std::int32_t head_dim,
+                          std::int32_t page_size, std::int32_t pages_per_seq, std::int32_t sequences, std::int32_t pages,
+                          const T* qkv, const std::int32_t* positions, const std::int32_t* seq_of_token,
+                          const std::int32_t* block_table, const float* inv_freq, T* q, T* k_cache, T* v_cache) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
+  const std::int32_t half = head_dim / 2;
+  const std::int32_t heads = q_heads + 2 * kv_heads;
+  for (std::int32_t t = static_cast<std::int32_t>(blockIdx.x); t < tokens; t += static_cast<std::int32_t>(gridDim.x)) {
+    const std::int32_t pos = positions[t];
+    const std::int32_t seq = seq_of_token[t];
+    const T* in = qkv + static_cast<std::int64_t>(t) * heads * head_dim;
+    // Rotations: query heads, then key heads; element j pairs with j + half.
+    for (std::int32_t i = static_cast<std::int32_t>(threadIdx.x); i < (q_heads + kv_heads) * half; i += blockDim.x) {
+      const std::int32_t head = i / half, j = i % half;
+      float s = 0.0f, c = 1.0f;
+      sincosf(static_cast<float>(pos) * inv_freq[j], &s, &c);
+      const float x1 = to_float(in[head * head_dim + j]), x2 = to_float(in[head * head_dim + j + half]);
+      const T r1 = from_float<T>(x1 * c - x2 * s), r2 = from_float<T>(x2 * c + x1 * s);
+      if (head < q_heads) {
+        T* out = q + (static_cast<std::int64_t>(t) * q_heads + head) * head_dim;
+        out[j] = r1;
+        out[j + half] = r2;
+      } else {
+        const std::int64_t slot = cache_slot(seq, pos, head - q_heads, kv_heads, head_dim, page_size, pages_per_seq,
+                                             sequences, pages, block_table);
+        if (slot >= 0) {
+          k_cache[slot + j] = r1;
+          k_cache[slot + j + half] = r2;
+        }
+      }
+    }
+    // An odd head_dim leaves its last element unrotated, as a pair would need a partner.
+    if (head_dim % 2 != 0) {
+      for (std::int32_t head = static_cast<std::int32_t>(threadIdx.x); head < q_heads + kv_heads; head += blockDim.x) {
+        const T x = in[head * head_dim + head_dim - 1];
+        if (head < q_heads) {
+          q[(static_cast<std::int64_t>(t) * q_heads + head) * head_dim + head_dim - 1] = x;
+        } else {
+          const std::int64_t slot = cache_slot(seq, pos, head - q_heads, kv_heads, head_dim, page_size, pages_per_seq,
+                                               sequences, pages, block_table);
+          if (slot >= 0) k_cache[slot + head_dim - 1] = x;
+        }
+      }
+    }
+    // Values are appended as they are.
+    const T* v_in = in + static_cast<std::int64_t>(q_heads + kv_heads) * head_dim;
+    for (std::int32_t i = static_cast<std::int32_t>(threadIdx.x); i < kv_heads * head_dim; i += blockDim.x) {
+      const std::int32_t head = i / head_dim, d = i % head_dim;
+      const std::int64_t slot =
+          cache_slot(seq, pos, head, kv_heads, head_dim, page_size, pages_per_seq, sequences, pages, block_table);
+      if (slot >= 0) v_cache[slot + d] = v_in[i];
+    }
+  }
+}
+
+/// The dynamic shared memory of attention_partial_kernel: the group's queries and one chunk's
+/// scores, then its running max, sum and correction a query head.
+__host__ __device__ constexpr std::int64_t attention_shared_floats(std::int32_t group, std::int32_t head_dim,
+                                                                   std::int32_t split_len) {
+  return static_cast<std::int64_t>(group) * head_dim + static_cast<std::int64_t>(group) * split_len + 3 * group;
+}
+
+template <class T>
+__global__ void __launch_bounds__(attention_block)
+    attention_partial_kernel(std::int32_t tokens, std::int32_t q_heads, std::int32_t kv_heads, std::int32_t head_dim,
+                             std::int32_t page_size, std::int32_t pages_per_seq, std::int32_t sequences,
+                             std::int32_t pages, std::int32_t splits, std::int32_t split_len, float scale, const T* q,
+                             const std::int32_t* positions, const std::int32_t* seq_of_token,
+                             const std::int32_t* block_table, const T* k_cache, const T* v_cache, float* partial) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
+  if (kv_heads <= 0 || q_heads % kv_heads != 0 || head_dim <= 0 || head_dim > attention_max_head_dim || split_len <= 0 ||
+      split_len > attention_max_split || q_heads / kv_heads > attention_max_group) {
+    return;  // shapes the launch rule never makes (it sizes the shared memory): nothing is touched
+  }
+  extern __shared__ float shared[];
+  const std::int32_t group = q_heads / kv_heads;
+  float* qs = shared;                            // [group][head_dim], scaled
+  float* scores = qs + group * head_dim;         // [group][split_len]
+  float* running_max = scores + group * split_len;
+  float* running_sum = running_max + group;
+  float* correction = running_sum + group;
+  constexpr int max_pairs = attention_max_group * attention_max_head_dim / attention_block;
+  const int pairs = (group * head_dim + static_cast<int>(blockDim.x) - 1) / static_cast<int>(blockDim.x);
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int warps = static_cast<int>(blockDim.x) / 32;
+
+  for (std::int64_t work = blockIdx.x; work < static_cast<std::int64_t>(tokens) * kv_heads; work += gridDim.x) {
+    const std::int32_t t = static_cast<std::int32_t>(work / kv_heads), h = static_cast<std::int32_t>(work % kv_heads);
+    const std::int32_t pos = positions[t], seq = seq_of_token[t];
+    const std::int32_t context = pos < 0 ? 0 : pos + 1;  // positions 0 .. pos
+    for (std::int32_t s = static_cast<std::int32_t>(blockIdx.y); s < splits; s += static_cast<std::int32_t>(gridDim.y)) {
+      __syncthreads();  // the shared memory of the previous (work, split) is no longer read
+      for (int i = static_cast<int>(threadIdx.x); i < group * head_dim; i += static_cast<int>(blockDim.x)) {
+        const std::int32_t g = i / head_dim, d = i % head_dim;
+        qs[i] = to_float(q[(static_cast<std::int64_t>(t) * q_heads + h * group + g) * head_dim + d]) * scale;
+      }
+      for (int g = static_cast<int>(threadIdx.x); g < group; g += static_cast<int>(blockDim.x)) {
+        running_max[g] = -FLT_MAX;
+        running_sum[g] = 0.0f;
+      }
+      float acc[max_pairs];
+#pragma unroll
+      for (int k = 0; k < max_pairs; ++k) acc[k] = 0.0f;
+      // Chunks of split_len positions: this block's are s, s + splits, s + 2 splits, ...
+      for (std::int64_t first = static_cast<std::int64_t>(s) * split_len; first < context;
+           first += static_cast<std::int64_t>(splits) * split_len) {
+        const std::int32_t count = static_cast<std::int32_t>(context - first < split_len ? context - first : split_len);
+        __syncthreads();  // queries and running values are written; the last chunk's scores are read
+        for (int i = static_cast<int>(threadIdx.x); i < count; i += static_cast<int>(blockDim.x)) {
+          const std::int64_t slot = cache_slot(seq, static_cast<std::int32_t>(first + i), h, kv_heads, head_dim, page_size,
+                                               pages_per_seq, sequences, pages, block_table);
+          for (int g = 0; g < group; ++g) scores[g * split_len + i] = -FLT_MAX;
+          if (slot < 0) continue;
+          const T* key = k_cache + slot;
+          for (int g = 0; g < group; ++g) {
+            float dot = 0.0f;
+            for (int d = 0; d < head_dim; ++d) dot = fmaf(qs[g * head_dim + d], to_float(key[d]), dot);
+            scores[g * split_len + i] = dot;
+          }
+        }
+        __syncthreads();
+        // A warp a query head: the chunk's max, its weights, the running values' correction.
+        for (int g = warp; g < group; g += warps) {
+          float chunk_max = -FLT_MAX;
+          for (int i = lane; i < count; i += 32) chunk_max = fmaxf(chunk_max, scores[g * split_len + i]);
+          for (int o = 16; o > 0; o >>= 1) chunk_max = fmaxf(chunk_max, __shfl_xor_sync(0xffffffffu, chunk_max, o));
+          const float old_max = running_max[g];
+          const float new_max = fmaxf(old_max, chunk_max);
+          float sum = 0.0f;
+          for (int i = lane; i < count; i += 32) {
+            const float score = scores[g * split_len + i];
+            const float weight = score == -FLT_MAX ? 0.0f : __expf(score - new_max);
+            scores[g * split_len + i] = weight;
+            sum += weight;
+          }
+          for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+          if (lane == 0) {
+            const float fix = old_max == -FLT_MAX ? 0.0f : __expf(old_max - new_max);
+            correction[g] = fix;
+            running_sum[g] = running_sum[g] * fix + sum;
+            running_max[g] = new_max;
+          }
+        }
+        __syncthreads();
+        for (int k = 0; k < pairs && k < max_pairs; ++k) {
+          const int pair = static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x);
+          if (pair >= group * head_dim) break;
+          const int g = pair / head_dim, d = pair % head_dim;
+          float value = acc[k] * correction[g];
+          for (int i = 0; i < count; ++i) {
+            const float weight = scores[g * split_len + i];
+            if (weight == 0.0f) continue;
+            const std::int64_t slot = cache_slot(seq, static_cast<std::int32_t>(first + i), h, kv_heads, head_dim,
+                                                 page_size, pages_per_seq, sequences, pages, block_table);
+            value = fmaf(weight, to_float(v_cache[slot + d]), value);
+          }
+          acc[k] = value;
+        }
+      }
+      __syncthreads();
+      // This split's record a query head: max, sum, then the unnormalised weighted values.
+      for (int k = 0; k < pairs && k < max_pairs; ++k) {
+        const int pair = static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x);
+        if (pair >= group * head_dim) break;
+        const int g = pair / head_dim, d = pair % head_dim;
+        float* record = partial + ((static_cast<std::int64_t>(t) * q_heads + h * group + g) * splits + s) * (head_dim + 2);
+        record[2 + d] = acc[k];
+        if (d == 0) {
+          record[0] = running_max[g];
+          record[1] = running_sum[g];
+        }
+      }
+    }
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(attention_block)
+    attention_combine_kernel(std::int32_t tokens, std::int32_t q_heads, std::int32_t head_dim, std::int32_t splits,
+                             const float* partial, T* out) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
+  for (std::int64_t row = blockIdx.x; row < static_cast<std::int64_t>(tokens) * q_heads; row += gridDim.x) {
+    const float* records = partial + row * splits * (head_dim + 2);
+    float max = -FLT_MAX;
+    for (int s = 0; s < splits; ++s) {
+      if (records[s * (head_dim + 2) + 1] > 0.0f) max = fmaxf(max, records[s * (head_dim + 2)]);
+    }
+    float total = 0.0f;
+    for (int s = 0; s < splits; ++s) {
+      const float sum = records[s * (head_dim + 2) + 1];
+      if (sum > 0.0f) total += sum * __expf(records[s * (head_dim + 2)] - max);
+    }
+    for (int d = static_cast<int>(threadIdx.x); d < head_dim; d += static_cast<int>(blockDim.x)) {
+      float value = 0.0f;
+      for (int s = 0; s < splits; ++s) {
+        const float* record = records + s * (head_dim + 2);
+        if (record[1] > 0.0f) value = fmaf(record[2 + d], __expf(record[0] - max), value);
+      }
+      out[row * head_dim + d] = from_float<T>(total > 0.0f ? value / total : 0.0f);
+    }
+  }
+}
+
+}  // namespace flowdsl::kernels::detail
