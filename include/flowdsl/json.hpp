@@ -58,13 +58,14 @@ struct JsonRanks {
 
 /// \brief Initial contents of a buffer.
 struct BufferInit {
-  enum class Kind : std::uint8_t { zeros, constant, uniform, normal, npy };
+  enum class Kind : std::uint8_t { zeros, constant, uniform, normal, npy, safetensors };
   Kind kind = Kind::zeros;
   double value = 0;                 ///< constant
   double low = 0, high = 1;         ///< uniform on [low, high)
   double mean = 0, stddev = 1;      ///< normal
   std::uint64_t seed = 0;           ///< uniform, normal
-  std::string file;                 ///< npy: path, relative to the graph file
+  std::string file;                 ///< npy, safetensors: path, relative to the graph file
+  std::string tensor;               ///< safetensors: the tensor's name in the file
 };
 
 /// \brief A named device buffer of `count` elements of `type`.

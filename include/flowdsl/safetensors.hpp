@@ -100,6 +100,9 @@ class SafetensorsFile {
   /// \throws JsonError at the tensor's pointer when the bytes cannot be read: an I/O error, or
   ///         a file that has shrunk since it was opened.
   void read(const SafetensorsTensor& tensor, void* host_destination) const;
+  /// \brief Copies `bytes` bytes of `tensor` from byte `offset` of it: a large tensor in chunks.
+  /// \throws UsageError when the range is not inside the tensor, or as read().
+  void read(const SafetensorsTensor& tensor, std::uint64_t offset, std::uint64_t bytes, void* host_destination) const;
 
   /// \brief The path the file was opened with.
   const std::string& path() const noexcept;

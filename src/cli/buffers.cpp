@@ -7,8 +7,10 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <type_traits>
 
+#include "flowdsl/safetensors.hpp"
 #include "npy.hpp"
 
 namespace flowdsl::cli {
@@ -93,8 +95,35 @@ std::optional<std::string> memory_refusal(const GraphSpec& spec, std::uint64_t f
          format_bytes(free_bytes) + " free";
 }
 
+namespace {
+
+// The tensor a buffer takes its contents from, checked against the buffer: its element type and
+// its element count.
+struct SafetensorsSource {
+  SafetensorsFile file;
+  const SafetensorsTensor* tensor;
+};
+SafetensorsSource safetensors_source(const BufferSpec& b, const std::string& base_dir) {
+  SafetensorsFile file = SafetensorsFile::open(npy_path(b, base_dir));
+  const SafetensorsTensor* t = file.find(b.init.tensor);
+  const std::string where = "the tensor " + quoted_name(b.init.tensor) + " of " + quoted_name(file.path());
+  if (t == nullptr) throw std::runtime_error(where + " is not in the file");
+  if (t->type != b.type) {
+    throw std::runtime_error(where + " holds " + std::string(to_string(t->type)) + " elements, the buffer " +
+                             std::string(to_string(b.type)));
+  }
+  if (t->elements() != b.count) {
+    throw std::runtime_error(where + " holds " + std::to_string(t->elements()) + " elements, the buffer " +
+                             std::to_string(b.count));
+  }
+  return {std::move(file), t};
+}
+
+}  // namespace
+
 void check_initial_contents(const BufferSpec& b, const std::string& base_dir) {
   if (b.init.kind == BufferInit::Kind::npy) NpyReader(npy_path(b, base_dir), b.type, b.count);
+  if (b.init.kind == BufferInit::Kind::safetensors) (void)safetensors_source(b, base_dir);
 }
 
 void produce_initial_contents(const BufferSpec& b, const std::string& base_dir, std::size_t chunk_bytes,
@@ -119,6 +148,15 @@ void produce_initial_contents(const BufferSpec& b, const std::string& base_dir, 
       NpyReader reader(npy_path(b, base_dir), b.type, b.count);
       return chunked(b, chunk_bytes, sink,
                      [&](unsigned char* data, std::uint64_t n) { reader.read(data, n * size_of(b.type)); });
+    }
+    case BufferInit::Kind::safetensors: {
+      const SafetensorsSource source = safetensors_source(b, base_dir);
+      std::uint64_t at = 0;
+      return chunked(b, chunk_bytes, sink, [&](unsigned char* data, std::uint64_t n) {
+        const std::uint64_t bytes = n * size_of(b.type);
+        source.file.read(*source.tensor, at, bytes, data);
+        at += bytes;
+      });
     }
   }
 }

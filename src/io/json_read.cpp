@@ -215,6 +215,9 @@ void to_json(json& j, const BufferInit& v) {
     case BufferInit::Kind::npy:
       j = json{{"kind", "npy"}, {"file", v.file}};
       break;
+    case BufferInit::Kind::safetensors:
+      j = json{{"kind", "safetensors"}, {"file", v.file}, {"tensor", v.tensor}};
+      break;
   }
 }
 
@@ -246,8 +249,14 @@ void from_json(const json& j, BufferInit& v) {
     expect_object(j, {"kind", "file"});
     v.kind = BufferInit::Kind::npy;
     v.file = get_string(j, "file");
+  } else if (kind == "safetensors") {
+    expect_object(j, {"kind", "file", "tensor"});
+    v.kind = BufferInit::Kind::safetensors;
+    v.file = get_string(j, "file");
+    v.tensor = get_string(j, "tensor");
   } else {
-    fail(where, "unknown initialisation " + quoted_name(kind) + " (expected zeros, constant, uniform, normal or npy)");
+    fail(where, "unknown initialisation " + quoted_name(kind) +
+                    " (expected zeros, constant, uniform, normal, npy or safetensors)");
   }
 }
 

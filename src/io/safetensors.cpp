@@ -519,16 +519,25 @@ const std::map<std::string, std::string, std::less<>>& SafetensorsFile::metadata
 }
 
 void SafetensorsFile::read(const SafetensorsTensor& tensor, void* host_destination) const {
+  read(tensor, 0, tensor.bytes, host_destination);
+}
+
+void SafetensorsFile::read(const SafetensorsTensor& tensor, std::uint64_t offset, std::uint64_t bytes,
+                           void* host_destination) const {
   const State& s = *state_;
+  if (offset > tensor.bytes || bytes > tensor.bytes - offset) {
+    throw UsageError("flowdsl: " + quoted_name(s.path) + ": bytes " + range_text(offset, offset + bytes) + " of the tensor " +
+                     quoted_name(tensor.name) + " lie outside its " + std::to_string(tensor.bytes) + " bytes");
+  }
   if (tensor.bytes > s.file_bytes || tensor.offset > s.file_bytes - tensor.bytes) {
     throw UsageError("flowdsl: " + quoted_name(s.path) + ": the tensor " + quoted_name(tensor.name) + " at bytes " +
                      range_text(tensor.offset, tensor.offset + tensor.bytes) + " lies outside the file's " +
                      std::to_string(s.file_bytes) + " bytes (a tensor of another file?)");
   }
-  const std::string why = read_at(s.fd, static_cast<char*>(host_destination), tensor.bytes, tensor.offset);
+  const std::string why = read_at(s.fd, static_cast<char*>(host_destination), bytes, tensor.offset + offset);
   if (!why.empty()) {
-    throw JsonError({{token(tensor.name), "cannot read the tensor's " + std::to_string(tensor.bytes) +
-                                              " bytes at offset " + std::to_string(tensor.offset) + ": " + why}},
+    throw JsonError({{token(tensor.name), "cannot read the tensor's " + std::to_string(bytes) + " bytes at offset " +
+                                              std::to_string(tensor.offset + offset) + ": " + why}},
                     s.path);
   }
 }

@@ -186,3 +186,59 @@ TEST_CASE(".npy inputs are checked against the buffer before any data is read, t
   }
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("A buffer takes one tensor of a .safetensors file, checked by type and count, read in chunks",
+          "[cli][safetensors]") {
+  const auto dir = scratch_dir();
+  // Two tensors: "w" (100 f32) then "b" (8 bf16, as raw bits), 8-byte aligned after the header.
+  std::vector<float> w(100);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i) * 0.5f - 3.0f;
+  const std::uint16_t bits[8] = {0x3f80, 0x4000, 0x4040, 0x4080, 0xbf80, 0, 0x7f80, 0x3f00};
+  std::string header = R"({"w": {"dtype": "F32", "shape": [10, 10], "data_offsets": [0, 400]},
+                           "b": {"dtype": "BF16", "shape": [8], "data_offsets": [400, 416]}})";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  {
+    std::ofstream out(dir / "weights.safetensors", std::ios::binary);
+    const std::uint64_t length = header.size();
+    out.write(reinterpret_cast<const char*>(&length), 8);
+    out.write(header.data(), static_cast<std::streamsize>(header.size()));
+    out.write(reinterpret_cast<const char*>(w.data()), 400);
+    out.write(reinterpret_cast<const char*>(bits), 16);
+  }
+  auto b = buffer("w", flowdsl::ScalarType::f32, w.size());
+  b.init.kind = flowdsl::BufferInit::Kind::safetensors;
+  b.init.file = "weights.safetensors";
+  b.init.tensor = "w";
+  CHECK_NOTHROW(flowdsl::cli::check_initial_contents(b, dir.string()));
+  int chunks = 0;
+  auto bytes = concatenated(b, 64, chunks, dir.string());
+  CHECK(chunks == 7);
+  REQUIRE(bytes.size() == 400);
+  CHECK(std::memcmp(bytes.data(), w.data(), 400) == 0);
+
+  auto h = buffer("h", flowdsl::ScalarType::bf16, 8);
+  h.init = b.init;
+  h.init.tensor = "b";
+  bytes = concatenated(h, 6, chunks, dir.string());
+  REQUIRE(bytes.size() == 16);
+  CHECK(std::memcmp(bytes.data(), bits, 16) == 0);
+
+  SECTION("a tensor the file does not hold, or of another type or size, is refused naming it") {
+    b.init.tensor = "missing";
+    CHECK_THROWS_WITH(flowdsl::cli::check_initial_contents(b, dir.string()), contains("the tensor 'missing'"));
+    CHECK_THROWS_WITH(flowdsl::cli::check_initial_contents(b, dir.string()), contains("is not in the file"));
+    b.init.tensor = "b";
+    CHECK_THROWS_WITH(flowdsl::cli::check_initial_contents(b, dir.string()), contains("holds bf16 elements, the buffer f32"));
+    h.count = 9;
+    CHECK_THROWS_WITH(flowdsl::cli::check_initial_contents(h, dir.string()), contains("holds 8 elements, the buffer 9"));
+  }
+  SECTION("a hostile header is refused before any tensor is read") {
+    std::ofstream out(dir / "bad.safetensors", std::ios::binary);
+    const std::uint64_t length = std::uint64_t{100} << 30;  // claims 100 GiB
+    out.write(reinterpret_cast<const char*>(&length), 8);
+    out.close();
+    b.init.file = "bad.safetensors";
+    CHECK_THROWS(flowdsl::cli::check_initial_contents(b, dir.string()));
+  }
+  std::filesystem::remove_all(dir);
+}
