@@ -28,7 +28,7 @@ steps=${STEPS:-"ctest python programmatic hostile memcheck"}
 for step in $steps; do
   case $step in
     ctest)
-      (cd build && ctest -L gpu -j 4 --output-on-failure > "$OUT/ctest_gpu.log" 2>&1)
+      (cd build && timeout "${CTEST_TIMEOUT:-400}" ctest -L gpu -j 4 --output-on-failure > "$OUT/ctest_gpu.log" 2>&1)
       log "ctest -L gpu: exit $?; $(grep -E 'tests passed|tests failed' "$OUT/ctest_gpu.log" | tail -1)"
       ;;
     python)
@@ -43,6 +43,10 @@ for step in $steps; do
         grep -q "results verified" "$OUT/programmatic_run.log" || true
       done
       log "programmatic_bench --quick x50: $((50 - wrong)) of 50 verified, $wrong wrong, $failed nonzero exits"
+      ;;
+    memcheck_library)
+      compute-sanitizer --tool memcheck --report-api-errors no build/tests/test_library_gpu > "$OUT/memcheck_library.log" 2>&1
+      log "memcheck test_library_gpu: exit $?; $(grep -E 'ERROR SUMMARY' "$OUT/memcheck_library.log" | tail -1)"
       ;;
     hostile)
       # 5 000 products, each with an output of its own: 5 000 workspaces of 32 MiB, beyond the card.
@@ -66,8 +70,6 @@ EOF
       log "flowdsl run of $(ls tests/data/hostile/*.json | wc -l) hostile files + workspaces: $threes exited 3 (see hostile.log)"
       ;;
     memcheck)
-      compute-sanitizer --tool memcheck --report-api-errors no build/tests/test_library_gpu > "$OUT/memcheck_library.log" 2>&1
-      log "memcheck test_library_gpu: exit $?; $(grep -E 'ERROR SUMMARY' "$OUT/memcheck_library.log" | tail -1)"
       compute-sanitizer --tool memcheck --report-api-errors no build/tests/test_kernels "[condition],[decoder]" \
         > "$OUT/memcheck_kernels.log" 2>&1
       log "memcheck test_kernels [condition],[decoder]: exit $?; $(grep -E 'ERROR SUMMARY' "$OUT/memcheck_kernels.log" | tail -1)"
