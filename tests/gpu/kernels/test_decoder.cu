@@ -132,7 +132,7 @@ void check_step(const Step& s, unsigned seed) {
 
 TEMPLATE_TEST_CASE("RMS normalisation matches the host reference", "[kernels][decoder][rms_norm]", KERNEL_TYPES) {
   using T = TestType;
-  for (const auto [rows, cols] : {std::pair{1, 2048}, std::pair{7, 31}, std::pair{256, 2048}, std::pair{3, 5000},
+  for (const auto& [rows, cols] : {std::pair{1, 2048}, std::pair{7, 31}, std::pair{256, 2048}, std::pair{3, 5000},
                                   std::pair{1, 1}, std::pair{33, 4096 + 3}}) {
     INFO("type " << type_name<T>() << ", " << rows << " x " << cols);
     const std::size_t n = std::size_t(rows) * cols;
