@@ -58,7 +58,7 @@ print(json.dumps({"version": 1, "name": "workspaces",
               {"name": "out", "type": "bf16", "count": 64 * n}],
   "nodes": [{"name": "mm%d" % j, "kind": "library", "call": "cublaslt.matmul.bf16",
              "args": {"m": 8, "n": 8, "k": 8, "a": "a", "b": "b", "bias": "a", "epilogue": "none",
-                      "c": {"buffer": "out", "offset": 64 * j}}} for j in range(n)]}))
+                      "c": {"buffer": "out", "offset": 128 * j}}} for j in range(n)]}))
 EOF
       threes=0
       for f in tests/data/hostile/*.json "$OUT/workspaces.json"; do

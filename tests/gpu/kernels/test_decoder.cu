@@ -117,8 +117,11 @@ void check_step(const Step& s, unsigned seed) {
   ref::rope_kv_append(rkv, s.tokens, qkv, s.positions, s.seq_of_token, s.block_table, inv_freq, q, k_cache, v_cache);
   // What the kernel stored: the rotated values rounded to T; the reference attends over those.
   const std::vector<float> got_q = download(dq), got_k = download(dk), got_v = download(dv);
-  CHECK(mismatches(got_q, q, tolerance<T>()) == 0);
-  CHECK(mismatches(got_k, k_cache, tolerance<T>()) == 0);
+  // The kernel forms each angle position * inv_freq in float, as Hugging Face does: its rounding,
+  // about 6e-8 of the angle, grows with the position and shows at float's own tolerance.
+  const double rotation_tol = tolerance<T>() + 2.4e-7 * s.max_context;
+  CHECK(mismatches(got_q, q, rotation_tol) == 0);
+  CHECK(mismatches(got_k, k_cache, rotation_tol) == 0);
   CHECK(mismatches(got_v, v_cache, 0.0) == 0);
   const std::vector<double> want =
       ref::paged_attention(rkv, s.tokens, scale, got_q, s.positions, s.seq_of_token, s.block_table, got_k, got_v);
