@@ -183,6 +183,7 @@ __global__ void __launch_bounds__(attention_block)
             sum += weight;
           }
           for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+          __syncwarp();  // every lane has read running_max[g] before lane 0 replaces it
           if (lane == 0) {
             const float fix = old_max == -FLT_MAX ? 0.0f : __expf(old_max - new_max);
             correction[g] = fix;
