@@ -90,7 +90,7 @@ std::vector<std::pair<std::uint32_t, NamedValues>> Profiler::Impl::changed_argum
 
 namespace {
 
-// ", its body graph <CUPTI's id>" of a native child node, or why it is unknown.
+// ", its body graph <CUPTI's id>" of a native child graph node, or why it is unknown.
 std::string child_body_id(const profiling::CuptiSession& session, cudaGraphNode_t node) {
   cudaGraph_t body = nullptr;
   if (const cudaError_t status = cudaGraphChildGraphNodeGetGraph(node, &body); status != cudaSuccess) {
@@ -176,8 +176,13 @@ void Profiler::Impl::log_native_nodes(std::uint32_t index, std::uint64_t tag, co
   const std::vector<ProfiledNode>& described = profile.graphs[index].nodes;
   for (std::uint32_t position = 0; position < nodes.size() && position < described.size(); ++position) {
     const std::uint64_t id = session.node_id(nodes[position]);
+    // A native child graph node (a child node's body, a library node's recording), whatever kind
+    // made it: CUDA says, no kind is named.
     std::string body;
-    if (described[position].kind == "child") body = child_body_id(session, nodes[position]);
+    cudaGraphNodeType type{};
+    if (cudaGraphNodeGetType(nodes[position], &type) == cudaSuccess && type == cudaGraphNodeTypeGraph) {
+      body = child_body_id(session, nodes[position]);
+    }
     FLOWDSL_DEBUG("profiler: executable {}: node {} ({}) at position {} has id {} (graph {}, local {}){}", tag,
                   quoted_name(described[position].path), described[position].kind, position, id,
                   profiling::graph_part(id), profiling::local_part(id), body);
