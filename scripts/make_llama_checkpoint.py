@@ -24,7 +24,11 @@ import numpy as np
 PRESETS = {
     "llama-3.2-1b": dict(layers=16, hidden=2048, heads=32, kv_heads=8, head_dim=64, intermediate=8192,
                          vocab=128256, tie=True, rope_theta=500000.0, rms_norm_eps=1e-5,
-                         max_position_embeddings=131072),
+                         max_position_embeddings=131072,
+                         # Llama 3.2's own: long wavelengths stretched 32 times (rope_kv_append's
+                         # inv_freq comes from flowdsl::kernels::rope_inverse_frequencies with these).
+                         rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                                       "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}),
     "tiny": dict(layers=2, hidden=256, heads=4, kv_heads=2, head_dim=64, intermediate=512, vocab=1024,
                  tie=True, rope_theta=500000.0, rms_norm_eps=1e-5, max_position_embeddings=2048),
 }
@@ -101,6 +105,7 @@ def config_json(c):
         "rms_norm_eps": c["rms_norm_eps"],
         "rope_theta": c["rope_theta"],
         "max_position_embeddings": c["max_position_embeddings"],
+        "rope_scaling": c.get("rope_scaling"),
         "tie_word_embeddings": c["tie"],
         "attention_bias": False,
         "mlp_bias": False,

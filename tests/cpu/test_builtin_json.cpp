@@ -16,6 +16,7 @@
 #include "flowdsl/nccl.hpp"
 #endif
 #include "flowdsl/kernels.hpp"
+#include "flowdsl/rope.hpp"
 
 using flowdsl_test::contains;
 namespace fk = flowdsl::kernels;
@@ -255,4 +256,24 @@ TEST_CASE("Every list of fusable kernels in the docs names each one the registry
     INFO(file);
     CHECK(found);
   }
+}
+
+TEST_CASE("RoPE inverse frequencies follow theta and Llama 3's scaling", "[kernels][rope]") {
+  // Spot values for Llama-3.2-1B's rotary settings (head_dim 64, theta 500000, llama3 factor 32,
+  // low 1, high 4, original 8192), from Hugging Face's formula evaluated in double.
+  const std::vector<float> plain = fk::rope_inverse_frequencies(64, 500000.0);
+  REQUIRE(plain.size() == 32);
+  CHECK(plain[0] == 1.0f);
+  CHECK(plain[16] == Approx(0.001414213562373095).epsilon(1e-6));
+  fk::RopeScaling llama3;
+  llama3.kind = fk::RopeScaling::Kind::llama3;
+  llama3.factor = 32;
+  const std::vector<float> scaled = fk::rope_inverse_frequencies(64, 500000.0, llama3);
+  CHECK(scaled[10] == plain[10]);                                          // short wavelength: kept
+  CHECK(scaled[16] == Approx(0.00042955679655936815).epsilon(1e-6));       // between: interpolated
+  CHECK(scaled[20] == Approx(8.570255489881478e-06).epsilon(1e-6));        // long: divided by 32
+  CHECK(scaled[31] == Approx(9.418306725434909e-08).epsilon(1e-6));
+  CHECK_THROWS_AS(fk::rope_inverse_frequencies(63, 10000.0), flowdsl::UsageError);
+  llama3.high_freq_factor = 0.5;
+  CHECK_THROWS_AS(fk::rope_inverse_frequencies(64, 500000.0, llama3), flowdsl::UsageError);
 }
