@@ -54,21 +54,22 @@ std::vector<ArgumentProblem> check_argument_values(const KernelInfo& entry, cons
     const KernelParam& p = entry.params[i];
     if (!is_integer(p.type) || !args.bound(i) || args.slot_size(i) != p.type.size()) continue;
     const IntegerValue v = integer_at(p.type.scalar, args.data(i));
-    const std::string head = "argument " + quoted_name(p.name) + " is " + v.text();
+    // The message is made only for a refusal: this runs before every update of the node.
+    const auto head = [&] { return "argument " + quoted_name(p.name) + " is " + v.text(); };
     if (!p.enumerators.empty()) {
       if (v.negative || v.magnitude >= p.enumerators.size()) {
         std::string names;
         for (std::size_t e = 0; e < p.enumerators.size(); ++e) {
           names += (e == 0 ? "" : ", ") + std::to_string(e) + " " + p.enumerators[e];
         }
-        out.push_back({i, head + ", not one of its values (" + names + ")"});
+        out.push_back({i, head() + ", not one of its values (" + names + ")"});
       }
       continue;
     }
     if (!v.negative) continue;
     const std::size_t reader = first_extent_reading(entry, i);
     if (reader == entry.params.size()) continue;
-    out.push_back({i, head + ": it sizes the extent of " + quoted_name(entry.params[reader].name) + " (" +
+    out.push_back({i, head() + ": it sizes the extent of " + quoted_name(entry.params[reader].name) + " (" +
                           entry.extents[reader].text() + ") and must not be negative"});
   }
   if (entry.check == nullptr || !out.empty()) return out;

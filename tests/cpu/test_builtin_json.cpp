@@ -9,12 +9,10 @@
 #include <iterator>
 #include <string>
 
+#include "builtin_registry.hpp"
 #include "catch.hpp"
 #include "flowdsl/flowdsl.hpp"
 #include "flowdsl/json.hpp"
-#ifdef FLOWDSL_HAS_NCCL
-#include "flowdsl/nccl.hpp"
-#endif
 #include "flowdsl/kernels.hpp"
 #include "flowdsl/rope.hpp"
 
@@ -23,17 +21,7 @@ namespace fk = flowdsl::kernels;
 
 namespace {
 
-const flowdsl::KernelRegistry& builtins() {
-  static const flowdsl::KernelRegistry& r = [] () -> flowdsl::KernelRegistry& {
-    static flowdsl::KernelRegistry registry;
-    fk::register_builtins(registry);
-#ifdef FLOWDSL_HAS_NCCL
-    flowdsl::nccl::register_calls(registry);  // samples/allreduce.json
-#endif
-    return registry;
-  }();
-  return r;
-}
+const flowdsl::KernelRegistry& builtins() { return flowdsl_test::builtin_registry(); }
 
 void* fake(std::uintptr_t at) { return reinterpret_cast<void*>(at); }
 

@@ -5,31 +5,19 @@
 #include <cstdint>
 #include <string>
 
+#include "builtin_registry.hpp"
 #include "catch.hpp"
 #include "flowdsl/argument_checks.hpp"
 #include "flowdsl/flowdsl.hpp"
 #include "flowdsl/json.hpp"
 #include "flowdsl/kernels.hpp"
-#ifdef FLOWDSL_HAS_NCCL
-#include "flowdsl/nccl.hpp"
-#endif
 
 using flowdsl_test::contains;
 namespace fk = flowdsl::kernels;
 
 namespace {
 
-const flowdsl::KernelRegistry& builtins() {
-  static const flowdsl::KernelRegistry& r = []() -> flowdsl::KernelRegistry& {
-    static flowdsl::KernelRegistry registry;
-    fk::register_builtins(registry);
-#ifdef FLOWDSL_HAS_NCCL
-    flowdsl::nccl::register_calls(registry);
-#endif
-    return registry;
-  }();
-  return r;
-}
+const flowdsl::KernelRegistry& builtins() { return flowdsl_test::builtin_registry(); }
 
 const std::string buffers = R"("buffers": [
     {"name": "a", "type": "bf16", "count": 4096}, {"name": "b", "type": "bf16", "count": 4096},
