@@ -5,11 +5,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define FLOWDSL_HD __host__ __device__ __forceinline__
-#else
-#define FLOWDSL_HD inline
-#endif
+#include "host_device.hpp"
 
 namespace flowdsl::kernels::detail {
 
