@@ -2,7 +2,8 @@
 /// \file cublaslt.hpp
 /// \brief Matrix products by cuBLASLt as library nodes (flowdsl/kinds/library.hpp): the calls,
 /// registered by register_builtins() as "cublaslt.matmul.bf16", "cublaslt.matmul.bf16.f32",
-/// "cublaslt.matmul.f16" and "cublaslt.matmul.f16.f32", and a launcher for C++ graphs.
+/// "cublaslt.matmul.f16" and "cublaslt.matmul.f16.f32" (b in [k, n] layout), the same as
+/// "cublaslt.linear.*" with weights in a linear layer's [n, k] layout, and launchers for C++ graphs.
 ///
 /// \code
 ///   // h[rows, 4096] = gelu(x[rows, 1024] w[1024, 4096] + b[4096]), bf16 out, float accumulation
@@ -48,5 +49,19 @@ LibraryNode<i32, i32, i32, const T*, const T*, const Out*, i32, Out*> cublaslt_m
                                                                                      i32 k, const T* a, const T* b,
                                                                                      const Out* bias, Epilogue epilogue,
                                                                                      Out* c);
+
+/// \brief y[m, n] = epilogue(x[m, k] w[n, k]^T + bias[n]): cublaslt_matmul_call with the weights
+/// as Hugging Face and PyTorch keep a linear layer's ([out, in], row-major), without a transposed
+/// copy. For decoding at batches past where kernels::linear's matrix-vector product pays.
+template <class T, class Out>
+int cublaslt_linear_call(cudaStream_t stream, i32 m, i32 n, i32 k, const T* x, const T* w, const Out* bias, i32 epilogue,
+                         Out* y);
+
+/// \brief Declares a library node making cublaslt_linear_call (see there).
+template <class T, class Out>
+LibraryNode<i32, i32, i32, const T*, const T*, const Out*, i32, Out*> cublaslt_linear(Into g, std::string name, i32 m, i32 n,
+                                                                                     i32 k, const T* x, const T* w,
+                                                                                     const Out* bias, Epilogue epilogue,
+                                                                                     Out* y);
 
 }  // namespace flowdsl::kernels

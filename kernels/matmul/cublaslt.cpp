@@ -132,7 +132,8 @@ using DeviceMemory = std::unique_ptr<void, DeviceFree>;
 
 // One shape's descriptors and algorithm. Row-major C = A B is column-major C^T = B^T A^T:
 // cuBLASLt's M, N, K are n, m, k, its first operand is b (n x k, ld n), its second a (k x m,
-// ld k), and its bias (per row of C^T) is ours per column of C.
+// ld k), and its bias (per row of C^T) is ours per column of C. Weights in [n, k] layout (a
+// linear layer's) are that first operand transposed: k x n, ld k, with op T.
 struct Plan {
   MatmulDesc op;
   MatrixLayout first, second, out;
@@ -143,8 +144,10 @@ struct ShapeKey {
   cudaDataType_t in, out;
   std::int32_t m, n, k, epilogue;
   std::uint32_t alignment;
+  bool weights_nk;  ///< b is [n, k] (a linear layer's weights), not [k, n]
   bool operator<(const ShapeKey& o) const {
-    return std::tie(in, out, m, n, k, epilogue, alignment) < std::tie(o.in, o.out, o.m, o.n, o.k, o.epilogue, o.alignment);
+    return std::tie(in, out, m, n, k, epilogue, alignment, weights_nk) <
+           std::tie(o.in, o.out, o.m, o.n, o.k, o.epilogue, o.alignment, o.weights_nk);
   }
 };
 
@@ -223,7 +226,13 @@ class DeviceState {
     const cublasLtEpilogue_t epilogue = lt_epilogue(key.epilogue);
     FLOWDSL_LT_TRY(lt().desc_set(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
     cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
-    FLOWDSL_LT_TRY(lt().layout_create(&first, key.in, std::uint64_t(key.n), std::uint64_t(key.k), key.n));
+    if (key.weights_nk) {
+      const cublasOperation_t transpose = CUBLAS_OP_T;
+      FLOWDSL_LT_TRY(lt().desc_set(op, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof transpose));
+      FLOWDSL_LT_TRY(lt().layout_create(&first, key.in, std::uint64_t(key.k), std::uint64_t(key.n), key.k));
+    } else {
+      FLOWDSL_LT_TRY(lt().layout_create(&first, key.in, std::uint64_t(key.n), std::uint64_t(key.k), key.n));
+    }
     plan.first.reset(first);
     FLOWDSL_LT_TRY(lt().layout_create(&second, key.in, std::uint64_t(key.k), std::uint64_t(key.m), key.k));
     plan.second.reset(second);
@@ -270,9 +279,11 @@ DeviceState* state_of_current_device() {
 
 }  // namespace
 
+namespace {
+
 template <class T, class Out>
-int cublaslt_matmul_call(cudaStream_t stream, i32 m, i32 n, i32 k, const T* a, const T* b, const Out* bias, i32 epilogue,
-                         Out* c) {
+int product(cudaStream_t stream, bool weights_nk, i32 m, i32 n, i32 k, const T* a, const T* b, const Out* bias, i32 epilogue,
+            Out* c) {
   if (m < 0 || n < 0 || k <= 0 || epilogue < 0 || epilogue > static_cast<i32>(Epilogue::bias_relu) ||
       (epilogue != static_cast<i32>(Epilogue::none) && bias == nullptr)) {
     return CUBLAS_STATUS_INVALID_VALUE;
@@ -281,8 +292,22 @@ int cublaslt_matmul_call(cudaStream_t stream, i32 m, i32 n, i32 k, const T* a, c
   DeviceState* state = state_of_current_device();
   if (state == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   const std::uint32_t alignment = std::min({alignment_of(a), alignment_of(b), alignment_of(c), alignment_of(bias)});
-  const ShapeKey key{data_type<T>(), data_type<Out>(), m, n, k, epilogue, alignment};
+  const ShapeKey key{data_type<T>(), data_type<Out>(), m, n, k, epilogue, alignment, weights_nk};
   return state->matmul(stream, key, a, b, bias, c);
+}
+
+}  // namespace
+
+template <class T, class Out>
+int cublaslt_matmul_call(cudaStream_t stream, i32 m, i32 n, i32 k, const T* a, const T* b, const Out* bias, i32 epilogue,
+                         Out* c) {
+  return product(stream, false, m, n, k, a, b, bias, epilogue, c);
+}
+
+template <class T, class Out>
+int cublaslt_linear_call(cudaStream_t stream, i32 m, i32 n, i32 k, const T* x, const T* w, const Out* bias, i32 epilogue,
+                         Out* y) {
+  return product(stream, true, m, n, k, x, w, bias, epilogue, y);
 }
 
 template <class T, class Out>
@@ -295,9 +320,22 @@ LibraryNode<i32, i32, i32, const T*, const T*, const Out*, i32, Out*> cublaslt_m
       .args(m, n, k, a, b, bias, static_cast<i32>(epilogue), c);
 }
 
+template <class T, class Out>
+LibraryNode<i32, i32, i32, const T*, const T*, const Out*, i32, Out*> cublaslt_linear(Into g, std::string name, i32 m, i32 n,
+                                                                                     i32 k, const T* x, const T* w,
+                                                                                     const Out* bias, Epilogue epilogue,
+                                                                                     Out* y) {
+  return g.builder()
+      .library(std::move(name), &cublaslt_linear_call<T, Out>)
+      .args(m, n, k, x, w, bias, static_cast<i32>(epilogue), y);
+}
+
 #define FLOWDSL_CUBLASLT_INSTANCE(T, Out)                                                                            \
   template int cublaslt_matmul_call<T, Out>(cudaStream_t, i32, i32, i32, const T*, const T*, const Out*, i32, Out*); \
   template LibraryNode<i32, i32, i32, const T*, const T*, const Out*, i32, Out*> cublaslt_matmul<T, Out>(             \
+      Into, std::string, i32, i32, i32, const T*, const T*, const Out*, Epilogue, Out*);                               \
+  template int cublaslt_linear_call<T, Out>(cudaStream_t, i32, i32, i32, const T*, const T*, const Out*, i32, Out*); \
+  template LibraryNode<i32, i32, i32, const T*, const T*, const Out*, i32, Out*> cublaslt_linear<T, Out>(             \
       Into, std::string, i32, i32, i32, const T*, const T*, const Out*, Epilogue, Out*);
 FLOWDSL_CUBLASLT_INSTANCE(__nv_bfloat16, __nv_bfloat16)
 FLOWDSL_CUBLASLT_INSTANCE(__nv_bfloat16, float)
@@ -316,8 +354,8 @@ bool overlap(const void* a, std::uint64_t a_bytes, const void* b, std::uint64_t 
 
 // What cublaslt_matmul_call refuses, found from its arguments (KernelInfo::check): validation
 // reports it as invalid input before the call is recorded. Sizes and the epilogue are in range
-// here (the registry's own checks come first).
-template <class T, class Out>
+// here (the registry's own checks come first). Linear: the operands are named x, w and y.
+template <class T, class Out, bool Linear = false>
 ArgumentProblem check_matmul(const void* const* args) {
   i32 m = 0, n = 0, k = 0, epilogue = 0;
   const T* a = nullptr;
@@ -337,12 +375,13 @@ ArgumentProblem check_matmul(const void* const* args) {
     return {5, "argument 'bias' is null but epilogue " + std::to_string(epilogue) + " adds a bias (use 0, none)"};
   }
   const std::uint64_t c_bytes = std::uint64_t(m) * std::uint64_t(n) * sizeof(Out);
-  const auto refuse = [](const char* input) {
-    return ArgumentProblem{7, std::string("argument 'c' overlaps '") + input +
-                                  "': cuBLASLt reads its inputs while it writes c, so c must not share their memory"};
+  const std::string out = Linear ? "y" : "c";
+  const auto refuse = [&](const char* input) {
+    return ArgumentProblem{7, "argument '" + out + "' overlaps '" + input + "': cuBLASLt reads its inputs while it writes " +
+                                  out + ", so " + out + " must not share their memory"};
   };
-  if (overlap(c, c_bytes, a, std::uint64_t(m) * std::uint64_t(k) * sizeof(T))) return refuse("a");
-  if (overlap(c, c_bytes, b, std::uint64_t(k) * std::uint64_t(n) * sizeof(T))) return refuse("b");
+  if (overlap(c, c_bytes, a, std::uint64_t(m) * std::uint64_t(k) * sizeof(T))) return refuse(Linear ? "x" : "a");
+  if (overlap(c, c_bytes, b, std::uint64_t(k) * std::uint64_t(n) * sizeof(T))) return refuse(Linear ? "w" : "b");
   if (epilogue != static_cast<i32>(Epilogue::none) && overlap(c, c_bytes, bias, std::uint64_t(n) * sizeof(Out))) {
     return refuse("bias");
   }
@@ -368,6 +407,20 @@ void register_cublaslt(KernelRegistry& registry) {
                     &check_matmul<__half, __half>);
   registry.add_call("cublaslt.matmul.f16.f32", &cublaslt_matmul_call<__half, float>, params,
                     summary + "; c and bias f32", &check_matmul<__half, float>);
+
+  // The same products with weights in a linear layer's [n, k] layout (the same bytes: the checks hold).
+  const std::vector<std::string> linear_params = {"m", "n", "k", "x: m * k", "w: n * k", "bias: n", "epilogue: " FLOWDSL_EPILOGUE_NAMES, "y: m * n"};
+  const std::string linear_summary =
+      "y[m, n] = epilogue(x[m, k] w[n, k]^T + bias[n]) by cuBLASLt (weights [out, in]), float accumulate; epilogue as "
+      "cublaslt.matmul's";
+  registry.add_call("cublaslt.linear.bf16", &cublaslt_linear_call<__nv_bfloat16, __nv_bfloat16>, linear_params,
+                    linear_summary + "; y and bias bf16", &check_matmul<__nv_bfloat16, __nv_bfloat16, true>);
+  registry.add_call("cublaslt.linear.bf16.f32", &cublaslt_linear_call<__nv_bfloat16, float>, linear_params,
+                    linear_summary + "; y and bias f32", &check_matmul<__nv_bfloat16, float, true>);
+  registry.add_call("cublaslt.linear.f16", &cublaslt_linear_call<__half, __half>, linear_params,
+                    linear_summary + "; y and bias f16", &check_matmul<__half, __half, true>);
+  registry.add_call("cublaslt.linear.f16.f32", &cublaslt_linear_call<__half, float>, linear_params,
+                    linear_summary + "; y and bias f32", &check_matmul<__half, float, true>);
 }
 
 }  // namespace detail
