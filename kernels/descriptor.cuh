@@ -213,6 +213,8 @@ void register_simulation(KernelRegistry& registry);
 void register_matmul(KernelRegistry& registry);
 void register_conditions(KernelRegistry& registry);
 void register_attention(KernelRegistry& registry);
+void register_sampling(KernelRegistry& registry);
+void register_linear(KernelRegistry& registry);
 void register_cublaslt(KernelRegistry& registry);  // library calls (cublaslt.cpp)
 
 }  // namespace flowdsl::kernels::detail

@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "counter_hash.hpp"
+#include "sampling/draw.hpp"
 
 namespace flowdsl::kernels::reference {
 
@@ -318,6 +320,60 @@ std::vector<double> paged_attention(const PagedKv& kv, int tokens, float scale, 
       for (std::size_t i = 0; i < scores.size(); ++i) {
         for (int j = 0; j < d; ++j) o[j] += scores[i] / total * v_cache[slots[i] + j];
       }
+    }
+  }
+  return out;
+}
+
+std::vector<std::int32_t> sample_top_p(int rows, int cols, float temperature, int top_k, float top_p,
+                                       std::uint64_t seed, std::int32_t step, const Floats& logits) {
+  std::vector<std::int32_t> out(rows, -1);
+  for (int r = 0; r < rows; ++r) {
+    std::vector<double> x(static_cast<std::size_t>(cols));
+    for (int c = 0; c < cols; ++c) {
+      const float v = logits[std::size_t(r) * cols + c];
+      x[c] = std::isnan(v) ? -std::numeric_limits<double>::infinity() : v;
+    }
+    // Largest first, the first index first among equal logits.
+    std::vector<int> order(x.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return x[a] > x[b]; });
+    if (cols <= 0 || x[order[0]] == -std::numeric_limits<double>::infinity()) continue;
+    if (!(temperature > 0.0f)) {
+      out[r] = order[0];
+      continue;
+    }
+    std::vector<double> p(x.size());
+    for (std::size_t c = 0; c < x.size(); ++c) {
+      p[c] = x[c] == x[order[0]] ? 1.0 : std::exp((x[c] - x[order[0]]) / temperature);
+      if (!(p[c] > 0.0)) p[c] = 0.0;  // -inf, and NaN from -inf / inf
+    }
+    // The first n of `order`, and every element tied with the last of them.
+    const auto through_ties = [&](std::size_t n) {
+      while (n < order.size() && x[order[n]] == x[order[n - 1]]) ++n;
+      return n;
+    };
+    std::size_t kept = order.size();
+    if (top_k > 0 && top_k < cols) kept = through_ties(static_cast<std::size_t>(top_k));
+    if (top_p < 1.0f) {
+      double mass = 0, running = 0;
+      for (std::size_t i = 0; i < kept; ++i) mass += p[order[i]];
+      std::size_t n = 0;
+      do {
+        running += p[order[n++]];
+      } while (n < kept && running < top_p * mass);
+      kept = through_ties(n);
+    }
+    const double threshold = x[order[kept - 1]];
+    double total = 0;
+    for (std::size_t c = 0; c < x.size(); ++c) total += x[c] >= threshold ? p[c] : 0.0;
+    const double target = detail::sampling_draw(seed, step, r) / 16777216.0 * total;
+    double running = 0;
+    for (std::size_t c = 0; c < x.size(); ++c) {
+      if (x[c] < threshold || p[c] == 0.0) continue;
+      running += p[c];
+      out[r] = static_cast<std::int32_t>(c);  // the last kept one, should rounding leave the target unreached
+      if (running > target) break;
     }
   }
   return out;

@@ -103,6 +103,15 @@ std::vector<double> paged_attention(const PagedKv& kv, int tokens, float scale, 
                                     const std::vector<std::int32_t>& block_table, const Floats& k_cache,
                                     const Floats& v_cache);
 
+/// \brief The token sample_top_p draws for each row of [rows, cols] logits, by sorting, in
+/// double: greedy (first index of the max) for temperature <= 0; else p = exp((x - max) /
+/// temperature) cut to the top_k largest logits and then to the smallest set of largest
+/// probabilities holding top_p of their mass (ties at either threshold kept), and the first kept
+/// index whose running sum exceeds u times the kept total, u = sampling_draw(seed, step, row) /
+/// 2^24. NaN counts as -inf; a row of only -inf and NaN gets -1.
+std::vector<std::int32_t> sample_top_p(int rows, int cols, float temperature, int top_k, float top_p,
+                                       std::uint64_t seed, std::int32_t step, const Floats& logits);
+
 /// \brief c = act(a b + bias) for row-major a[m, k], b[k, n] (bias may be empty), in double.
 std::vector<double> matmul(int m, int n, int k, const Floats& a, const Floats& b, const Floats& bias, int act);
 

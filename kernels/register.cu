@@ -14,6 +14,8 @@ void register_builtins(KernelRegistry& registry) {
   detail::register_matmul(registry);
   detail::register_conditions(registry);
   detail::register_attention(registry);
+  detail::register_sampling(registry);
+  detail::register_linear(registry);
   detail::register_cublaslt(registry);
 }
 

@@ -233,6 +233,35 @@ AttentionNodes<T> decode_attention(Into g, const std::string& name, const PagedK
                                    i32 max_context, float scale, const T* q, const T* k_cache, const T* v_cache,
                                    float* workspace, T* out);
 
+/// \brief positions[t] += 1 for t < tokens: ends a decode step whose argmax (or sampler) writes each
+/// sequence's next token over its input, so that the same executable, launched again, decodes
+/// the next token with no host write in between. Registered as "advance_positions.i32".
+KernelNode<i32, i32*> advance_positions(Into g, std::string name, i32 tokens, i32* positions);
+
+// ---------------------------------------------------------------- sampling -------------------
+
+/// \brief Draws each row's next token from a language model's logits ([rows, cols], cols the
+/// vocabulary): out[r] is a token of softmax(logits[r] / temperature) within top_k and top_p,
+/// drawn with Philox4x32-10 keyed by `seed` (low 32 bits, then high) at counter
+/// (step[0], r, 0, 0), so that the same seed and step give the same tokens on any grid (and on
+/// the host: reference::sample_top_p). `step` (one i32) is read on the device when the kernel
+/// runs: a graph replayed each decoding step draws new numbers after a copy into it, without a
+/// parameter update; null reads as step 0.
+///
+/// temperature <= 0: greedy, the first index of the largest logit. Else top_k in [1, cols)
+/// keeps the logits at least the k-th largest, all of those equal to it included (0, negative or
+/// >= cols: no limit); top_p < 1 then keeps the smallest set of largest probabilities holding at
+/// least top_p of the kept mass, all of those equal to its smallest included (>= 1: no limit;
+/// <= 0: the largest logit only); the token is the first kept index, in index order, at which
+/// the running sum of kept probabilities exceeds u times their total, u the top 24 bits of
+/// Philox's first output word over 2^24. NaN logits count as -inf and are never drawn; a row of
+/// only -inf and NaN gets -1. Probabilities are fixed-point (units of 2^-(63 - bit_width(cols))
+/// of the largest), summed exactly: one below that unit is never drawn.
+template <class T>
+KernelNode<i32, i32, float, i32, float, u64, const i32*, const T*, i32*> sample_top_p(
+    Into g, std::string name, i32 rows, i32 cols, float temperature, i32 top_k, float top_p, u64 seed, const i32* step,
+    const T* logits, i32* out);
+
 // ---------------------------------------------------------------- batching -------------------
 
 /// \brief Pads `batch` variable-length rows into a fixed [batch, width] tensor. Row b is
@@ -316,6 +345,22 @@ template <class T>
 KernelNode<i32, i32, i32, const T*, const T*, const float*, i32, T*> matmul_cast(Into g, std::string name, i32 m, i32 n, i32 k,
                                                                                  const T* a, const T* b, const float* bias,
                                                                                  Activation act, T* c);
+
+/// \brief y[m, n] = x[m, k] w[n, k]^T: a linear layer with its weights as Hugging Face and PyTorch
+/// keep them ([out, in], row-major), float accumulation, y rounded to T. For the small batches
+/// of decoding (m up to about 16), where it is bound by reading w once: a warp a weight row,
+/// 16-byte loads when k is a multiple of 16 / sizeof(T) and x and w are 16-byte aligned. Rows of
+/// x past 8 re-read w once every 8 rows: for larger m, cublaslt_linear (flowdsl/cublaslt.hpp).
+template <class T>
+KernelNode<i32, i32, i32, const T*, const T*, T*> linear(Into g, std::string name, i32 m, i32 n, i32 k, const T* x, const T* w,
+                                                         T* y);
+/// \brief linear of silu(gate) * up: gate_up is [m, 2k], each row the gate projection's k
+/// values then the up projection's (a SwiGLU MLP's fused projection), and y = (silu(gate) * up)
+/// w^T, rounding silu and the product to T as a bf16 or f16 model does. The down projection of a
+/// Llama MLP without writing its activation out.
+template <class T>
+KernelNode<i32, i32, i32, const T*, const T*, T*> linear_gated(Into g, std::string name, i32 m, i32 n, i32 k, const T* gate_up,
+                                                               const T* w, T* y);
 
 // ---------------------------------------------------------------- conditions -----------------
 //

@@ -32,6 +32,15 @@ struct ByTokenHeadSplit : Descriptor {
   }
 };
 
+/// A thread a token.
+struct ByTokenI32 : Descriptor {
+  using instances = Instances<Types<i32>>;
+  template <class... T, class... A>
+  static LaunchShape shape(i32 tokens, const A&...) {
+    return {blocks_for(tokens, attention_block), attention_block};
+  }
+};
+
 /// A block a (token, query head).
 struct ByTokenHead : Descriptor {
   template <class... T, class... A>
@@ -57,7 +66,9 @@ struct ByTokenHead : Descriptor {
   X(DecodeAttentionCombine, ByTokenHead, "decode_attention_combine",                                                   \
     "out = the splits of decode_attention_partial combined (softmax-weighted)", attention_combine_kernel<T...>,       \
     "tokens", "q_heads", "head_dim", "splits", "partial: tokens * q_heads * splits * (head_dim + 2)",                  \
-    "out: tokens * q_heads * head_dim")
+    "out: tokens * q_heads * head_dim")                                                                               \
+  X(AdvancePositions, ByTokenI32, "advance_positions", "positions[t] += 1: the next decode step's positions",         \
+    advance_positions_kernel<T...>, "tokens", "positions: tokens")
 FLOWDSL_ATTENTION_KERNELS(FLOWDSL_KERNEL)
 #undef FLOWDSL_KV_POOL
 #undef FLOWDSL_KV_SHAPE
@@ -130,6 +141,10 @@ AttentionNodes<T> decode_attention(Into g, const std::string& name, const PagedK
                                                                     s.splits, static_cast<const float*>(workspace), out);
   combine.after(partial);
   return AttentionNodes<T>{partial, combine};
+}
+
+KernelNode<i32, i32*> advance_positions(Into g, std::string name, i32 tokens, i32* positions) {
+  return detail::declare<detail::AdvancePositions, i32>(g, std::move(name), tokens, positions);
 }
 
 FLOWDSL_INSTANTIATE_FLOAT_TYPES(rope_kv_append)

@@ -102,11 +102,138 @@ __global__ void __launch_bounds__(attention_block)
   }
 }
 
-/// The dynamic shared memory of attention_partial_kernel: the group's queries and one chunk's
-/// scores, then its running max, sum and correction a query head.
+/// The dynamic shared memory of attention_partial_kernel: for the general path the group's
+/// queries and one chunk's scores, then its running max, sum and correction a query head; for
+/// the warp path each warp's running max, sum and values a query head, combined at the end.
 __host__ __device__ constexpr std::int64_t attention_shared_floats(std::int32_t group, std::int32_t head_dim,
                                                                    std::int32_t split_len) {
-  return static_cast<std::int64_t>(group) * head_dim + static_cast<std::int64_t>(group) * split_len + 3 * group;
+  const std::int64_t general =
+      static_cast<std::int64_t>(group) * head_dim + static_cast<std::int64_t>(group) * split_len + 3 * group;
+  const std::int64_t warps = static_cast<std::int64_t>(attention_block / 32) * group * (head_dim + 2);
+  return general > warps ? general : warps;
+}
+
+/// The warp path of attention_partial_kernel for head_dim D (64 or 128, the common ones): each
+/// warp takes every fourth position of the block's chunks; its lanes load the key and value rows
+/// together (D / 32 elements a lane, one load each), a butterfly sum gives each query head's
+/// score to every lane, and each lane keeps the online softmax's max, sum and its D / 32 values
+/// of every query head of the group in registers. The warps' states are combined through shared
+/// memory into the split's record. Two positions are loaded ahead of their use.
+template <class T, int D>
+__device__ void attention_partial_warps(std::int32_t tokens, std::int32_t q_heads, std::int32_t kv_heads,
+                                        std::int32_t page_size, std::int32_t pages_per_seq, std::int32_t sequences,
+                                        std::int32_t pages, std::int32_t splits, std::int32_t split_len, float scale,
+                                        const T* q, const std::int32_t* positions, const std::int32_t* seq_of_token,
+                                        const std::int32_t* block_table, const T* k_cache, const T* v_cache,
+                                        float* partial, float* shared) {
+  constexpr int E = D / 32;  // elements a lane
+  constexpr int G = attention_max_group;
+  using Row = Vec<T, E>;
+  const std::int32_t group = q_heads / kv_heads;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  constexpr int warps = attention_block / 32;
+  for (std::int64_t work = blockIdx.x; work < static_cast<std::int64_t>(tokens) * kv_heads; work += gridDim.x) {
+    const std::int32_t t = static_cast<std::int32_t>(work / kv_heads), h = static_cast<std::int32_t>(work % kv_heads);
+    const std::int32_t pos = positions[t], seq = seq_of_token[t];
+    const std::int32_t context = pos < 0 ? 0 : pos + 1;  // positions 0 .. pos
+    for (std::int32_t s = static_cast<std::int32_t>(blockIdx.y); s < splits; s += static_cast<std::int32_t>(gridDim.y)) {
+      float qv[G][E], acc[G][E], run_max[G], run_sum[G];
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        run_max[g] = -FLT_MAX;
+        run_sum[g] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          acc[g][e] = 0.0f;
+          qv[g][e] = g < group ? to_float(q[(static_cast<std::int64_t>(t) * q_heads + h * group + g) * D + lane * E + e]) * scale
+                               : 0.0f;
+        }
+      }
+      // One position into the state: scores, the softmax's rescale, the values.
+      auto take = [&](const Row& key, const Row& value) {
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+          if (g < group) {
+            float dot = 0.0f;
+#pragma unroll
+            for (int e = 0; e < E; ++e) dot = fmaf(qv[g][e], to_float(key.v[e]), dot);
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+            const float new_max = fmaxf(run_max[g], dot);
+            const float fix = __expf(run_max[g] - new_max), weight = __expf(dot - new_max);
+            run_sum[g] = run_sum[g] * fix + weight;
+#pragma unroll
+            for (int e = 0; e < E; ++e) acc[g][e] = fmaf(weight, to_float(value.v[e]), acc[g][e] * fix);
+            run_max[g] = new_max;
+          }
+        }
+      };
+      for (std::int64_t first = static_cast<std::int64_t>(s) * split_len; first < context;
+           first += static_cast<std::int64_t>(splits) * split_len) {
+        const std::int32_t count = static_cast<std::int32_t>(context - first < split_len ? context - first : split_len);
+        std::int32_t i = warp;
+        for (; i + warps < count; i += 2 * warps) {
+          const std::int64_t a = cache_slot(seq, static_cast<std::int32_t>(first + i), h, kv_heads, D, page_size,
+                                            pages_per_seq, sequences, pages, block_table);
+          const std::int64_t b = cache_slot(seq, static_cast<std::int32_t>(first + i + warps), h, kv_heads, D, page_size,
+                                            pages_per_seq, sequences, pages, block_table);
+          Row ka{}, va{}, kb{}, vb{};
+          if (a >= 0) {
+            ka = *reinterpret_cast<const Row*>(k_cache + a + lane * E);
+            va = *reinterpret_cast<const Row*>(v_cache + a + lane * E);
+          }
+          if (b >= 0) {
+            kb = *reinterpret_cast<const Row*>(k_cache + b + lane * E);
+            vb = *reinterpret_cast<const Row*>(v_cache + b + lane * E);
+          }
+          if (a >= 0) take(ka, va);
+          if (b >= 0) take(kb, vb);
+        }
+        if (i < count) {
+          const std::int64_t a = cache_slot(seq, static_cast<std::int32_t>(first + i), h, kv_heads, D, page_size,
+                                            pages_per_seq, sequences, pages, block_table);
+          if (a >= 0) {
+            take(*reinterpret_cast<const Row*>(k_cache + a + lane * E), *reinterpret_cast<const Row*>(v_cache + a + lane * E));
+          }
+        }
+      }
+      // The warps' states into shared memory ([warp][g][max, sum, D values]), then combined.
+      __syncthreads();  // the previous (work, split)'s combine has read the shared memory
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        if (g < group) {
+          float* mine = shared + (static_cast<std::int64_t>(warp) * group + g) * (D + 2);
+          if (lane == 0) {
+            mine[0] = run_max[g];
+            mine[1] = run_sum[g];
+          }
+#pragma unroll
+          for (int e = 0; e < E; ++e) mine[2 + lane * E + e] = acc[g][e];
+        }
+      }
+      __syncthreads();
+      for (int pair = static_cast<int>(threadIdx.x); pair < group * D; pair += static_cast<int>(blockDim.x)) {
+        const int g = pair / D, d = pair % D;
+        float top = -FLT_MAX;
+        for (int w = 0; w < warps; ++w) top = fmaxf(top, shared[(w * group + g) * (D + 2)]);
+        float sum = 0.0f, value = 0.0f;
+        for (int w = 0; w < warps; ++w) {
+          const float* theirs = shared + (w * group + g) * (D + 2);
+          if (theirs[1] > 0.0f) {
+            const float f = __expf(theirs[0] - top);
+            sum += theirs[1] * f;
+            value += theirs[2 + d] * f;
+          }
+        }
+        float* record = partial + ((static_cast<std::int64_t>(t) * q_heads + h * group + g) * splits + s) * (D + 2);
+        record[2 + d] = value;
+        if (d == 0) {
+          record[0] = top;
+          record[1] = sum;
+        }
+      }
+    }
+  }
 }
 
 template <class T>
@@ -122,6 +249,20 @@ __global__ void __launch_bounds__(attention_block)
     return;  // shapes the launch rule never makes (it sizes the shared memory): nothing is touched
   }
   extern __shared__ float shared[];
+  // Rows of 16 / 8 / 4 bytes a lane (head_dim 64 or 128) aligned: the warp path.
+  const bool full_block = blockDim.x == attention_block;  // the warp path's four warps
+  if (full_block && head_dim == 64 && aligned<sizeof(T) * 2>(k_cache) && aligned<sizeof(T) * 2>(v_cache)) {
+    attention_partial_warps<T, 64>(tokens, q_heads, kv_heads, page_size, pages_per_seq, sequences, pages, splits,
+                                   split_len, scale, q, positions, seq_of_token, block_table, k_cache, v_cache, partial,
+                                   shared);
+    return;
+  }
+  if (full_block && head_dim == 128 && aligned<sizeof(T) * 4>(k_cache) && aligned<sizeof(T) * 4>(v_cache)) {
+    attention_partial_warps<T, 128>(tokens, q_heads, kv_heads, page_size, pages_per_seq, sequences, pages, splits,
+                                    split_len, scale, q, positions, seq_of_token, block_table, k_cache, v_cache, partial,
+                                    shared);
+    return;
+  }
   const std::int32_t group = q_heads / kv_heads;
   float* qs = shared;                            // [group][head_dim], scaled
   float* scores = qs + group * head_dim;         // [group][split_len]
@@ -248,6 +389,17 @@ __global__ void __launch_bounds__(attention_block)
       }
       out[row * head_dim + d] = from_float<T>(total > 0.0f ? value / total : 0.0f);
     }
+  }
+}
+
+/// positions[t] += 1 for every token: a decode step's last node, so that the next launch of the
+/// same executable decodes at the next positions without the host writing them.
+template <class T>
+__global__ void advance_positions_kernel(std::int32_t tokens, std::int32_t* positions) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
+  for (std::int64_t t = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < tokens;
+       t += std::int64_t{gridDim.x} * blockDim.x) {
+    positions[t] += 1;
   }
 }
 

@@ -225,7 +225,8 @@ TEST_CASE("The decoder kernels are registered by name with their extents", "[ker
   flowdsl::KernelRegistry registry;
   fk::register_builtins(registry);
   for (const char* name : {"rms_norm.bf16", "add_rms_norm.f16", "silu_mul.f32", "rope_kv_append.bf16",
-                           "decode_attention_partial.bf16", "decode_attention_combine.bf16"}) {
+                           "decode_attention_partial.bf16", "decode_attention_combine.bf16", "linear.bf16",
+                           "linear_gated.f16", "advance_positions.i32"}) {
     const flowdsl::KernelInfo* info = registry.find(name);
     REQUIRE(info != nullptr);
     CHECK(info->checked());  // every pointer declares its extent
