@@ -65,7 +65,10 @@ struct BufferInit {
   double mean = 0, stddev = 1;      ///< normal
   std::uint64_t seed = 0;           ///< uniform, normal
   std::string file;                 ///< npy, safetensors: path, relative to the graph file
-  std::string tensor;               ///< safetensors: the tensor's name in the file
+  /// safetensors: the names of the tensors in the file whose contents fill the buffer one after
+  /// another (one in most files: `"tensor"`; several, `"tensors"`, to fuse weights such as a
+  /// layer's q, k and v projections into one matrix).
+  std::vector<std::string> tensors;
 };
 
 /// \brief A named device buffer of `count` elements of `type`.

@@ -97,26 +97,38 @@ std::optional<std::string> memory_refusal(const GraphSpec& spec, std::uint64_t f
 
 namespace {
 
-// The tensor a buffer takes its contents from, checked against the buffer: its element type and
-// its element count.
+// The tensors a buffer takes its contents from, one after another, checked against the buffer:
+// their element type and, together, its element count.
 struct SafetensorsSource {
   SafetensorsFile file;
-  const SafetensorsTensor* tensor;
+  std::vector<const SafetensorsTensor*> tensors;
 };
 SafetensorsSource safetensors_source(const BufferSpec& b, const std::string& base_dir) {
   SafetensorsFile file = SafetensorsFile::open(npy_path(b, base_dir));
-  const SafetensorsTensor* t = file.find(b.init.tensor);
-  const std::string where = "the tensor " + quoted_name(b.init.tensor) + " of " + quoted_name(file.path());
-  if (t == nullptr) throw std::runtime_error(where + " is not in the file");
-  if (t->type != b.type) {
-    throw std::runtime_error(where + " holds " + std::string(to_string(t->type)) + " elements, the buffer " +
-                             std::string(to_string(b.type)));
+  std::vector<const SafetensorsTensor*> tensors;
+  std::uint64_t elements = 0;
+  for (const std::string& name : b.init.tensors) {
+    const SafetensorsTensor* t = file.find(name);
+    const std::string where = "the tensor " + quoted_name(name) + " of " + quoted_name(file.path());
+    if (t == nullptr) throw std::runtime_error(where + " is not in the file");
+    if (t->type != b.type) {
+      throw std::runtime_error(where + " holds " + std::string(to_string(t->type)) + " elements, the buffer " +
+                               std::string(to_string(b.type)));
+    }
+    // Each count is below 2^63 (the reader checks), so the sum cannot wrap before it passes count.
+    elements += t->elements();
+    if (elements > b.count) break;
+    tensors.push_back(t);
   }
-  if (t->elements() != b.count) {
-    throw std::runtime_error(where + " holds " + std::to_string(t->elements()) + " elements, the buffer " +
-                             std::to_string(b.count));
+  if (elements != b.count) {
+    const std::string what = b.init.tensors.size() == 1 ? "the tensor " + quoted_name(b.init.tensors[0]) + " of " +
+                                                              quoted_name(file.path()) + " holds "
+                                                        : "the tensors hold ";
+    throw std::runtime_error(what + (elements > b.count ? "more than " + std::to_string(b.count)
+                                                        : std::to_string(elements)) +
+                             " elements, the buffer " + std::to_string(b.count));
   }
-  return {std::move(file), t};
+  return {std::move(file), std::move(tensors)};
 }
 
 }  // namespace
@@ -151,11 +163,19 @@ void produce_initial_contents(const BufferSpec& b, const std::string& base_dir, 
     }
     case BufferInit::Kind::safetensors: {
       const SafetensorsSource source = safetensors_source(b, base_dir);
+      std::size_t index = 0;  // the tensor being read, and the bytes of it read so far
       std::uint64_t at = 0;
       return chunked(b, chunk_bytes, sink, [&](unsigned char* data, std::uint64_t n) {
-        const std::uint64_t bytes = n * size_of(b.type);
-        source.file.read(*source.tensor, at, bytes, data);
-        at += bytes;
+        std::uint64_t bytes = n * size_of(b.type);
+        while (bytes > 0) {
+          const SafetensorsTensor& t = *source.tensors[index];
+          const std::uint64_t take = std::min(bytes, t.bytes - at);
+          source.file.read(t, at, take, data);
+          data += take;
+          bytes -= take;
+          at += take;
+          if (at == t.bytes && index + 1 < source.tensors.size()) ++index, at = 0;
+        }
       });
     }
   }

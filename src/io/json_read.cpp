@@ -15,6 +15,7 @@ using namespace json_detail;
 namespace {
 
 constexpr std::uint32_t u32_max = std::numeric_limits<std::uint32_t>::max();
+constexpr std::size_t max_init_tensors = 64;  // tensors one buffer concatenates
 
 // Reads the member `key` found at `array` (a pointer or an optional: null when absent) element
 // by element, each under its index.
@@ -216,7 +217,12 @@ void to_json(json& j, const BufferInit& v) {
       j = json{{"kind", "npy"}, {"file", v.file}};
       break;
     case BufferInit::Kind::safetensors:
-      j = json{{"kind", "safetensors"}, {"file", v.file}, {"tensor", v.tensor}};
+      j = json{{"kind", "safetensors"}, {"file", v.file}};
+      if (v.tensors.size() == 1) {
+        j["tensor"] = v.tensors[0];
+      } else {
+        j["tensors"] = v.tensors;
+      }
       break;
   }
 }
@@ -250,10 +256,25 @@ void from_json(const json& j, BufferInit& v) {
     v.kind = BufferInit::Kind::npy;
     v.file = get_string(j, "file");
   } else if (kind == "safetensors") {
-    expect_object(j, {"kind", "file", "tensor"});
+    expect_object(j, {"kind", "file", "tensor", "tensors"});
     v.kind = BufferInit::Kind::safetensors;
     v.file = get_string(j, "file");
-    v.tensor = get_string(j, "tensor");
+    const json* list = optional_member(j, "tensors");
+    if ((list != nullptr) == (optional_member(j, "tensor") != nullptr)) {
+      fail("", "expected either \"tensor\": name or \"tensors\": [names]");
+    }
+    if (list == nullptr) {
+      v.tensors = {get_string(j, "tensor")};
+    } else {
+      within("/tensors", [&] {
+        if (!list->is_array() || list->empty() || list->size() > max_init_tensors) {
+          fail("", "expected an array of 1 to " + std::to_string(max_init_tensors) + " tensor names");
+        }
+        for (std::size_t i = 0; i < list->size(); ++i) {
+          within_element(i, [&] { v.tensors.push_back(as_string((*list)[i])); });
+        }
+      });
+    }
   } else {
     fail(where, "unknown initialisation " + quoted_name(kind) +
                     " (expected zeros, constant, uniform, normal, npy or safetensors)");

@@ -208,7 +208,7 @@ TEST_CASE("A buffer takes one tensor of a .safetensors file, checked by type and
   auto b = buffer("w", flowdsl::ScalarType::f32, w.size());
   b.init.kind = flowdsl::BufferInit::Kind::safetensors;
   b.init.file = "weights.safetensors";
-  b.init.tensor = "w";
+  b.init.tensors = {"w"};
   CHECK_NOTHROW(flowdsl::cli::check_initial_contents(b, dir.string()));
   int chunks = 0;
   auto bytes = concatenated(b, 64, chunks, dir.string());
@@ -218,16 +218,30 @@ TEST_CASE("A buffer takes one tensor of a .safetensors file, checked by type and
 
   auto h = buffer("h", flowdsl::ScalarType::bf16, 8);
   h.init = b.init;
-  h.init.tensor = "b";
+  h.init.tensors = {"b"};
   bytes = concatenated(h, 6, chunks, dir.string());
   REQUIRE(bytes.size() == 16);
   CHECK(std::memcmp(bytes.data(), bits, 16) == 0);
 
+  SECTION("several tensors fill one buffer one after another") {
+    auto fused = buffer("fused", flowdsl::ScalarType::bf16, 24);
+    fused.init = h.init;
+    fused.init.tensors = {"b", "b", "b"};
+    bytes = concatenated(fused, 5, chunks, dir.string());
+    REQUIRE(bytes.size() == 48);
+    for (int i = 0; i < 3; ++i) CHECK(std::memcmp(bytes.data() + 16 * i, bits, 16) == 0);
+    fused.count = 23;
+    CHECK_THROWS_WITH(flowdsl::cli::check_initial_contents(fused, dir.string()),
+                      contains("the tensors hold more than 23 elements, the buffer 23"));
+    fused.count = 25;
+    CHECK_THROWS_WITH(flowdsl::cli::check_initial_contents(fused, dir.string()),
+                      contains("the tensors hold 24 elements, the buffer 25"));
+  }
   SECTION("a tensor the file does not hold, or of another type or size, is refused naming it") {
-    b.init.tensor = "missing";
+    b.init.tensors = {"missing"};
     CHECK_THROWS_WITH(flowdsl::cli::check_initial_contents(b, dir.string()), contains("the tensor 'missing'"));
     CHECK_THROWS_WITH(flowdsl::cli::check_initial_contents(b, dir.string()), contains("is not in the file"));
-    b.init.tensor = "b";
+    b.init.tensors = {"b"};
     CHECK_THROWS_WITH(flowdsl::cli::check_initial_contents(b, dir.string()), contains("holds bf16 elements, the buffer f32"));
     h.count = 9;
     CHECK_THROWS_WITH(flowdsl::cli::check_initial_contents(h, dir.string()), contains("holds 8 elements, the buffer 9"));
