@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The Llama decode step on the GPU machine, from a build carried there (build/): the decoder's
+# kernel tests (also under memcheck), the sample against its host reference, a random
+# Llama-3.2-1B-shaped checkpoint checked against Hugging Face transformers, and flowdsl's step
+# timed beside PyTorch's (eager, CUDA graph, torch.compile) on the same weights, in one run.
+#
+#   bash bench/llm_device.sh                 (from the repository root, on the GPU machine)
+#   STEPS="bench torch" bash bench/llm_device.sh
+#
+# Writes under $OUT (default ./device-out) a log per step, the figures as JSON, and summary.txt.
+set -u
+OUT=${OUT:-$PWD/device-out}
+mkdir -p "$OUT"
+MODEL=${MODEL:-/tmp/llama1b}
+log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
+configured=$(sed -n 's/^# Build directory: //p' build/CTestTestfile.cmake)
+if [ -n "$configured" ] && [ "$configured" != "$PWD/build" ] && [ ! -e "$configured" ]; then
+  mkdir -p "$(dirname "$(dirname "$configured")")" && ln -s "$PWD" "$(dirname "$configured")"
+fi
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
+log "device: $(cat "$OUT/gpu.txt")"
+
+steps=${STEPS:-"kernels sample checkpoint hf graph bench torch memcheck"}
+for step in $steps; do
+  case $step in
+    kernels)
+      build/tests/test_kernels "[decoder],[sampling]" > "$OUT/kernels.log" 2>&1
+      log "test_kernels [decoder],[sampling]: exit $?; $(grep -E 'test cases|All tests passed' "$OUT/kernels.log" | tail -1)"
+      ;;
+    memcheck)
+      compute-sanitizer --tool memcheck build/tests/test_kernels "[linear],[sampling]" > "$OUT/memcheck.log" 2>&1
+      log "memcheck [linear],[sampling]: exit $?; $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
+      compute-sanitizer --tool racecheck build/tests/test_kernels "[sampling]" > "$OUT/racecheck.log" 2>&1
+      log "racecheck [sampling]: exit $?; $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/racecheck.log" | tail -1)"
+      ;;
+    sample)
+      for args in "--check" "--check --linear cublaslt --batch 3 --chunk 7" "--check --linear gemv --programmatic --batch 16" "--check --linear cublaslt --programmatic --batch 12" "--check --linear gemv --batch 9" \
+                  "--temperature 0.8 --top-k 40 --top-p 0.9"; do
+        build/samples/llm_decode $args > "$OUT/sample.log" 2>&1
+        log "llm_decode $args: exit $?; $(grep -E '^check|^decode' "$OUT/sample.log" | tr '\n' ' ')"
+      done
+      ;;
+    checkpoint)
+      [ -f "$MODEL/model.safetensors" ] && { log "checkpoint: $MODEL already there"; continue; }
+      start=$(date +%s%N)
+      python3 scripts/make_llama_checkpoint.py --preset llama-3.2-1b --out "$MODEL" --seed 3 > "$OUT/checkpoint.log" 2>&1
+      log "checkpoint llama-3.2-1b: exit $?; $(( ($(date +%s%N) - start) / 1000000 )) ms"
+      ;;
+    hf)
+      mkdir -p /tmp/dump
+      build/samples/llm_decode --model "$MODEL" --batch 8 --prompt 48 --generate 40 --chunk 16 --dump /tmp/dump \
+        > "$OUT/sample_1b.log" 2>&1
+      log "llm_decode 1B batch 8: exit $?; $(grep -E '^decode|^prefill' "$OUT/sample_1b.log" | tr '\n' ' ')"
+      PYTHONUNBUFFERED=1 python3 scripts/check_llama_hf.py --model "$MODEL" --dump /tmp/dump --json "$OUT/hf_check.json" \
+        > "$OUT/hf_check.log" 2>&1
+      log "check against transformers: exit $?; $(tail -3 "$OUT/hf_check.log" | tr '\n' ' ')"
+      ;;
+    graph)
+      # The decode step as a graph file (weights by safetensors reference), run by the tool: its
+      # tokens after 16 launches must equal the C++ graph's.
+      rm -rf /tmp/graph && build/samples/llm_decode --model "$MODEL" --batch 4 --generate 16 --write-graph /tmp/graph \
+        > "$OUT/graph.log" 2>&1
+      log "llm_decode --write-graph: exit $?; $(tail -1 "$OUT/graph.log")"
+      start=$(date +%s%N)
+      build/src/flowdsl run -n 16 /tmp/graph/decode.json --out /tmp/graph/out >> "$OUT/graph.log" 2>&1
+      log "flowdsl run -n 16 decode.json: exit $?; $(( ($(date +%s%N) - start) / 1000000 )) ms from process start"
+      python3 -c "import numpy as np; a = np.load('/tmp/graph/out/tokens.npy'); b = np.load('/tmp/graph/expected_tokens.npy'); print('graph file tokens', 'EQUAL' if (a == b).all() else 'DIFFER', a.tolist(), b.tolist())" \
+        >> "$OUT/summary.txt" 2>&1
+      ;;
+    profile)
+      # Where a step's time goes, node by node: the step at context 512 as a graph file, under CUPTI.
+      for batch in ${PROFILE_BATCHES:-1 64}; do
+        build/samples/llm_decode --model "$MODEL" --batch "$batch" --generate 8 --graph-position 512 \
+          --write-graph "/tmp/profile$batch" > /dev/null 2>&1
+        build/src/flowdsl profile -n 20 "/tmp/profile$batch/decode.json" > "$OUT/profile_b$batch.txt" 2>&1
+        log "flowdsl profile, batch $batch: exit $?"
+      done
+      ;;
+    bench)
+      build/samples/llm_decode --model "$MODEL" --bench --batches 1,8,32,64 --context 512 --steps 100 --runs 3 \
+        --json "$OUT/flowdsl_decode.json" > "$OUT/bench.log" 2>&1
+      log "flowdsl bench: exit $?"
+      cat "$OUT/bench.log" >> "$OUT/summary.txt"
+      ;;
+    torch_graphs)
+      # PyTorch's eager step and CUDA graphs (no torch.compile: see torch_compile), and the bucket pool.
+      PYTHONUNBUFFERED=1 timeout 200 python3 bench/llm_decode_torch.py --model "$MODEL" --batches 1,8,32,64 --context 512 \
+        --runs 3 --repeat 100 --no-compile --bucket-pool --json "$OUT/torch_graphs.json" > "$OUT/torch_graphs.log" 2>&1
+      log "torch bench (graphs): exit $?"
+      tail -30 "$OUT/torch_graphs.log" >> "$OUT/summary.txt"
+      ;;
+    torch_compile)
+      PYTHONUNBUFFERED=1 timeout "${COMPILE_TIMEOUT:-200}" python3 bench/llm_decode_torch.py --model "$MODEL" \
+        --batches "${COMPILE_BATCHES:-1,64}" --context 512 --runs 3 --repeat 100 --prefill-seqs 0 \
+        --json "$OUT/torch_compile.json" > "$OUT/torch_compile.log" 2>&1
+      log "torch bench (compile): exit $?"
+      tail -12 "$OUT/torch_compile.log" >> "$OUT/summary.txt"
+      ;;
+    torch)
+      PYTHONUNBUFFERED=1 timeout 400 python3 bench/llm_decode_torch.py --model "$MODEL" --batches 1,8,32,64 --context 512 \
+        --runs 3 --repeat 100 --bucket-pool --json "$OUT/torch_decode.json" > "$OUT/torch.log" 2>&1
+      log "torch bench: exit $?"
+      tail -30 "$OUT/torch.log" >> "$OUT/summary.txt"
+      ;;
+  esac
+done

@@ -1,0 +1,1073 @@
+// A Llama decoder served by flowdsl graphs: reads a Hugging Face checkpoint (config.json and
+// model.safetensors, bf16), builds the decode step as one graph per batch bucket, prefills the
+// prompts by chunks through the same attention kernel, and generates greedily (or samples with
+// --temperature). Each step's graph ends by writing every sequence's next token over its input
+// and advancing its position, so the executable is launched again as it is, with no host write
+// between steps.
+//
+//   llm_decode                                   a random tiny model, checked against the host
+//   llm_decode --model /tmp/llama1b --batch 8 --generate 32 --dump /tmp/out
+//   llm_decode --model /tmp/llama1b --bench --batches 1,8,32,64 --context 512 --json out.json
+//
+// --check compares the logits and tokens with a host reference of the same model (small models:
+// it runs the whole model on the CPU); scripts/check_llama_hf.py compares a --dump with Hugging
+// Face transformers.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common.cuh"
+#include "flowdsl/cublaslt.hpp"
+#include "flowdsl/json.hpp"
+#include "flowdsl/kernels.hpp"
+#include "flowdsl/rope.hpp"
+#include "flowdsl/runtime.hpp"
+#include "flowdsl/safetensors.hpp"
+
+namespace fk = flowdsl::kernels;
+using bf16 = __nv_bfloat16;
+using i32 = std::int32_t;
+using sample::DeviceArray;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+
+// ------------------------------------------------------------------ the model -------------------
+
+/// The sizes of a Llama model, from its config.json.
+struct Config {
+  int layers = 2, hidden = 256, heads = 4, kv_heads = 2, head_dim = 64, intermediate = 512, vocab = 1024;
+  double rope_theta = 500000.0;
+  float rms_norm_eps = 1e-5f;
+  bool tied = true;
+  fk::RopeScaling scaling;
+
+  int qkv_out() const { return (heads + 2 * kv_heads) * head_dim; }
+
+  static Config read(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error("cannot open " + path);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    Config c;
+    c.layers = j.at("num_hidden_layers").get<int>();
+    c.hidden = j.at("hidden_size").get<int>();
+    c.heads = j.at("num_attention_heads").get<int>();
+    c.kv_heads = j.value("num_key_value_heads", c.heads);
+    c.head_dim = j.contains("head_dim") && !j["head_dim"].is_null() ? j["head_dim"].get<int>() : c.hidden / c.heads;
+    c.intermediate = j.at("intermediate_size").get<int>();
+    c.vocab = j.at("vocab_size").get<int>();
+    c.rope_theta = j.value("rope_theta", 10000.0);
+    c.rms_norm_eps = j.value("rms_norm_eps", 1e-6f);
+    c.tied = j.value("tie_word_embeddings", false);
+    if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
+      const auto& s = j["rope_scaling"];
+      const std::string type = s.value("rope_type", s.value("type", std::string()));
+      if (type == "llama3") {
+        c.scaling.kind = fk::RopeScaling::Kind::llama3;
+        c.scaling.factor = s.at("factor").get<double>();
+        c.scaling.low_freq_factor = s.at("low_freq_factor").get<double>();
+        c.scaling.high_freq_factor = s.at("high_freq_factor").get<double>();
+        c.scaling.original_max_position = s.at("original_max_position_embeddings").get<double>();
+      } else if (!type.empty() && type != "default") {
+        throw std::runtime_error(path + ": rope_scaling type '" + type + "' is not supported (llama3 is)");
+      }
+    }
+    if (c.layers < 1 || c.hidden < 1 || c.heads < 1 || c.kv_heads < 1 || c.heads % c.kv_heads != 0 || c.head_dim < 2 ||
+        c.head_dim % 2 != 0 || c.intermediate < 1 || c.vocab < 1) {
+      throw std::runtime_error(path + ": sizes out of range");
+    }
+    return c;
+  }
+};
+
+/// Host copies of the weights (float values of the bf16 ones), for --check.
+struct HostLayer {
+  std::vector<float> input_norm, qkv, o, post_norm, gate_up, down;
+};
+struct HostModel {
+  std::vector<float> embed, final_norm, lm_head;
+  std::vector<HostLayer> layers;
+};
+
+/// The weights in device memory, in one allocation: q, k and v fused into one [qkv_out, hidden]
+/// matrix a layer, gate and up into one [2 intermediate, hidden] (rows as Hugging Face keeps
+/// them: [out, in]).
+struct Model {
+  Config config;
+  DeviceArray<bf16> memory;
+  struct Layer {
+    const bf16 *input_norm, *qkv, *o, *post_norm, *gate_up, *down;
+  };
+  std::vector<Layer> layers;
+  const bf16 *embed = nullptr, *final_norm = nullptr, *lm_head = nullptr;
+  std::size_t bytes_per_step = 0;  ///< weights a decode step reads: every layer's, the norm and the LM head
+  std::optional<HostModel> host;
+};
+
+/// Element offsets of each weight in the one allocation.
+struct Layout {
+  std::size_t embed = 0, final_norm = 0, lm_head = 0, total = 0;
+  struct Layer {
+    std::size_t input_norm, qkv, o, post_norm, gate_up, down;
+  };
+  std::vector<Layer> layers;
+
+  explicit Layout(const Config& c) {
+    auto take = [&](std::size_t n) {
+      const std::size_t at = total;
+      total += (n + 63) / 64 * 64;  // 128-byte aligned
+      return at;
+    };
+    const std::size_t h = std::size_t(c.hidden);
+    embed = take(static_cast<std::size_t>(c.vocab) * h);
+    for (int l = 0; l < c.layers; ++l) {
+      Layer L{};
+      L.input_norm = take(h);
+      L.qkv = take(std::size_t(c.qkv_out()) * h);
+      L.o = take(h * std::size_t(c.heads) * c.head_dim);
+      L.post_norm = take(h);
+      L.gate_up = take(2 * std::size_t(c.intermediate) * h);
+      L.down = take(h * std::size_t(c.intermediate));
+      layers.push_back(L);
+    }
+    final_norm = take(h);
+    lm_head = c.tied ? embed : take(static_cast<std::size_t>(c.vocab) * h);
+  }
+};
+
+void point_at(Model& m, const Layout& at) {
+  const bf16* base = m.memory.get();
+  m.embed = base + at.embed;
+  m.final_norm = base + at.final_norm;
+  m.lm_head = base + at.lm_head;
+  m.layers.clear();
+  for (const auto& L : at.layers) {
+    m.layers.push_back({base + L.input_norm, base + L.qkv, base + L.o, base + L.post_norm, base + L.gate_up, base + L.down});
+  }
+  const Config& c = m.config;
+  const std::size_t h = std::size_t(c.hidden);
+  const std::size_t layer = 2 * h + std::size_t(c.qkv_out()) * h + h * c.heads * c.head_dim +
+                            3 * std::size_t(c.intermediate) * h;
+  m.bytes_per_step = 2 * (layer * c.layers + h + std::size_t(c.vocab) * h);
+}
+
+/// Uploads `count` bf16 values from the host staging buffer to element `at`.
+void upload(Model& m, std::size_t at, const std::vector<std::uint16_t>& bits) {
+  SAMPLE_CHECK(cudaMemcpy(m.memory.get() + at, bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
+}
+
+std::vector<float> to_floats(const std::vector<std::uint16_t>& bits) {
+  std::vector<float> out(bits.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) {
+    const std::uint32_t word = std::uint32_t(bits[i]) << 16;
+    std::memcpy(&out[i], &word, 4);
+  }
+  return out;
+}
+
+/// A random model of `c`'s sizes (weights N(0, 0.02), norms 1 + N(0, 0.02)), as
+/// scripts/make_llama_checkpoint.py writes one, made in memory.
+Model random_model(const Config& c, unsigned seed, bool keep_host) {
+  Model m;
+  m.config = c;
+  const Layout at(c);
+  m.memory = DeviceArray<bf16>(at.total);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  auto make = [&](std::size_t at_element, std::size_t n, bool norm, std::vector<float>* keep) {
+    std::vector<std::uint16_t> bits(n);
+    for (auto& b : bits) {
+      const __nv_bfloat16 v = __float2bfloat16_rn(normal(rng) + (norm ? 1.0f : 0.0f));
+      std::memcpy(&b, &v, 2);
+    }
+    upload(m, at_element, bits);
+    if (keep != nullptr) *keep = to_floats(bits);
+  };
+  if (keep_host) m.host.emplace();
+  HostModel* hm = keep_host ? &*m.host : nullptr;
+  const std::size_t h = std::size_t(c.hidden);
+  make(at.embed, std::size_t(c.vocab) * h, false, hm ? &hm->embed : nullptr);
+  for (int l = 0; l < c.layers; ++l) {
+    if (hm) hm->layers.emplace_back();
+    HostLayer* hl = hm ? &hm->layers.back() : nullptr;
+    const auto& L = at.layers[std::size_t(l)];
+    make(L.input_norm, h, true, hl ? &hl->input_norm : nullptr);
+    make(L.qkv, std::size_t(c.qkv_out()) * h, false, hl ? &hl->qkv : nullptr);
+    make(L.o, h * c.heads * c.head_dim, false, hl ? &hl->o : nullptr);
+    make(L.post_norm, h, true, hl ? &hl->post_norm : nullptr);
+    make(L.gate_up, 2 * std::size_t(c.intermediate) * h, false, hl ? &hl->gate_up : nullptr);
+    make(L.down, h * c.intermediate, false, hl ? &hl->down : nullptr);
+  }
+  make(at.final_norm, h, true, hm ? &hm->final_norm : nullptr);
+  if (!c.tied) make(at.lm_head, std::size_t(c.vocab) * h, false, hm ? &hm->lm_head : nullptr);
+  if (hm && c.tied) hm->lm_head = hm->embed;
+  point_at(m, at);
+  return m;
+}
+
+/// The model of a checkpoint folder: each tensor checked for its dtype and shape, read in chunks
+/// and copied to the device once; q, k, v (and gate, up) land next to each other, fused.
+Model load_model(const std::string& folder, bool keep_host, double& read_ms) {
+  const auto start = Clock::now();
+  Model m;
+  m.config = Config::read(folder + "/config.json");
+  const Config& c = m.config;
+  const Layout at(c);
+  const flowdsl::SafetensorsFile file = flowdsl::SafetensorsFile::open(folder + "/model.safetensors");
+  m.memory = DeviceArray<bf16>(at.total);
+  if (keep_host) m.host.emplace();
+  constexpr std::size_t chunk = std::size_t{64} << 20;  // bytes staged at once
+  const sample::PinnedArray<std::uint8_t> staging(chunk);
+  auto copy = [&](const std::string& name, std::vector<std::uint64_t> shape, std::size_t to, std::vector<float>* keep) {
+    const flowdsl::SafetensorsTensor* t = file.find(name);
+    if (t == nullptr) throw std::runtime_error(file.path() + ": no tensor '" + name + "'");
+    if (t->type != flowdsl::ScalarType::bf16 || t->shape != shape) {
+      std::string want;
+      for (auto d : shape) want += (want.empty() ? "" : ", ") + std::to_string(d);
+      throw std::runtime_error(file.path() + ": tensor '" + name + "' is not bf16 of shape [" + want + "]");
+    }
+    for (std::uint64_t done = 0; done < t->bytes; done += chunk) {
+      const std::uint64_t n = std::min<std::uint64_t>(chunk, t->bytes - done);
+      file.read(*t, done, n, staging.get());
+      SAMPLE_CHECK(cudaMemcpy(reinterpret_cast<std::uint8_t*>(m.memory.get() + to) + done, staging.get(), n,
+                              cudaMemcpyHostToDevice));
+    }
+    if (keep != nullptr) {
+      std::vector<std::uint16_t> bits(t->bytes / 2);
+      file.read(*t, bits.data());
+      auto floats = to_floats(bits);
+      keep->insert(keep->end(), floats.begin(), floats.end());
+    }
+  };
+  const std::uint64_t h = std::uint64_t(c.hidden), q_out = std::uint64_t(c.heads) * c.head_dim,
+                      kv_out = std::uint64_t(c.kv_heads) * c.head_dim, inter = std::uint64_t(c.intermediate);
+  HostModel* hm = keep_host ? &*m.host : nullptr;
+  copy("model.embed_tokens.weight", {std::uint64_t(c.vocab), h}, at.embed, hm ? &hm->embed : nullptr);
+  for (int l = 0; l < c.layers; ++l) {
+    if (hm) hm->layers.emplace_back();
+    HostLayer* hl = hm ? &hm->layers.back() : nullptr;
+    const auto& L = at.layers[std::size_t(l)];
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    copy(p + "input_layernorm.weight", {h}, L.input_norm, hl ? &hl->input_norm : nullptr);
+    copy(p + "self_attn.q_proj.weight", {q_out, h}, L.qkv, hl ? &hl->qkv : nullptr);
+    copy(p + "self_attn.k_proj.weight", {kv_out, h}, L.qkv + q_out * h, hl ? &hl->qkv : nullptr);
+    copy(p + "self_attn.v_proj.weight", {kv_out, h}, L.qkv + (q_out + kv_out) * h, hl ? &hl->qkv : nullptr);
+    copy(p + "self_attn.o_proj.weight", {h, q_out}, L.o, hl ? &hl->o : nullptr);
+    copy(p + "post_attention_layernorm.weight", {h}, L.post_norm, hl ? &hl->post_norm : nullptr);
+    copy(p + "mlp.gate_proj.weight", {inter, h}, L.gate_up, hl ? &hl->gate_up : nullptr);
+    copy(p + "mlp.up_proj.weight", {inter, h}, L.gate_up + inter * h, hl ? &hl->gate_up : nullptr);
+    copy(p + "mlp.down_proj.weight", {h, inter}, L.down, hl ? &hl->down : nullptr);
+  }
+  copy("model.norm.weight", {h}, at.final_norm, hm ? &hm->final_norm : nullptr);
+  if (c.tied) {
+    if (hm) hm->lm_head = hm->embed;
+  } else {
+    copy("lm_head.weight", {std::uint64_t(c.vocab), h}, at.lm_head, hm ? &hm->lm_head : nullptr);
+  }
+  SAMPLE_CHECK(cudaDeviceSynchronize());
+  point_at(m, at);
+  read_ms = ms_since(start);
+  return m;
+}
+
+// ------------------------------------------------------------------ the step's graph ------------
+
+enum class LinearKind { gemv, cublaslt };
+
+/// Activations and the paged KV cache, sized for `max_tokens` tokens a step and `sequences`
+/// sequences of up to `max_context` positions.
+struct State {
+  fk::PagedKv kv;
+  int max_tokens = 0, max_context = 0;
+  DeviceArray<i32> tokens, positions, seq_of_token, block_table, last_index, next;
+  DeviceArray<bf16> x, h, qkv, q, attn, o, gate_up, act, mlp, hlast, logits;
+  DeviceArray<float> inv_freq, workspace;
+  std::vector<DeviceArray<bf16>> k_cache, v_cache;
+
+  State(const Config& c, int sequences, int max_tokens_, int max_context_, int page_size, unsigned seed)
+      : max_tokens(max_tokens_), max_context(max_context_) {
+    kv.q_heads = c.heads;
+    kv.kv_heads = c.kv_heads;
+    kv.head_dim = c.head_dim;
+    kv.page_size = page_size;
+    kv.pages_per_seq = (max_context + page_size - 1) / page_size;
+    kv.sequences = sequences;
+    kv.pages = kv.pages_per_seq * sequences;
+    const std::size_t T = std::size_t(max_tokens), H = std::size_t(c.hidden);
+    tokens = DeviceArray<i32>(T);
+    positions = DeviceArray<i32>(T);
+    seq_of_token = DeviceArray<i32>(T);
+    last_index = DeviceArray<i32>(std::size_t(sequences));
+    next = DeviceArray<i32>(std::size_t(sequences));
+    x = DeviceArray<bf16>(T * H);
+    h = DeviceArray<bf16>(T * H);
+    qkv = DeviceArray<bf16>(T * c.qkv_out());
+    q = DeviceArray<bf16>(T * c.heads * c.head_dim);
+    attn = DeviceArray<bf16>(T * c.heads * c.head_dim);
+    o = DeviceArray<bf16>(T * H);
+    gate_up = DeviceArray<bf16>(T * 2 * c.intermediate);
+    act = DeviceArray<bf16>(T * c.intermediate);
+    mlp = DeviceArray<bf16>(T * H);
+    hlast = DeviceArray<bf16>(std::size_t(sequences) * H);
+    logits = DeviceArray<bf16>(std::max(T, std::size_t(sequences)) * c.vocab);
+    // The splits depend on the tokens of a step: the workspace holds what any step up to
+    // max_tokens needs.
+    std::int64_t floats = 1;
+    for (int t = 1; t <= max_tokens; ++t) floats = std::max(floats, fk::attention_workspace_floats(t, kv, max_context));
+    workspace = DeviceArray<float>(static_cast<std::size_t>(floats));
+    const std::vector<float> f = fk::rope_inverse_frequencies(c.head_dim, c.rope_theta, c.scaling);
+    inv_freq = sample::device_copy(f);
+    const std::size_t pool = std::size_t(kv.pages) * kv.kv_heads * kv.page_size * kv.head_dim;
+    for (int l = 0; l < c.layers; ++l) {
+      k_cache.emplace_back(pool);
+      v_cache.emplace_back(pool);
+      SAMPLE_CHECK(cudaMemset(k_cache.back().get(), 0, k_cache.back().bytes()));
+      SAMPLE_CHECK(cudaMemset(v_cache.back().get(), 0, v_cache.back().bytes()));
+    }
+    // Pages handed out shuffled, as a serving engine's pool ends up after a while.
+    std::vector<i32> pages(static_cast<std::size_t>(kv.pages));
+    std::iota(pages.begin(), pages.end(), 0);
+    std::shuffle(pages.begin(), pages.end(), std::mt19937(seed));
+    block_table = sample::device_copy(pages);
+  }
+  fk::DecodeTokens batch(int count) const { return {count, positions.get(), seq_of_token.get(), block_table.get()}; }
+};
+
+/// One step's graph: `tokens` tokens (a decode step: one a sequence; a prefill chunk: several)
+/// through every layer, then the LM head on `rows` rows and the next token of each. A decode
+/// step's rows are its tokens and its next tokens overwrite its input, positions advancing; a
+/// prefill chunk's rows are gathered at last_index and its next tokens go to `next`.
+struct Step {
+  flowdsl::Graph g;
+  int tokens = 0, rows = 0;
+  bool decode = true;
+};
+
+std::unique_ptr<Step> build_step(const Model& m, State& s, int tokens, int rows, bool decode, LinearKind kind,
+                                 float temperature, int top_k, float top_p, std::uint64_t seed, const i32* sample_step) {
+  const Config& c = m.config;
+  auto step = std::make_unique<Step>();
+  step->tokens = tokens;
+  step->rows = rows;
+  step->decode = decode;
+  flowdsl::Graph& g = step->g;
+  std::string last;  // the node the next one runs after
+  auto chain = [&](auto&& node, const std::string& name) {
+    if (!last.empty()) node.after(last);
+    last = name;
+  };
+  auto linear = [&](const std::string& name, int m_rows, int n, int k, const bf16* x, const bf16* w, bf16* y) {
+    if (kind == LinearKind::gemv) {
+      chain(fk::linear(g, name, m_rows, n, k, x, w, y), name);
+    } else {
+      chain(fk::cublaslt_linear<bf16, bf16>(g, name, m_rows, n, k, x, w, nullptr, fk::Epilogue::none, y), name);
+    }
+  };
+  const int H = c.hidden, D = c.head_dim;
+  chain(fk::gather_rows(g, "embed", tokens, H, s.tokens.get(), c.vocab, m.embed, s.x.get()), "embed");
+  chain(fk::rms_norm(g, "norm.0", tokens, H, c.rms_norm_eps, static_cast<const bf16*>(s.x.get()), m.layers[0].input_norm,
+                     s.h.get()),
+        "norm.0");
+  const fk::DecodeTokens batch = s.batch(tokens);
+  for (int l = 0; l < c.layers; ++l) {
+    const auto& L = m.layers[std::size_t(l)];
+    const std::string p = "layer" + std::to_string(l) + ".";
+    linear(p + "qkv", tokens, c.qkv_out(), H, s.h.get(), L.qkv, s.qkv.get());
+    chain(fk::rope_kv_append(g, p + "rope", s.kv, batch, static_cast<const bf16*>(s.qkv.get()), s.inv_freq.get(), s.q.get(),
+                             s.k_cache[std::size_t(l)].get(), s.v_cache[std::size_t(l)].get()),
+          p + "rope");
+    auto attention = fk::decode_attention(g, p + "attention", s.kv, batch, s.max_context, 1.0f / std::sqrt(float(D)),
+                                          static_cast<const bf16*>(s.q.get()), s.k_cache[std::size_t(l)].get(),
+                                          s.v_cache[std::size_t(l)].get(), s.workspace.get(), s.attn.get());
+    attention.after(last);
+    last = p + "attention";
+    linear(p + "o", tokens, H, c.heads * D, s.attn.get(), L.o, s.o.get());
+    chain(fk::add_rms_norm(g, p + "post_norm", tokens, H, c.rms_norm_eps, s.x.get(), static_cast<const bf16*>(s.o.get()),
+                           L.post_norm, s.h.get()),
+          p + "post_norm");
+    if (kind == LinearKind::gemv) {
+      linear(p + "gate_up", tokens, 2 * c.intermediate, H, s.h.get(), L.gate_up, s.gate_up.get());
+      chain(fk::linear_gated(g, p + "down", tokens, H, c.intermediate, static_cast<const bf16*>(s.gate_up.get()), L.down,
+                             s.mlp.get()),
+            p + "down");
+    } else {
+      // cuBLASLt takes its input as it is: gate and up into two halves, their product, then down.
+      const std::size_t half = std::size_t(tokens) * c.intermediate;
+      bf16* gate = s.gate_up.get();
+      bf16* up = s.gate_up.get() + half;
+      linear(p + "gate", tokens, c.intermediate, H, s.h.get(), L.gate_up, gate);
+      linear(p + "up", tokens, c.intermediate, H, s.h.get(), L.gate_up + std::size_t(c.intermediate) * H, up);
+      chain(fk::silu_mul(g, p + "act", std::int64_t(half), static_cast<const bf16*>(gate), static_cast<const bf16*>(up),
+                         s.act.get()),
+            p + "act");
+      linear(p + "down", tokens, H, c.intermediate, s.act.get(), L.down, s.mlp.get());
+    }
+    const bf16* next_norm = l + 1 < c.layers ? m.layers[std::size_t(l) + 1].input_norm : m.final_norm;
+    chain(fk::add_rms_norm(g, p + "next_norm", tokens, H, c.rms_norm_eps, s.x.get(), static_cast<const bf16*>(s.mlp.get()),
+                           next_norm, s.h.get()),
+          p + "next_norm");
+  }
+  const bf16* head_in = s.h.get();
+  if (!decode) {
+    chain(fk::gather_rows(g, "last_rows", rows, H, s.last_index.get(), tokens, static_cast<const bf16*>(s.h.get()),
+                          s.hlast.get()),
+          "last_rows");
+    head_in = s.hlast.get();
+  }
+  linear("lm_head", rows, c.vocab, H, head_in, m.lm_head, s.logits.get());
+  i32* out = decode ? s.tokens.get() : s.next.get();
+  if (temperature > 0.0f) {
+    chain(fk::sample_top_p(g, "sample", rows, c.vocab, temperature, top_k, top_p, seed, sample_step,
+                           static_cast<const bf16*>(s.logits.get()), out),
+          "sample");
+  } else {
+    chain(fk::row_argmax(g, "argmax", rows, c.vocab, static_cast<const bf16*>(s.logits.get()), out), "argmax");
+  }
+  if (decode) chain(fk::advance_positions(g, "advance", tokens, s.positions.get()), "advance");
+  return step;
+}
+
+}  // namespace
+
+namespace {
+
+// ------------------------------------------------------------------ the host reference ----------
+
+/// The model on the host, one token at a time, rounding to bf16 where the graph's kernels write
+/// bf16: the reference --check compares with (for small models; it is plain loops).
+class HostDecoder {
+ public:
+  HostDecoder(const Config& c, const HostModel& w)
+      : c_(c), w_(w), inv_freq_(fk::rope_inverse_frequencies(c.head_dim, c.rope_theta, c.scaling)) {}
+
+  /// The logits after token `token` at the next position of sequence `seq`.
+  std::vector<float> forward(int seq, int token) {
+    auto& cache = caches_[seq];
+    if (cache.k.empty()) cache.k.resize(std::size_t(c_.layers)), cache.v.resize(std::size_t(c_.layers));
+    const int pos = cache.length++;
+    const int H = c_.hidden, D = c_.head_dim, kvd = c_.kv_heads * D;
+    std::vector<float> x(w_.embed.begin() + std::size_t(token) * H, w_.embed.begin() + std::size_t(token + 1) * H);
+    std::vector<float> h = norm(x, w_.layers[0].input_norm);
+    for (int l = 0; l < c_.layers; ++l) {
+      const HostLayer& L = w_.layers[std::size_t(l)];
+      std::vector<float> qkv = matvec(L.qkv, h, c_.qkv_out());
+      // Rotary embedding of the query and key heads (the two halves of a head paired).
+      for (int head = 0; head < c_.heads + c_.kv_heads; ++head) {
+        float* v = qkv.data() + std::size_t(head) * D;
+        for (int j = 0; j < D / 2; ++j) {
+          const double angle = double(pos) * inv_freq_[std::size_t(j)];
+          const double x1 = v[j], x2 = v[j + D / 2];
+          v[j] = round_bf16(float(x1 * std::cos(angle) - x2 * std::sin(angle)));
+          v[j + D / 2] = round_bf16(float(x2 * std::cos(angle) + x1 * std::sin(angle)));
+        }
+      }
+      const float* k_new = qkv.data() + std::size_t(c_.heads) * D;
+      cache.k[std::size_t(l)].insert(cache.k[std::size_t(l)].end(), k_new, k_new + kvd);
+      cache.v[std::size_t(l)].insert(cache.v[std::size_t(l)].end(), k_new + kvd, k_new + 2 * kvd);
+      std::vector<float> attn(static_cast<std::size_t>(c_.heads) * D);
+      const int group = c_.heads / c_.kv_heads;
+      for (int qh = 0; qh < c_.heads; ++qh) {
+        const float* q = qkv.data() + std::size_t(qh) * D;
+        const int kh = qh / group;
+        std::vector<double> score(static_cast<std::size_t>(pos) + 1);
+        double top = -1e300;
+        for (int p = 0; p <= pos; ++p) {
+          const float* k = cache.k[std::size_t(l)].data() + std::size_t(p) * kvd + std::size_t(kh) * D;
+          double dot = 0;
+          for (int d = 0; d < D; ++d) dot += double(q[d]) * k[d];
+          score[std::size_t(p)] = dot / std::sqrt(double(D));
+          top = std::max(top, score[std::size_t(p)]);
+        }
+        double total = 0;
+        for (double& s : score) total += (s = std::exp(s - top));
+        for (int d = 0; d < D; ++d) {
+          double acc = 0;
+          for (int p = 0; p <= pos; ++p) {
+            acc += score[std::size_t(p)] * cache.v[std::size_t(l)][std::size_t(p) * kvd + std::size_t(kh) * D + std::size_t(d)];
+          }
+          attn[std::size_t(qh) * D + std::size_t(d)] = round_bf16(float(acc / total));
+        }
+      }
+      add(x, matvec(L.o, attn, H));
+      h = norm(x, L.post_norm);
+      const std::vector<float> gate_up = matvec(L.gate_up, h, 2 * c_.intermediate);
+      std::vector<float> act(static_cast<std::size_t>(c_.intermediate));
+      for (int i = 0; i < c_.intermediate; ++i) {
+        const double g = gate_up[std::size_t(i)];
+        act[std::size_t(i)] = round_bf16(round_bf16(float(g / (1.0 + std::exp(-g)))) * gate_up[std::size_t(c_.intermediate + i)]);
+      }
+      add(x, matvec(L.down, act, H));
+      h = norm(x, l + 1 < c_.layers ? w_.layers[std::size_t(l) + 1].input_norm : w_.final_norm);
+    }
+    return matvec(w_.lm_head, h, c_.vocab);
+  }
+
+ private:
+  struct Cache {
+    int length = 0;
+    std::vector<std::vector<float>> k, v;  // [layer][position * kv_heads * head_dim]
+  };
+
+  /// bf16(bf16(x / rms(x)) * w), as LlamaRMSNorm rounds.
+  std::vector<float> norm(const std::vector<float>& x, const std::vector<float>& w) const {
+    double squares = 0;
+    for (const float v : x) squares += double(v) * v;
+    const float r = float(1.0 / std::sqrt(squares / double(x.size()) + c_.rms_norm_eps));
+    std::vector<float> y(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) y[i] = round_bf16(round_bf16(x[i] * r) * w[i]);
+    return y;
+  }
+  /// bf16(w x) for w [n, x.size()].
+  static std::vector<float> matvec(const std::vector<float>& w, const std::vector<float>& x, int n) {
+    std::vector<float> y(static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      double acc = 0;
+      const float* row = w.data() + std::size_t(r) * x.size();
+      for (std::size_t i = 0; i < x.size(); ++i) acc += double(row[i]) * x[i];
+      y[std::size_t(r)] = round_bf16(float(acc));
+    }
+    return y;
+  }
+  static void add(std::vector<float>& x, const std::vector<float>& y) {
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = round_bf16(x[i] + y[i]);
+  }
+
+  const Config& c_;
+  const HostModel& w_;
+  std::vector<float> inv_freq_;
+  std::map<int, Cache> caches_;
+};
+
+// ------------------------------------------------------------------ running it ------------------
+
+/// Writes the decode step of `batch` sequences at `position` (a cache of zeros before it) as
+/// a graph file `folder`/decode.json whose weights come from the checkpoint's safetensors by name
+/// (fused matrices as lists of tensors), its inputs from .npy files beside it, and the tokens the
+/// C++ graph makes in `steps` launches as expected_tokens.npy: `flowdsl run -n steps decode.json
+/// --out DIR` must write the same DIR/tokens.npy.
+void write_graph(const std::string& folder, const std::string& model_folder, const Model& m, int batch, int steps,
+                 int position, int page_size, bool programmatic);
+
+struct Options {
+  std::string model;  // empty: a random tiny model in memory
+  int batch = 4, prompt = 40, generate = 32, chunk = 16, page_size = 16, max_context = 0;
+  std::string linear = "auto";
+  int gemv_max = 1;  // auto: the matrix-vector kernel up to this many rows, cuBLASLt above
+  bool check = false, bench = false, programmatic = false;
+  std::string dump, json_path, batches = "1,8,32,64", graph_folder;
+  int graph_position = 0;  // --write-graph: the position every sequence starts at (its cache before it zeros)
+  int dump_logits = -1, context = 512, steps = 100, runs = 3, prefill_seqs = 8, prefill_chunk = 64;
+  float temperature = 0.0f, top_p = 1.0f;
+  int top_k = 0;
+  unsigned seed = 1;
+};
+
+LinearKind pick(const Options& o, int rows) {
+  if (o.linear == "gemv") return LinearKind::gemv;
+  if (o.linear == "cublaslt") return LinearKind::cublaslt;
+  return rows <= o.gemv_max ? LinearKind::gemv : LinearKind::cublaslt;
+}
+
+std::vector<float> logits_of(const State& s, int rows, int vocab) {
+  std::vector<bf16> bits(static_cast<std::size_t>(rows) * vocab);
+  SAMPLE_CHECK(cudaMemcpy(bits.data(), s.logits.get(), bits.size() * sizeof(bf16), cudaMemcpyDeviceToHost));
+  std::vector<float> out(bits.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) out[i] = __bfloat162float(bits[i]);
+  return out;
+}
+
+template <class T>
+void put(const DeviceArray<T>& d, const std::vector<T>& v) {
+  SAMPLE_CHECK(cudaMemcpy(d.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+}
+template <class T>
+std::vector<T> get(const DeviceArray<T>& d, std::size_t n) {
+  std::vector<T> v(n);
+  SAMPLE_CHECK(cudaMemcpy(v.data(), d.get(), n * sizeof(T), cudaMemcpyDeviceToHost));
+  return v;
+}
+
+void write_npy(const std::string& path, const std::vector<float>& values, const std::vector<std::size_t>& shape) {
+  std::string dims;
+  for (const auto d : shape) dims += std::to_string(d) + ", ";
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
+  header += std::string(63 - (10 + header.size()) % 64, ' ') + "\n";
+  std::ofstream out(path, std::ios::binary);
+  const std::uint16_t length = static_cast<std::uint16_t>(header.size());
+  out.write("\x93NUMPY\x01\x00", 8);
+  out.write(reinterpret_cast<const char*>(&length), 2);
+  out << header;
+  out.write(reinterpret_cast<const char*>(values.data()), std::streamsize(values.size() * sizeof(float)));
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+/// Prefill by chunks, then decode; --check and --dump. Returns false when the check fails.
+bool generate(const Options& o, const Model& m) {
+  const Config& c = m.config;
+  const int B = o.batch;
+  std::mt19937 rng(o.seed);
+  std::vector<std::vector<i32>> prompts(static_cast<std::size_t>(B));
+  int longest = 0;
+  for (auto& p : prompts) {
+    const int length = std::uniform_int_distribution<int>(std::max(1, o.prompt / 2), std::max(1, o.prompt))(rng);
+    for (int i = 0; i < length; ++i) p.push_back(std::uniform_int_distribution<int>(0, c.vocab - 1)(rng));
+    longest = std::max(longest, length);
+  }
+  const int max_context = o.max_context > 0 ? o.max_context : longest + o.generate + 1;
+  State s(c, B, std::max(B * o.chunk, B), max_context, o.page_size, o.seed);
+  auto stream = flowdsl::make_stream();
+  flowdsl::Runtime runtime;
+  DeviceArray<i32> sample_step(1);
+  SAMPLE_CHECK(cudaMemset(sample_step.get(), 0, sizeof(i32)));
+  const auto build = [&](int tokens, int rows, bool decode) {
+    auto step = build_step(m, s, tokens, rows, decode, pick(o, tokens), o.temperature, o.top_k, o.top_p, o.seed,
+                           sample_step.get());
+    step->g.programmatic_edges(o.programmatic);
+    return step;
+  };
+
+  // Prefill: chunk k holds tokens k*chunk .. of every sequence that still has some.
+  std::vector<std::vector<i32>> generated(static_cast<std::size_t>(B));
+  std::vector<std::vector<float>> dumped(static_cast<std::size_t>(o.dump_logits));  // [step][b * vocab]
+  for (auto& d : dumped) d.assign(std::size_t(B) * c.vocab, 0.0f);
+  const auto prefill_start = Clock::now();
+  for (int k = 0; k * o.chunk < longest; ++k) {
+    std::vector<i32> tok, pos, seq, last(static_cast<std::size_t>(B), 0);
+    std::vector<bool> ends(static_cast<std::size_t>(B), false);
+    for (int b = 0; b < B; ++b) {
+      const int length = int(prompts[std::size_t(b)].size());
+      for (int p = k * o.chunk; p < std::min(length, (k + 1) * o.chunk); ++p) {
+        if (p == length - 1) last[std::size_t(b)] = i32(tok.size()), ends[std::size_t(b)] = true;
+        tok.push_back(prompts[std::size_t(b)][std::size_t(p)]);
+        pos.push_back(p);
+        seq.push_back(b);
+      }
+    }
+    put(s.tokens, tok);
+    put(s.positions, pos);
+    put(s.seq_of_token, seq);
+    put(s.last_index, last);
+    const auto step = build(int(tok.size()), B, false);
+    runtime.launch(step->g, stream.get());
+    SAMPLE_CHECK(cudaStreamSynchronize(stream.get()));
+    const std::vector<i32> next = get(s.next, std::size_t(B));
+    const std::vector<float> logits = o.dump_logits > 0 ? logits_of(s, B, c.vocab) : std::vector<float>();
+    for (int b = 0; b < B; ++b) {
+      if (!ends[std::size_t(b)]) continue;
+      generated[std::size_t(b)].push_back(next[std::size_t(b)]);
+      if (o.dump_logits > 0) {
+        std::copy_n(logits.begin() + std::size_t(b) * c.vocab, c.vocab, dumped[0].begin() + std::size_t(b) * c.vocab);
+      }
+    }
+  }
+  const double prefill_ms = ms_since(prefill_start);
+
+  // Decode: each launch reads tokens[b] at positions[b] and leaves the next token and position.
+  std::vector<i32> tok(static_cast<std::size_t>(B)), pos(static_cast<std::size_t>(B)), seq(static_cast<std::size_t>(B));
+  for (int b = 0; b < B; ++b) {
+    tok[std::size_t(b)] = generated[std::size_t(b)][0];
+    pos[std::size_t(b)] = i32(prompts[std::size_t(b)].size());
+    seq[std::size_t(b)] = b;
+  }
+  put(s.tokens, tok);
+  put(s.positions, pos);
+  put(s.seq_of_token, seq);
+  const auto step = build(B, B, true);
+  std::vector<double> latency;
+  for (int i = 1; i < o.generate; ++i) {
+    SAMPLE_CHECK(cudaMemcpyAsync(sample_step.get(), &i, sizeof i, cudaMemcpyHostToDevice, stream.get()));
+    const auto t = Clock::now();
+    runtime.launch(step->g, stream.get());
+    SAMPLE_CHECK(cudaStreamSynchronize(stream.get()));
+    latency.push_back(ms_since(t));
+    const std::vector<i32> next = get(s.tokens, std::size_t(B));
+    for (int b = 0; b < B; ++b) generated[std::size_t(b)].push_back(next[std::size_t(b)]);
+    if (i < o.dump_logits) dumped[std::size_t(i)] = logits_of(s, B, c.vocab);
+  }
+  std::sort(latency.begin(), latency.end());
+  const double p50 = latency.empty() ? 0.0 : latency[latency.size() / 2];
+  std::printf("prefill of %d sequences (%d tokens at most, chunks of %d): %.2f ms\n", B, longest, o.chunk, prefill_ms);
+  std::printf("decode: %d steps of batch %d, %.3f ms a step (p50, launch to result on the host), %.0f tokens/s\n",
+              o.generate - 1, B, p50, p50 > 0 ? B * 1000.0 / p50 : 0.0);
+  for (int b = 0; b < std::min(B, 2); ++b) {
+    std::printf("sequence %d:", b);
+    for (int i = 0; i < std::min<int>(16, int(generated[std::size_t(b)].size())); ++i) {
+      std::printf(" %d", generated[std::size_t(b)][std::size_t(i)]);
+    }
+    std::printf(" ...\n");
+  }
+
+  if (!o.dump.empty()) {
+    nlohmann::json j;
+    j["prompts"] = prompts;
+    j["generated"] = generated;
+    j["logits_steps"] = o.dump_logits;
+    std::ofstream(o.dump + "/generation.json") << j.dump();
+    std::vector<float> all;
+    for (const auto& d : dumped) all.insert(all.end(), d.begin(), d.end());
+    write_npy(o.dump + "/logits.npy", all, {std::size_t(o.dump_logits), std::size_t(B), std::size_t(c.vocab)});
+    std::printf("wrote %s/generation.json and logits.npy\n", o.dump.c_str());
+  }
+
+  if (!o.check) return true;
+  if (!m.host) throw std::runtime_error("--check needs the weights on the host");
+  // The host reference, fed the same tokens: logits of the dumped steps compared; each token
+  // compared where the reference's top two logits differ by more than the tolerance.
+  HostDecoder host(c, *m.host);
+  double worst = 0, scale = 0;
+  int mismatched = 0, compared = 0, ties = 0;
+  for (int b = 0; b < B; ++b) {
+    std::vector<float> logits;
+    for (const i32 t : prompts[std::size_t(b)]) logits = host.forward(b, t);
+    const auto& gen = generated[std::size_t(b)];
+    for (std::size_t i = 0; i < gen.size(); ++i) {
+      if (int(i) < o.dump_logits) {
+        for (int v = 0; v < c.vocab; ++v) {
+          const float got = dumped[i][std::size_t(b) * c.vocab + std::size_t(v)];
+          worst = std::max(worst, double(std::fabs(got - logits[std::size_t(v)])));
+          scale = std::max(scale, double(std::fabs(logits[std::size_t(v)])));
+        }
+      }
+      std::vector<float> sorted = logits;
+      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
+      const int want = int(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      if (o.temperature <= 0.0f) {
+        if (sorted[0] - sorted[1] > 0.02f * std::max(1.0f, std::fabs(sorted[0]))) {
+          ++compared;
+          mismatched += want != gen[i];
+        } else {
+          ++ties;
+        }
+      }
+      if (i + 1 < gen.size()) logits = host.forward(b, gen[i]);
+    }
+  }
+  const bool logits_ok = worst <= 0.02 * std::max(1.0, scale);
+  std::printf("check: logits of %d steps within %.4f of the host reference (largest logit %.3f): %s\n", o.dump_logits,
+              worst, scale, logits_ok ? "ok" : "FAILED");
+  if (o.temperature <= 0.0f) {
+    std::printf("check: %d of %d greedy tokens differ from the host reference (%d near-ties not compared): %s\n",
+                mismatched, compared, ties, mismatched == 0 ? "ok" : "FAILED");
+  }
+  return logits_ok && mismatched == 0;
+}
+
+std::vector<int> parse_list(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(std::stoi(item));
+  return out;
+}
+
+/// Device-to-device copy bandwidth (bytes read and written) of a 1 GiB buffer, in TB/s.
+double copy_bandwidth(cudaStream_t stream) {
+  const std::size_t bytes = std::size_t{1} << 30;
+  DeviceArray<std::uint8_t> a(bytes), b(bytes);
+  SAMPLE_CHECK(cudaMemset(a.get(), 1, bytes));
+  auto start = flowdsl::make_event(), stop = flowdsl::make_event();
+  for (int i = 0; i < 3; ++i) SAMPLE_CHECK(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, stream));
+  SAMPLE_CHECK(cudaEventRecord(start.get(), stream));
+  constexpr int copies = 20;
+  for (int i = 0; i < copies; ++i) SAMPLE_CHECK(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, stream));
+  SAMPLE_CHECK(cudaEventRecord(stop.get(), stream));
+  SAMPLE_CHECK(cudaEventSynchronize(stop.get()));
+  float ms = 0;
+  SAMPLE_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+  return 2.0 * double(bytes) * copies / (double(ms) * 1e-3) / 1e12;
+}
+
+/// GPU time a launch of `step`, over `steps` launches back to back, `runs` times.
+std::vector<double> time_steps(flowdsl::Runtime& runtime, const Step& step, cudaStream_t stream, int steps, int runs,
+                               const std::function<void()>& reset) {
+  auto start = flowdsl::make_event(), stop = flowdsl::make_event();
+  std::vector<double> out;
+  for (int r = 0; r < runs; ++r) {
+    reset();
+    for (int i = 0; i < 3; ++i) runtime.launch(step.g, stream);
+    SAMPLE_CHECK(cudaEventRecord(start.get(), stream));
+    for (int i = 0; i < steps; ++i) runtime.launch(step.g, stream);
+    SAMPLE_CHECK(cudaEventRecord(stop.get(), stream));
+    SAMPLE_CHECK(cudaEventSynchronize(stop.get()));
+    float ms = 0;
+    SAMPLE_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+    out.push_back(double(ms) / steps);
+  }
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+/// Decode steps of every batch in --batches at --context, each linear kind, with and without
+/// programmatic edges; the prefill chunk; the HBM floor.
+void bench(const Options& o, const Model& m, double read_ms) {
+  const Config& c = m.config;
+  auto stream = flowdsl::make_stream();
+  const double tb_s = copy_bandwidth(stream.get());
+  const double floor_ms = double(m.bytes_per_step) / (tb_s * 1e12) * 1e3;
+  cudaDeviceProp prop{};
+  SAMPLE_CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("%s: copy %.2f TB/s; a step reads %.3f GB of weights: floor %.3f ms\n", prop.name, tb_s,
+              double(m.bytes_per_step) / 1e9, floor_ms);
+  nlohmann::json out;
+  out["device"] = prop.name;
+  out["copy_tb_s"] = tb_s;
+  out["bytes_per_step"] = m.bytes_per_step;
+  out["floor_ms"] = floor_ms;
+  out["weights_read_ms"] = read_ms;
+  out["context"] = o.context;
+  flowdsl::Runtime runtime;
+  for (const int B : parse_list(o.batches)) {
+    const int capacity = o.context + (o.steps + 3) * o.runs + 8;
+    State s(c, B, B, capacity, o.page_size, o.seed);
+    std::vector<i32> tok(static_cast<std::size_t>(B)), pos(static_cast<std::size_t>(B), o.context), seq(static_cast<std::size_t>(B));
+    std::mt19937 rng(o.seed + unsigned(B));
+    for (int b = 0; b < B; ++b) tok[std::size_t(b)] = std::uniform_int_distribution<int>(0, c.vocab - 1)(rng), seq[std::size_t(b)] = b;
+    put(s.tokens, tok);
+    put(s.seq_of_token, seq);
+    const auto reset = [&] { put(s.positions, pos); };
+    nlohmann::json row;
+    for (const LinearKind kind : {LinearKind::gemv, LinearKind::cublaslt}) {
+      for (const bool programmatic : {false, true}) {
+        reset();
+        const auto t0 = Clock::now();
+        auto step = build_step(m, s, B, B, true, kind, 0.0f, 0, 1.0f, o.seed, nullptr);
+        step->g.programmatic_edges(programmatic);
+        const double declare_ms = ms_since(t0);
+        const auto t1 = Clock::now();
+        runtime.launch(step->g, stream.get());
+        SAMPLE_CHECK(cudaStreamSynchronize(stream.get()));
+        const double first_ms = ms_since(t1);
+        const std::vector<double> ms = time_steps(runtime, *step, stream.get(), o.steps, o.runs, reset);
+        const std::string key = std::string(kind == LinearKind::gemv ? "gemv" : "cublaslt") +
+                                (programmatic ? "_programmatic" : "");
+        row[key] = {{"ms", ms}, {"median_ms", median(ms)}, {"declare_ms", declare_ms}, {"first_launch_ms", first_ms}};
+        std::printf("batch %3d  %-22s %.3f ms a step (%.2fx the floor; runs:", B, key.c_str(), median(ms),
+                    median(ms) / floor_ms);
+        for (const double v : ms) std::printf(" %.3f", v);
+        std::printf("); declared in %.2f ms, first launch (instantiation) %.2f ms\n", declare_ms, first_ms);
+      }
+    }
+    out["batches"][std::to_string(B)] = row;
+  }
+  // A chunk of prefill: prefill_seqs sequences, prefill_chunk tokens each, at --context.
+  {
+    const int S = o.prefill_seqs, C = o.prefill_chunk, T = S * C;
+    State s(c, S, T, o.context + C + 8, o.page_size, o.seed);
+    std::vector<i32> tok(static_cast<std::size_t>(T)), pos(static_cast<std::size_t>(T)), seq(static_cast<std::size_t>(T)), last(static_cast<std::size_t>(S));
+    std::mt19937 rng(o.seed);
+    for (int t = 0; t < T; ++t) {
+      tok[std::size_t(t)] = std::uniform_int_distribution<int>(0, c.vocab - 1)(rng);
+      pos[std::size_t(t)] = o.context + t % C;
+      seq[std::size_t(t)] = t / C;
+    }
+    for (int b = 0; b < S; ++b) last[std::size_t(b)] = b * C + C - 1;
+    put(s.tokens, tok);
+    put(s.positions, pos);
+    put(s.seq_of_token, seq);
+    put(s.last_index, last);
+    nlohmann::json row;
+    for (const LinearKind kind : {LinearKind::gemv, LinearKind::cublaslt}) {
+      if (kind == LinearKind::gemv && T > 64) continue;  // the matrix-vector kernel is not for 512 rows
+      auto step = build_step(m, s, T, S, false, kind, 0.0f, 0, 1.0f, o.seed, nullptr);
+      step->g.programmatic_edges(true);
+      runtime.launch(step->g, stream.get());
+      SAMPLE_CHECK(cudaStreamSynchronize(stream.get()));
+      const std::vector<double> ms = time_steps(runtime, *step, stream.get(), std::max(10, o.steps / 5), o.runs, [] {});
+      const std::string key = kind == LinearKind::gemv ? "gemv" : "cublaslt";
+      row[key] = {{"ms", ms}, {"median_ms", median(ms)}};
+      std::printf("prefill chunk: %d sequences x %d tokens  %-10s %.3f ms\n", S, C, key.c_str(), median(ms));
+    }
+    out["prefill"] = row;
+  }
+  if (!o.json_path.empty()) std::ofstream(o.json_path) << out.dump(1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"Llama decoding on flowdsl graphs: prefill by chunks, decode greedily or by sampling"};
+  app.add_option("--model", o.model, "checkpoint folder (config.json, model.safetensors); default: a random tiny model");
+  app.add_option("--batch", o.batch, "sequences generated at once");
+  app.add_option("--prompt", o.prompt, "prompt length at most (random lengths from half of it)");
+  app.add_option("--generate", o.generate, "tokens generated a sequence");
+  app.add_option("--chunk", o.chunk, "prompt tokens a sequence a prefill launch");
+  app.add_option("--page-size", o.page_size, "tokens a page of the KV cache");
+  app.add_option("--linear", o.linear, "projections: gemv (flowdsl's), cublaslt, or auto")
+      ->check(CLI::IsMember({"auto", "gemv", "cublaslt"}));
+  app.add_option("--gemv-max", o.gemv_max, "auto: the matrix-vector kernel up to this many rows");
+  app.add_flag("--programmatic,!--no-programmatic", o.programmatic,
+               "programmatic edges between kernels, each launched early (the bench times both)");
+  app.add_option("--temperature", o.temperature, "0: greedy; above: sampling (top-k, top-p)");
+  app.add_option("--top-k", o.top_k, "sampling: the k most likely tokens (0: all)");
+  app.add_option("--top-p", o.top_p, "sampling: the smallest set of this much probability");
+  app.add_option("--seed", o.seed, "prompts, pages, random model and sampler");
+  app.add_flag("--check", o.check, "compare with a host reference of the model (small models)");
+  app.add_option("--dump", o.dump, "folder for generation.json and logits.npy (scripts/check_llama_hf.py)");
+  app.add_option("--dump-logits", o.dump_logits, "steps whose logits are dumped and checked (default: every step)");
+  app.add_flag("--bench", o.bench, "time decode steps at --batches and a prefill chunk");
+  app.add_option("--batches", o.batches, "bench: batch sizes");
+  app.add_option("--context", o.context, "bench: positions already in every sequence's cache");
+  app.add_option("--steps", o.steps, "bench: steps timed a run");
+  app.add_option("--runs", o.runs, "bench: runs");
+  app.add_option("--prefill-seqs", o.prefill_seqs, "bench: sequences of the prefill chunk");
+  app.add_option("--prefill-chunk", o.prefill_chunk, "bench: tokens a sequence of the prefill chunk");
+  app.add_option("--json", o.json_path, "bench: figures as JSON");
+  app.add_option("--write-graph", o.graph_folder,
+                 "write the decode step of --batch sequences as a graph file (decode.json) into this folder, with "
+                 "the tokens of --generate launches (needs --model)");
+  app.add_option("--graph-position", o.graph_position, "--write-graph: the position the sequences start at");
+  CLI11_PARSE(app, argc, argv);
+  if (o.dump_logits < 0 || o.dump_logits > o.generate) o.dump_logits = o.generate;
+  if (!sample::have_device()) return sample::skipped;
+  try {
+    fk::ensure_builtins();
+    double read_ms = 0;
+    Model m = o.model.empty() ? random_model(Config{}, o.seed, o.check) : load_model(o.model, o.check, read_ms);
+    const Config& c = m.config;
+    std::printf("model: %d layers, hidden %d, %d/%d heads of %d, MLP %d, vocabulary %d%s; %.2f GB of weights\n", c.layers,
+                c.hidden, c.heads, c.kv_heads, c.head_dim, c.intermediate, c.vocab, c.tied ? " (tied)" : "",
+                double(m.memory.bytes()) / 1e9);
+    if (!o.graph_folder.empty()) {
+      if (o.model.empty()) throw std::runtime_error("--write-graph needs --model (weights by safetensors reference)");
+      write_graph(o.graph_folder, o.model, m, o.batch, o.generate, o.graph_position, o.page_size, o.programmatic);
+      return 0;
+    }
+    if (o.bench) {
+      bench(o, m, read_ms);
+      return 0;
+    }
+    return generate(o, m) ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "llm_decode: %s\n", e.what());
+    return 1;
+  }
+}
+
+namespace {
+
+void write_ints(const std::string& path, const std::vector<i32>& values) {
+  std::string header = "{'descr': '<i4', 'fortran_order': False, 'shape': (" + std::to_string(values.size()) + ",), }";
+  header += std::string(63 - (10 + header.size()) % 64, ' ') + "\n";
+  std::ofstream out(path, std::ios::binary);
+  const std::uint16_t length = static_cast<std::uint16_t>(header.size());
+  out.write("\x93NUMPY\x01\x00", 8);
+  out.write(reinterpret_cast<const char*>(&length), 2);
+  out << header;
+  out.write(reinterpret_cast<const char*>(values.data()), std::streamsize(values.size() * sizeof(i32)));
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+void write_graph(const std::string& folder, const std::string& model_folder, const Model& m, int batch, int steps,
+                 int position, int page_size, bool programmatic) {
+  const Config& c = m.config;
+  State s(c, batch, batch, position + steps + 1, page_size, 1);
+  std::vector<i32> tok(static_cast<std::size_t>(batch)), pos(static_cast<std::size_t>(batch), position),
+      seq(static_cast<std::size_t>(batch));
+  for (int b = 0; b < batch; ++b) tok[std::size_t(b)] = (b * 7919 + 13) % c.vocab, seq[std::size_t(b)] = b;
+  const std::vector<i32> table = get(s.block_table, s.block_table.size());
+  put(s.tokens, tok);
+  put(s.positions, pos);
+  put(s.seq_of_token, seq);
+  auto step = build_step(m, s, batch, batch, true, LinearKind::gemv, 0.0f, 0, 1.0f, 0, nullptr);
+  step->g.programmatic_edges(programmatic);
+
+  // Every pointer of the graph as a buffer: weights by tensor name, inputs from .npy files.
+  std::vector<flowdsl::BufferSpec> buffers;
+  flowdsl::BufferAddresses addresses;
+  const std::string weights = std::filesystem::absolute(model_folder + "/model.safetensors").string();
+  auto add = [&](const std::string& name, const void* at, flowdsl::ScalarType type, std::size_t count,
+                 std::vector<std::string> tensors = {}, const std::string& npy = {}, bool output = false) {
+    flowdsl::BufferSpec b;
+    b.name = name;
+    b.type = type;
+    b.count = count;
+    b.output = output;
+    if (!tensors.empty()) {
+      b.init.kind = flowdsl::BufferInit::Kind::safetensors;
+      b.init.file = weights;
+      b.init.tensors = std::move(tensors);
+    } else if (!npy.empty()) {
+      b.init.kind = flowdsl::BufferInit::Kind::npy;
+      b.init.file = npy;
+    }
+    buffers.push_back(b);
+    addresses[name] = const_cast<void*>(at);
+  };
+  using flowdsl::ScalarType;
+  const std::size_t H = std::size_t(c.hidden);
+  add("embed", m.embed, ScalarType::bf16, std::size_t(c.vocab) * H, {"model.embed_tokens.weight"});
+  for (int l = 0; l < c.layers; ++l) {
+    const auto& L = m.layers[std::size_t(l)];
+    const std::string p = "model.layers." + std::to_string(l) + ".", b = "l" + std::to_string(l) + ".";
+    add(b + "input_norm", L.input_norm, ScalarType::bf16, H, {p + "input_layernorm.weight"});
+    add(b + "qkv", L.qkv, ScalarType::bf16, std::size_t(c.qkv_out()) * H,
+        {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"});
+    add(b + "o", L.o, ScalarType::bf16, H * c.heads * c.head_dim, {p + "self_attn.o_proj.weight"});
+    add(b + "post_norm", L.post_norm, ScalarType::bf16, H, {p + "post_attention_layernorm.weight"});
+    add(b + "gate_up", L.gate_up, ScalarType::bf16, 2 * std::size_t(c.intermediate) * H,
+        {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"});
+    add(b + "down", L.down, ScalarType::bf16, H * c.intermediate, {p + "mlp.down_proj.weight"});
+    add(b + "k_cache", s.k_cache[std::size_t(l)].get(), ScalarType::bf16, s.k_cache[std::size_t(l)].size());
+    add(b + "v_cache", s.v_cache[std::size_t(l)].get(), ScalarType::bf16, s.v_cache[std::size_t(l)].size());
+  }
+  add("final_norm", m.final_norm, ScalarType::bf16, H, {"model.norm.weight"});
+  if (!c.tied) add("lm_head", m.lm_head, ScalarType::bf16, std::size_t(c.vocab) * H, {"lm_head.weight"});
+  add("tokens", s.tokens.get(), ScalarType::i32, s.tokens.size(), {}, "tokens.npy", true);
+  add("positions", s.positions.get(), ScalarType::i32, s.positions.size(), {}, "positions.npy", true);
+  add("seq_of_token", s.seq_of_token.get(), ScalarType::i32, s.seq_of_token.size(), {}, "seq_of_token.npy");
+  add("block_table", s.block_table.get(), ScalarType::i32, s.block_table.size(), {}, "block_table.npy");
+  add("inv_freq", s.inv_freq.get(), ScalarType::f32, s.inv_freq.size(), {}, "inv_freq.npy");
+  add("workspace", s.workspace.get(), ScalarType::f32, s.workspace.size());
+  for (auto [name, array] : {std::pair{"x", &s.x}, {"h", &s.h}, {"qkv", &s.qkv}, {"q", &s.q}, {"attn", &s.attn},
+                             {"o", &s.o}, {"gate_up", &s.gate_up}, {"logits", &s.logits}}) {
+    add(name, array->get(), ScalarType::bf16, array->size());
+  }
+  add("mlp", s.mlp.get(), ScalarType::bf16, s.mlp.size());
+  const flowdsl::GraphSpec spec =
+      flowdsl::describe_graph(step->g, "llm_decode", buffers, addresses, flowdsl::KernelRegistry::global());
+  std::filesystem::create_directories(folder);
+  std::ofstream(folder + "/decode.json") << flowdsl::to_json_text(spec);
+  write_ints(folder + "/tokens.npy", tok);
+  write_ints(folder + "/positions.npy", pos);
+  write_ints(folder + "/seq_of_token.npy", seq);
+  write_ints(folder + "/block_table.npy", table);
+  write_npy(folder + "/inv_freq.npy", get(s.inv_freq, s.inv_freq.size()), {s.inv_freq.size()});
+
+  // The tokens the same graph makes in C++.
+  auto stream = flowdsl::make_stream();
+  flowdsl::Runtime runtime;
+  for (int i = 0; i < steps; ++i) runtime.launch(step->g, stream.get());
+  SAMPLE_CHECK(cudaStreamSynchronize(stream.get()));
+  write_ints(folder + "/expected_tokens.npy", get(s.tokens, s.tokens.size()));
+  std::printf("wrote %s/decode.json (%zu buffers, %zu nodes) and the tokens of %d launches, expected_tokens.npy\n",
+              folder.c_str(), spec.buffers.size(), spec.nodes.size(), steps);
+}
+
+}  // namespace
