@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runtime: the executable cache (hit, update, value diff, miss, re-instantiation, eviction, pools
 // of executables for launches on several streams) over a backend.
 #include "flowdsl/runtime.hpp"
@@ -15,6 +16,7 @@
 #include "debug_launch.hpp"
 #include "executable_cache.hpp"
 #include "log_internal.hpp"
+#include "recent_slot.hpp"
 #include "lower/applied_parameters.hpp"
 #include "lower/hasher.hpp"
 #include "lower/structure.hpp"
@@ -135,16 +137,15 @@ struct Runtime::Impl {
   // compare-and-swap and hands it back after enqueueing. The slot's other fields are written
   // under the lock while no launch holds it, and read by the launch that does.
   //
-  // The slot's state is `empty`, `held` (a launch is using it), `withdrawn` (held when a
-  // launch under the lock took it back: its holder hands it in under the lock), or the address
-  // of the executable's Member, free to claim, with two flags: `mark_bit` (each launch's end is
+  // The slot's state word (detail::SlotState, recent_slot.hpp: its transitions and invariants)
+  // lists the address of the executable's Member with two flags: `mark_bit` (each launch's end is
   // marked) and `direct_bit` (`target` is the native executable to launch with cudaGraphLaunch,
   // Executable::direct_launch; else the Executable). A Member whose slot is free is not in
   // flight; the lock's path takes the slots of a pool back (`withdraw`) before choosing from it,
   // and one held then is marked in flight until its holder hands it in.
-  static constexpr std::uintptr_t empty = 0, held = 1, withdrawn = 2, mark_bit = 1, direct_bit = 2;
+  static constexpr std::uintptr_t mark_bit = detail::SlotState::mark_bit, direct_bit = detail::SlotState::direct_bit;
   struct alignas(64) Recent {
-    std::atomic<std::uintptr_t> state{empty};
+    detail::SlotState state;
     std::uint64_t graph_uid = 0;
     std::uint64_t version = 0;  ///< the Graph's parameter version its executable holds
     /// The Graph's plan (recent_owners holds it: its address stays unique while listed).
@@ -194,11 +195,7 @@ struct Runtime::Impl {
   void hand_in(std::size_t i);
   /// Hands slot `i` back as `listed` after a launch that held it.
   void hand_back(std::size_t i, std::uintptr_t listed) {
-    std::uintptr_t expected = held;
-    if (!recent[i].state.compare_exchange_strong(expected, listed, std::memory_order_release,
-                                                 std::memory_order_relaxed)) {
-      hand_in(i);
-    }
+    if (!recent[i].state.give_back(listed)) hand_in(i);
   }
   /// One tick of the recency clock. Launches that hold slots tick it without the lock: two
   /// such launches at once may read the same tick (recency is then a tie between them).
@@ -421,7 +418,7 @@ bool Runtime::Impl::remember(const Graph& graph, std::uint64_t key, const std::s
   const std::size_t i = graph.uid() % recent_slots;
   withdraw(i);
   Recent& r = recent[i];
-  if (r.state.load(std::memory_order_relaxed) != empty) return false;  // held by another Graph's launch
+  if (r.state.load() != detail::SlotState::empty) return false;  // held by another Graph's launch
   RecentOwner& owner = recent_owners[i];
   const std::shared_ptr<const Plan>& plan = detail::plan_slot(graph.state());
   if (owner.plan != plan) owner.plan = plan;
@@ -435,28 +432,25 @@ bool Runtime::Impl::remember(const Graph& graph, std::uint64_t key, const std::s
   r.target = direct != nullptr ? static_cast<void*>(direct) : static_cast<void*>(member->executable.get());
   owner.flags = (mark ? mark_bit : 0) | (direct != nullptr ? direct_bit : 0);
   r.tick.store(member->last_use, std::memory_order_relaxed);
-  r.state.store(held, std::memory_order_relaxed);  // by this launch, until finish()
+  r.state.hold();  // by this launch, until finish()
   return true;
 }
 
 void Runtime::Impl::withdraw(std::size_t i) {
   Recent& r = recent[i];
   RecentOwner& owner = recent_owners[i];
-  std::uintptr_t state = r.state.load(std::memory_order_relaxed);
-  for (;;) {
-    if (state == empty || state == withdrawn) return;
-    if (state == held) {
+  switch (r.state.withdraw()) {
+    case detail::SlotState::Withdrawn::nothing:
+      return;
+    case detail::SlotState::Withdrawn::from_holder:
       // A launch is using it: in flight until it hands the slot in (hand_in).
-      if (r.state.compare_exchange_weak(state, withdrawn, std::memory_order_acquire, std::memory_order_relaxed)) {
-        owner.member->last_use = std::max(owner.member->last_use, r.tick.load(std::memory_order_relaxed));
-        owner.member->in_flight.store(true, std::memory_order_relaxed);
-        return;
-      }
-    } else if (r.state.compare_exchange_weak(state, empty, std::memory_order_acquire, std::memory_order_relaxed)) {
+      owner.member->last_use = std::max(owner.member->last_use, r.tick.load(std::memory_order_relaxed));
+      owner.member->in_flight.store(true, std::memory_order_relaxed);
+      return;
+    case detail::SlotState::Withdrawn::from_list:
       owner.member->last_use = std::max(owner.member->last_use, r.tick.load(std::memory_order_relaxed));
       owner.member.reset();
       return;
-    }
   }
 }
 
@@ -465,7 +459,7 @@ void Runtime::Impl::hand_in(std::size_t i) {
   RecentOwner& owner = recent_owners[i];
   owner.member->in_flight.store(false, std::memory_order_relaxed);
   owner.member.reset();  // the last owner of an executable evicted meanwhile
-  recent[i].state.store(empty, std::memory_order_relaxed);
+  recent[i].state.release();
   released.notify_all();
 }
 
@@ -479,13 +473,8 @@ void Runtime::Impl::finish(const Launch& go, bool launched, bool marked) {
     member.marked = marked;
     member.in_flight.store(false, std::memory_order_relaxed);
     Recent& r = recent[go.slot];
-    if (r.state.load(std::memory_order_relaxed) == held) {
-      const std::uintptr_t listed = reinterpret_cast<std::uintptr_t>(&member) | recent_owners[go.slot].flags;
-      r.state.store(listed, std::memory_order_release);
-    } else {
-      recent_owners[go.slot].member.reset();
-      r.state.store(empty, std::memory_order_relaxed);
-    }
+    const std::uintptr_t listed = reinterpret_cast<std::uintptr_t>(&member) | recent_owners[go.slot].flags;
+    if (!r.state.publish(listed)) recent_owners[go.slot].member.reset();  // withdrawn meanwhile
     if (!launched) --stats.launches;
     released.notify_all();
     return;
@@ -513,9 +502,7 @@ LaunchReport Runtime::launch(const Graph& graph, cudaStream_t stream) {
     const detail::GraphState& state = graph.state();
     const std::size_t i = state.uid() % Impl::recent_slots;
     Impl::Recent& r = impl.recent[i];
-    std::uintptr_t listed = r.state.load(std::memory_order_relaxed);
-    if (listed > Impl::withdrawn &&
-        r.state.compare_exchange_strong(listed, Impl::held, std::memory_order_acquire, std::memory_order_relaxed)) {
+    if (const std::uintptr_t listed = r.state.claim(); listed != detail::SlotState::empty) {
       if (r.graph_uid == state.uid() && r.version == state.parameter_version() && r.plan == state.plan().get() &&
           r.stream == stream) {
         // Counted as the lock's path counts: a hit, and a launch once the launch is enqueued.
