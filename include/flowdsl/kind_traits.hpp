@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file kind_traits.hpp
 /// \brief What generic code may ask of a node kind. A kind states a trait in its own header, as a
@@ -18,6 +19,8 @@
 /// | repeats its body | `repeats_body = true` | no |
 /// | may be in a graph made for device launch | `device_launchable = true` | no |
 /// | holds symbols | `for_each_symbol(visit)` (and `remap_symbols(f)`) | none |
+/// | calls a registered function on its arguments | `registered_call()`: a RegisteredCall | none |
+/// | may read or write any memory (its reach is unknown) | `reaches_any_memory = true` | no |
 
 #include <cstddef>
 #include <cstdint>
@@ -139,6 +142,15 @@ template <class Op, class = void>
 struct repeats_body_rule : std::false_type {};
 template <class Op>
 struct repeats_body_rule<Op, std::void_t<decltype(Op::repeats_body)>> : std::bool_constant<Op::repeats_body> {};
+template <class Op, class = void>
+struct has_registered_call : std::false_type {};
+template <class Op>
+struct has_registered_call<Op, std::void_t<decltype(std::declval<const Op&>().registered_call())>> : std::true_type {};
+template <class Op, class = void>
+struct reaches_any_memory_rule : std::false_type {};
+template <class Op>
+struct reaches_any_memory_rule<Op, std::void_t<decltype(Op::reaches_any_memory)>>
+    : std::bool_constant<Op::reaches_any_memory> {};
 }  // namespace detail
 
 /// \brief Whether nodes of kind `Op` allocate graph memory (the alloc kind).
@@ -187,6 +199,31 @@ inline const LaunchFields* launch_fields(const Operation& op) noexcept {
 }
 inline LaunchFields* launch_fields(Operation& op) noexcept {
   return const_cast<LaunchFields*>(launch_fields(static_cast<const Operation&>(op)));
+}
+
+/// \brief The registered function an operation calls on its arguments (kinds with a member
+/// `registered_call()`); nothing for other nodes.
+inline std::optional<RegisteredCall> registered_call(const Operation& op) {
+  return std::visit(
+      [](const auto& o) -> std::optional<RegisteredCall> {
+        if constexpr (detail::has_registered_call<std::decay_t<decltype(o)>>::value) {
+          return o.registered_call();
+        } else {
+          return std::nullopt;
+        }
+      },
+      op);
+}
+
+/// \brief Whether an operation may read or write any memory, so that nothing can be known of its
+/// reach (host nodes: a host function): a kind says so with `static constexpr bool
+/// reaches_any_memory = true;`.
+inline bool reaches_any_memory(const Operation& op) noexcept {
+  return std::visit(
+      [](const auto& o) {
+        return detail::reaches_any_memory_rule<std::decay_t<decltype(o)>>::value;
+      },
+      op);
 }
 
 /// \brief Whether an operation's body becomes a CUDA child graph (which cannot hold a

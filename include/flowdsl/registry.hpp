@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file registry.hpp
 /// \brief Kernels known by name, with named, typed parameters: what JSON arguments are
@@ -346,6 +347,17 @@ class KernelRegistry {
   mutable std::mutex mutex_;
   std::map<std::string, std::unique_ptr<KernelInfo>, std::less<>> kernels_;
   std::unordered_map<const void*, const KernelInfo*> by_function_;  ///< first entry per function
+};
+
+/// \brief What a node that calls a registered function (a kernel, a library call) runs: the
+/// function, its registered entry when the node was declared from one, and its arguments (a
+/// kind states it with `registered_call()`, kind_traits.hpp). What reads it (the extents of its
+/// pointers) finds the entry by `function` otherwise.
+struct RegisteredCall {
+  const KernelInfo* info = nullptr;
+  const void* function = nullptr;
+  const ArgumentPack* args = nullptr;
+  std::string_view action;  ///< for messages: "runs a kernel", "calls a library function"
 };
 
 }  // namespace flowdsl

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Emission: device checks, then native nodes in plan order with canonical dependencies.
 #include "emit.hpp"
 
@@ -102,10 +103,11 @@ class Emitter {
     const std::string path = node_path(d_, group.members.front()) + " (fused with " +
                              std::to_string(group.members.size() - 1) + " more)";
     const void* kernel = fused_kernel(group.source, device_.limits.device, path);
-    const KernelOp op = fused_op(d_, group, kernel);
+    const Operation fused = fused_operation(d_, group, kernel);
     std::uint64_t value = reinterpret_cast<std::uintptr_t>(kernel);
     NativeNode native{graph, deps, path, nullptr, nullptr, symbols_, value, &device_, context_};
-    const cudaGraphNode_t node = lowering_of(op).add_native(op, native);
+    const cudaGraphNode_t node =
+        std::visit([&](const auto& op) { return lowering_of(op).add_native(op, native); }, fused);
     for (std::size_t i = first; i <= last; ++i) {
       const std::uint32_t position = plan_.position[steps[i].node];
       out_.nodes[position] = node;
@@ -196,8 +198,8 @@ UpdateStatus update(const Description& d, const Plan& plan, NodeId id, cudaGraph
   const NativeUpdate node{exec, native, symbols, function, &d, id};
   if (const FusedGroup* group = plan.fusion ? plan.fusion->group(id) : nullptr) {
     // A member: its group's kernel takes every member's arguments, the changed one among them.
-    const KernelOp op = fused_op(d, *group, reinterpret_cast<const void*>(values[plan.position[id]]));
-    return lowering_of(op).update_native(op, node);
+    const Operation fused = fused_operation(d, *group, reinterpret_cast<const void*>(values[plan.position[id]]));
+    return std::visit([&](const auto& op) { return lowering_of(op).update_native(op, node); }, fused);
   }
   return std::visit([&](const auto& op) { return lowering_of(op).update_native(op, node); }, d.nodes[id].op);
 }

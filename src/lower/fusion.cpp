@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fusion pass: finds runs of element-wise kernels in a plan, generates the kernel of each
 // run, and checks on parameter changes that a plan's groups still stand.
 #include "fusion.hpp"
@@ -10,6 +11,7 @@
 #include <variant>
 
 #include "extent_checks.hpp"
+#include "flowdsl/kind_traits.hpp"
 #include "hasher.hpp"
 #include "lowering_facets.hpp"
 
@@ -94,7 +96,7 @@ std::int64_t integer_argument(const ArgumentPack& args, std::size_t i, ScalarTyp
 // A kernel node the pass may fuse, with what it needs of its registered entry.
 struct Member {
   NodeId id = no_node;
-  const KernelOp* op = nullptr;
+  const LaunchFields* op = nullptr;  // the kernel's launch and arguments
   const KernelInfo* info = nullptr;
   std::size_t output = 0;                  // the one non-const pointer
   std::string extent;                      // the output's extent: the element count
@@ -113,7 +115,7 @@ constexpr std::string_view not_a_kernel = "-";
 
 // Why node `id` cannot join a group ("-": not a kernel, nothing to say), or "" with `out` set.
 std::string as_member(const Description& d, NodeId id, KernelInfos& kernels, Member& out) {
-  const KernelOp* op = std::get_if<KernelOp>(&d.nodes[id].op);
+  const LaunchFields* op = launch_fields(d.nodes[id].op);
   if (op == nullptr) return std::string(not_a_kernel);
   const KernelInfo* info = registered_entry(op->info, op->function, op->args, kernels);
   if (info == nullptr) {
@@ -365,14 +367,10 @@ class Touches {
   static std::string touches_any(const Description& d, NodeId id, KernelInfos& kernels) {
     const Operation& op = d.nodes[id].op;
     std::string why;
-    if (std::holds_alternative<HostOp>(op)) why = "may read any memory";
-    if (const auto* k = std::get_if<KernelOp>(&op)) {
-      const KernelInfo* info = registered_entry(k->info, k->function, k->args, kernels);
-      if (info == nullptr || !info->checked()) why = "runs a kernel whose pointers' extents are not declared";
-    }
-    if (const auto* l = std::get_if<LibraryOp>(&op)) {
-      const KernelInfo* info = registered_entry(l->info, l->function, l->args, kernels);
-      if (info == nullptr || !info->checked()) why = "calls a library function whose pointers' extents are not declared";
+    if (reaches_any_memory(op)) why = "may read any memory";
+    if (const std::optional<RegisteredCall> call = registered_call(op)) {
+      const KernelInfo* info = registered_entry(call->info, call->function, *call->args, kernels);
+      if (info == nullptr || !info->checked()) why = std::string(call->action) + " whose pointers' extents are not declared";
     }
     return why.empty() ? why : "node " + quoted_name(node_path(d, id)) + " " + why;
   }
@@ -801,22 +799,6 @@ std::uint64_t hash_fusion(std::uint64_t topology, const Description&, const Plan
     h.add(stored);
   }
   return h.finish();
-}
-
-KernelOp fused_op(const Description& d, const FusedGroup& group, const void* kernel) {
-  KernelOp op;
-  op.function = kernel;
-  op.kernel_name = "fused";
-  op.launch = group.launch;
-  op.grid_set = true;
-  op.block_set = true;
-  op.waits_for_producers = true;
-  for (const FusedArgument& a : group.arguments) {
-    const auto& member = std::get<KernelOp>(d.nodes[group.members[a.member]].op);
-    const std::size_t size = member.args.slot_size(a.param);
-    op.args.append(member.args.data(a.param), size, size, true, member.args.kind(a.param));
-  }
-  return op;
 }
 
 }  // namespace flowdsl::lowering

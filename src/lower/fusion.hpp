@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fusion pass's parts that lowering, emission and updates use (flowdsl/fusion.hpp has the
 // public side): the check that parameter changes keep a plan's groups, the groups' part of the
 // topology hash, the kernel node standing for a group, and the compiled kernels.
@@ -8,7 +9,7 @@
 #include <vector>
 
 #include "flowdsl/fusion.hpp"
-#include "flowdsl/kinds/kernel.hpp"
+#include "flowdsl/kinds.hpp"
 #include "flowdsl/plan.hpp"
 
 namespace flowdsl::lowering {
@@ -24,8 +25,9 @@ std::uint64_t hash_fusion(std::uint64_t topology, const Description& description
                           const FusionPlan& fusion);
 
 /// The kernel node that runs `group`: `kernel` (a cudaKernel_t) with the group's launch shape
-/// and its arguments taken from the members' current ones.
-KernelOp fused_op(const Description& description, const FusedGroup& group, const void* kernel);
+/// and its arguments taken from the members' current ones. Made by the kernel kind
+/// (kinds/kernel/lower.cpp).
+Operation fused_operation(const Description& description, const FusedGroup& group, const void* kernel);
 
 /// The compiled kernel (a cudaKernel_t) of a group's source for `device`: loaded already, read
 /// from the directory of compiled kernels, or compiled with NVRTC. Thread-safe.

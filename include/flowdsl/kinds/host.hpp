@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file kinds/host.hpp
 /// \brief Host nodes: a host function called in stream order with its user data.
@@ -16,6 +17,7 @@ struct HostOp {
   static constexpr std::string_view kind = "host";
   static constexpr std::uint32_t body_count = 0;
   static constexpr bool allowed_in_conditional_body = false;  ///< CUDA has no host nodes there
+  static constexpr bool reaches_any_memory = true;            ///< a host function may touch anything
   template <class Builder>
   class Factory;
 

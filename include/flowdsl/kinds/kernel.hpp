@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file kinds/kernel.hpp
 /// \brief Kernel nodes: the operation, the typed and registered handles, and `Graph::kernel`.
@@ -64,6 +65,8 @@ struct KernelOp : LaunchFields {
   void for_each_symbol(Visit&& visit) const {
     args.for_each_symbol(visit);
   }
+  /// The kernel and its arguments (kind_traits.hpp: registered_call).
+  RegisteredCall registered_call() const { return {info, function, &args, "runs a kernel"}; }
 };
 
 /// \brief The kernel's name for messages and dumps: the one the node was given, else the name

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file kinds/library.hpp
 /// \brief Library nodes: a call that enqueues work on a stream (cuBLASLt, NCCL, cuDNN, ...),
@@ -54,6 +55,8 @@ struct LibraryOp {
   void for_each_symbol(Visit&& visit) const {
     args.for_each_symbol(visit);
   }
+  /// The call and its arguments (kind_traits.hpp: registered_call).
+  RegisteredCall registered_call() const { return {info, function, &args, "calls a library function"}; }
 };
 
 /// \brief The call's name for messages and dumps: the one the node was given, else the name

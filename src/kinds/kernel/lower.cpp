@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kernel nodes, lowering side: launch-shape and argument checks, hash of function and shape,
 // device limits, native node, in-place update, eager launch.
 #include <cstdint>
@@ -9,6 +10,8 @@
 #include "flowdsl/registry.hpp"
 #include "driver_calls.hpp"
 #include "extent_checks.hpp"
+#include "flowdsl/kind_traits.hpp"
+#include "fusion.hpp"
 #include "lowering_facets.hpp"
 
 namespace flowdsl::lowering {
@@ -364,5 +367,21 @@ bool same_parameters(const KernelOp& wanted, SavedParameters& held, const Symbol
 }
 
 FLOWDSL_LOWERING(KernelOp)
+
+Operation fused_operation(const Description& d, const FusedGroup& group, const void* kernel) {
+  KernelOp op;
+  op.function = kernel;
+  op.kernel_name = "fused";
+  op.launch = group.launch;
+  op.grid_set = true;
+  op.block_set = true;
+  op.waits_for_producers = true;
+  for (const FusedArgument& a : group.arguments) {
+    const LaunchFields& member = *launch_fields(d.nodes[group.members[a.member]].op);  // members are kernels
+    const std::size_t size = member.args.slot_size(a.param);
+    op.args.append(member.args.data(a.param), size, size, true, member.args.kind(a.param));
+  }
+  return op;
+}
 
 }  // namespace flowdsl::lowering
