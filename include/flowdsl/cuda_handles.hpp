@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file cuda_handles.hpp
 /// \brief The CUDA-facing vocabulary: move-only owners of CUDA handles (one owner per handle,
@@ -54,7 +55,7 @@ class UniqueHandle {
   Handle get() const noexcept { return handle_; }
   explicit operator bool() const noexcept { return handle_ != nullptr; }
   /// \brief Gives up ownership without destroying.
-  Handle release() noexcept { return std::exchange(handle_, nullptr); }
+  [[nodiscard]] Handle release() noexcept { return std::exchange(handle_, nullptr); }
   /// \brief Destroys the handle held, if any, and takes `handle`.
   void reset(Handle handle = nullptr) noexcept {
     if (Handle old = std::exchange(handle_, handle)) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file graph.hpp
 /// \brief The fluent builder: declare nodes and edges, get a description, change parameters.
@@ -208,10 +209,10 @@ class Graph : public Builder<Graph>, public detail::Factories<Graph, Operation> 
   /// \brief The plan of the current topology, lowered on first use after a topology change.
   /// Defined by the lowering library (flowdsl/plan.hpp has the Plan type).
   /// \throws ValidationError listing every problem of the description.
-  const Plan& plan() const;
+  [[nodiscard]] const Plan& plan() const;
   /// \brief Topology hash of the current topology (see flowdsl::topology_hash).
   /// \throws ValidationError as plan().
-  std::uint64_t topology_hash() const;
+  [[nodiscard]] std::uint64_t topology_hash() const;
 
   /// \brief Identity of this graph object (a copy gets a new one).
   std::uint64_t uid() const noexcept;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file plan.hpp
 /// \brief Validation and lowering of a description to a plan: pure data, no GPU needed.
@@ -177,7 +178,7 @@ Plan lower(const Description& description);
 /// count and steps, in the same way.
 /// Excludes names, parameters (arguments, pointers, sizes, values, host data) and declared
 /// accesses. Equal topology with other parameters hashes equal.
-std::uint64_t topology_hash(const Description& description, const Plan& plan);
+[[nodiscard]] std::uint64_t topology_hash(const Description& description, const Plan& plan);
 
 /// \brief Frees the memory flowdsl keeps for reuse once graphs are gone: the chunks of released
 /// descriptions (up to 64 MiB for the process) and the vectors of dropped plans of 1024 nodes or
