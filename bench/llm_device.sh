@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The Llama decode step on the GPU machine, from a build carried there (build/): the decoder's
 # kernel tests (also under memcheck), the sample against its host reference, a random
 # Llama-3.2-1B-shaped checkpoint checked against Hugging Face transformers, and flowdsl's step

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A Llama decoder served by flowdsl graphs: reads a Hugging Face checkpoint (config.json and
 // model.safetensors, bf16), builds the decode step as one graph per batch bucket, prefills the
 // prompts by chunks through the same attention kernel, and generates greedily (or samples with

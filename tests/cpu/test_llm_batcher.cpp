@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The serving sample's continuous batcher: admission within slots and pages, prefill by chunks,
 // decode, retirement by length or end token, pages freed and reused; and 10 000 random requests
 // of which none is lost or duplicated and every token is fed once, in order.
@@ -72,7 +73,7 @@ TEST_CASE("A request is prefilled by chunks, then decodes one token a step until
 
 TEST_CASE("The end token retires a sequence early", "[llm][batcher]") {
   llm::Batcher b({1, 4, 16, 4, 16, 16}, /*end_token*/ 2);
-  b.submit(request(5, 4, 100));
+  b.submit(request(5, 4, 50));
   llm::StepPlan p = b.plan();
   CHECK(b.complete(p, {9}).empty());
   p = b.plan();
@@ -117,7 +118,7 @@ TEST_CASE("Requests that can never fit, or ask for nothing, are refused at submi
 
 TEST_CASE("10 000 random requests: none lost or duplicated, every token fed once in order, pages reused",
           "[llm][batcher]") {
-  const llm::BatcherLimits limits{/*slots*/ 32, /*pages*/ 96, /*page_size*/ 16, /*pages_per_seq*/ 16,
+  const llm::BatcherLimits limits{/*slots*/ 32, /*pages*/ 320, /*page_size*/ 16, /*pages_per_seq*/ 16,
                                   /*max_step_tokens*/ 256, /*chunk*/ 48};
   constexpr std::int32_t end_token = 3;
   llm::Batcher b(limits, end_token);
