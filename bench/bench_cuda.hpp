@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the GPU benchmarks share: a check that stops the run on a CUDA error, and the raw
 // variants' instantiation (uploaded, as flowdsl's executables are).
 #pragma once

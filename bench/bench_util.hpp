@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Small timing helpers shared by the benchmarks: host clock, medians, a JSON-ish record list.
 #pragma once
 

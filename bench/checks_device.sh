@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One device call that checks what a hostile graph file, a bad Python size and a racing bench
 # setup must not do, on the GPU machine, from a build carried there (build/, configured with
 # -DFLOWDSL_PYTHON=ON for the Python 3.12 there):

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Compares two runs of a bench's JSON output (flowdsl_bench --json, kernels_bench --json), figure by
 figure: the value after / before for every figure both hold, sorted by how far it moved, and a
 summary (median ratio, how many moved more than the threshold).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conditional nodes: flowdsl side by side with hand-written CUDA graph code, in one process and
 // one run.
 //  - WHILE iteration, GPU: a WHILE whose body is one small kernel that also sets the loop's

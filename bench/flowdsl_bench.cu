@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // flowdsl side by side with stream launches, stream capture and hand-written CUDA graph code,
 // in one process and one run: build, instantiate, cache-hit launch, replay and update costs
 // for chains (width 1) and fan-outs (width 8) of N tiny kernels; a chain rebuilt from scratch

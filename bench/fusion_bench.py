@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Fusion: a chain of element-wise steps over 2^24 floats as one flowdsl graph, fused and unfused,
 against torch.compile (inductor) of the same chain, all in one run on the same tensors.
 

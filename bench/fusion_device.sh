@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One device call for fusion: its gpu tests, the preprocess sample (graph, stream, fused graph),
 # the CLI's --fuse runs (a second process reading the kernel a first one compiled into a cache
 # directory) and profile, the Python fusion tests, three runs of bench/fusion_bench.py (10- and

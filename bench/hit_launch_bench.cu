@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hit launches alone: the host time of cudaGraphLaunch of a hand-written chain of N tiny kernels
 // ("raw"), of Runtime::launch of the same chain through flowdsl ("flowdsl"), and of
 // cudaGraphLaunch of flowdsl's own executable of it ("exec": what the executable costs without

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host-only benchmark: declare, validate + plan + hash per node at 100k nodes, with and without
 // Graph::reserve. Needs no GPU.
 // `--quick` runs a small size (used as a ctest smoke test; no timing is asserted).

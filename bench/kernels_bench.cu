@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kernels_bench: achieved bandwidth of the memory-bound kernels against a device-to-device
 // cudaMemcpy measured in the same run, and matmul TFLOP/s against cuBLAS in the same run.
 //

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One device call for the memory-bound kernel work: checks the changed
 # kernels against their host references, times every kernel at 1 GiB operands, and reads
 # Nsight Compute's unit utilisation for the two arithmetic-heavy kernels.

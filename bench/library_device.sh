@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One device call for library nodes: their gpu tests (plain and under compute-sanitizer
 # memcheck) and the profiler's, three runs of bench/mlp_bench each beside PyTorch's CUDA graph
 # of the same MLP (bench/torch_mlp.py, both of its forms in the first run), the serving

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch's side of the Llama decode benchmark: one decode step, eager, as a CUDA graph and compiled.
 
 The step is written plainly, the way gpt-fast writes it, on a checkpoint that

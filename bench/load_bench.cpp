@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Loading graph files: what `flowdsl validate` does (read_graph_file + check_graph with the
 // built-in kernels), per size, and a hostile file. Needs no GPU. Each load runs in a child
 // process, so that its peak resident memory (ru_maxrss from wait4) is its own; the figure per

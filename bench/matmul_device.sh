@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The Hopper matmul on the device machine in one call: builds what it needs if it is not there
 # yet, then runs
 #   1. test_kernels "[matmul]"          every matmul test (float64 host reference, poisoned outputs),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The serving MLP (1024 -> 4096 -> 1024 -> 16, bf16, upload and download included) per batch,
 // in one process: flowdsl graphs with cuBLASLt library nodes and with the built-in matmul (with
 // copy nodes, and with none: its cast reads the pinned input, its softmax writes the pinned

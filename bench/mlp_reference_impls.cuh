@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The serving sample's MLP by hand, for benchmarks against flowdsl: cuBLASLt epilogues in a captured CUDA graph.
 #pragma once
 

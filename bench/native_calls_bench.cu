@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the native graph calls cost on this machine, per node: the runtime's
 // cudaGraphAddKernelNode against the driver's cuGraphAddKernelNode given the function's driver
 // handle (what flowdsl's emitter calls), each followed by the same instantiation and first launch

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // All-reduce through a flowdsl graph against NCCL called directly and NCCL captured into a plain
 // CUDA graph, in one run, nccl-tests style: out of place, f32 sum, sizes from 8 B to --max-bytes
 // doubling; per size the time per operation, algorithm and bus bandwidth (bus = alg x 2(n-1)/n);

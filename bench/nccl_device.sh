@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # NCCL collectives on the GPU machine, from a build carried there (see docs/multi-gpu.md).
 # One GPU: the one-rank tests, samples and bench (the plumbing). Two or more GPUs: the same under
 # mpirun with one process per GPU (the gpu test with and without NCCL's graph-mixing event nodes),

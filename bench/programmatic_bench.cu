@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Programmatic edges: a chain of N small built-in kernels (scale.f32 over 4096 floats, each
 // link reading what the one before it wrote) with full edges and with programmatic edges,
 // through flowdsl and built by hand with CUDA's graph API, in one process and one run.

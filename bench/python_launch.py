@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The host cost of launching from Python: flowdsl's Runtime.launch of a cached graph and a tensor
 swap (Node.set + launch), against the same calls made from C++ in this process (the module's
 _bench loops: Runtime::launch, RegisteredKernelNode::set_bytes + Runtime::launch) and against

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One device call that records every GPU test result and the figures of the main benches, to
 # compare two builds of the library (a refactoring must leave both unchanged):
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Turns flowdsl_bench's or conditional_bench's JSON into the Markdown tables of
 docs/performance.md, with each figure checked against its target.
 Usage: python3 bench/report.py bench.json"""

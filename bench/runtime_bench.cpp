@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host-only benchmark of the runtime's own work, on a backend whose executables do nothing (no
 // GPU needed): a hit, one update and a launch, a rebuilt Graph compared by value, and 8 threads
 // launching on their own streams through one Runtime. What flowdsl adds to the CUDA calls.

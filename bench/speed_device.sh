@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The runtime's speed figures three times in one device call (a goal holds when it holds in each
 # run), with the GPU tests first:
 #   0. ctest -L gpu, and compute-sanitizer memcheck over the element-wise and random kernels

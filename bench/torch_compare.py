@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """flowdsl against PyTorch's CUDA graphs on the same chain of small kernels.
 
 One process pair: this Python process runs PyTorch's side, and runs flowdsl's side

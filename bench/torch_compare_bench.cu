@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // flowdsl's side of the comparison with PyTorch's CUDA graphs (bench/torch_compare.py runs both):
 // a chain of N built-in scale.f32 kernels, each scaling the same small buffer in place (the
 // work of PyTorch's x.mul_(a) on a float32 tensor of as many elements), with plain edges and

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch's side of the serving MLP benchmark: one torch.cuda.CUDAGraph replay per batch, per bucket.
 
 The MLP is samples/serving.cu's (widths 1024 -> 4096 -> 1024 -> 16). Per batch of `rows` rows

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Fails when a file includes a header of a later layer (cmake -DROOT=<source dir> -P this file).
 #
 # Layers, first to last: base, builder, lower, runtime, io. A file's layer is its folder under

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Compiles (syntax only: nothing is linked or run, no GPU needed) every snippet that
 # ExtractSnippets.cmake extracted from one doc; reports every failure, then fails once (cmake -P).
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Extracts the C++ blocks of one Markdown file into files that a test compiles (cmake -P).
 #
 #   cmake -DDOC=<file.md> -DNAME=<name> -DOUTPUT_DIR=<dir> -P ExtractSnippets.cmake

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Every dependency comes from the system (Debian/Ubuntu packages and the CUDA Toolkit);
 # nothing is fetched at build time.
 find_package(CUDAToolkit REQUIRED)

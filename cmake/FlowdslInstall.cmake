@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Install rules and the CMake package: `cmake --install build --prefix <prefix>` installs the
 # public headers, the libraries, the `flowdsl` tool and <prefix>/lib/cmake/flowdsl, so that a
 # consumer writes

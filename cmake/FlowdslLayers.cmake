@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # flowdsl_layer(<name> SOURCES ... [LINKS ...] [PRIVATE_LINKS ...]): the static library
 # flowdsl_<name> of one layer of src/CMakeLists.txt. Its sources see the public headers, the
 # internal headers of their own folder (src/<name>) and of src/ (for "lower/emit.hpp" style

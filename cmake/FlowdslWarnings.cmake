@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Warnings applied to flowdsl's own targets (not to the dependencies' headers).
 add_library(flowdsl_warnings INTERFACE)
 target_compile_options(flowdsl_warnings INTERFACE

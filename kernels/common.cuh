@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device-side vocabulary shared by the kernels: float conversions of the element types,
 // aligned vectors for 16-byte accesses, activations, and launch-size helpers.
 #pragma once

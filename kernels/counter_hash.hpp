@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Counter-based random numbers shared by the device kernels and the host references: a value
 // is a pure function of (seed, counter), so any grid and the host agree bit for bit on the
 // integer part. splitmix64's finaliser over a seed-and-counter mix.

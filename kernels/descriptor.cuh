@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A built-in kernel is stated once, as a descriptor: the name it is registered under, its
 // parameter names, a one-line summary, the element types it is instantiated for, its
 // __global__ function per instantiation and the rule that picks the launch shape from the

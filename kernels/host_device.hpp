@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FLOWDSL_HD: a function the device kernels and the host references share (inline on the host,
 // __host__ __device__ __forceinline__ under nvcc).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Philox4x32-10, the counter-based generator of Random123 (Salmon et al., "Parallel random
 // numbers: as easy as 1, 2, 3", SC 2011) that cuRAND, PyTorch and JAX also use: four 32-bit
 // output words, a pure function of a 128-bit counter and a 64-bit key, shared by the device

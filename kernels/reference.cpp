@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host references of the built-in kernels. Straightforward loops, double accumulation.
 #include "reference.hpp"
 

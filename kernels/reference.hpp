@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file reference.hpp
 /// \brief Host reference implementations of the built-in kernels, in double where it matters.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // register_builtins(): every built-in kernel under its stable name. An explicit call rather
 // than static registrars, which a static library would drop when nothing references them.
 #include <mutex>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by the samples: device check, checked CUDA calls, owners of device and pinned memory,
 // uploads, random input.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Diamond: upload → two kernels side by side → join → combine → download, checked against a
 // host reference.
 #include <cmath>

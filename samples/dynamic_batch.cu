@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Dynamic batch sizes without a host round trip. Per batch, an upstream GPU stage (a filter)
 // decides how many of 128 candidate requests go on; condition.bucket.i32 picks the padded batch
 // size 1, 2, 4, ..., 128 and a SWITCH of 8 cases runs the MLP forward pass of that size

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the samples and the kernel bench time with: the host clock and medians. The baseline
 // they compare graph replay with, every node launched on its own on a stream, is
 // flowdsl::launch_eagerly (flowdsl/eager.hpp).

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes the JSON twins of the kernel-library samples (mlp_inference, preprocess, rl_cartpole,
 heat2d) and the small .npy files they read (samples/data/). Standard library only.
 

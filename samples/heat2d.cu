@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // 2-D heat diffusion: a hot square spreading on a cold plate with fixed boundary. A graph of
 // 2 x 25 stencil steps (ping-pong between two fields, a residual norm after each) replayed
 // 8 times = 400 steps, against the same kernels launched one by one on a stream. The final

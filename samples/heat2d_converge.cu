@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // 2-D heat diffusion to convergence on a 128 x 96 plate: a WHILE node repeats [two stencil
 // steps, the residual norm of the second, the decision] on the device until the residual is at
 // most a tolerance, one graph launch per solve. In the same run: the loop a user writes without

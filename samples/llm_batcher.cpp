@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Continuous batching: see llm_batcher.hpp.
 #include "llm_batcher.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Continuous batching for LLM serving, on the host: requests wait in arrival order, are admitted
 // into a free sequence slot when the KV cache's page pool can hold their prompt and their longest
 // answer, prefill their prompt a chunk at a time, then decode one token a step until they reach

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MLP inference on batches of variable-length requests: pad to a fixed shape -> cast to
 // bfloat16 -> linear + bias + gelu (tensor cores) -> cast -> linear + bias -> softmax ->
 // argmax. Every new batch binds a new input buffer: a parameter-only update of the cached

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pipeline: one graph relaunched 1000 times with changing parameters. Each relaunch is a
 // parameter-only update of the cached executable; the cache statistics show it.
 #include <chrono>

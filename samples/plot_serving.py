@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The head-of-line plot of the serving sample: latency p50 and p99 against the arrival rate,
 one line per mode, and the throughput served against the rate offered, from `serving --json`.
 Latencies of runs that left requests unserved are lower bounds: drawn with hollow markers.

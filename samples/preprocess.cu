@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Preprocessing a stream of image-like tensors into fixed-shape bfloat16 batches: pad each
 // variable-size image (flattened pixels in [0, 255]) to the batch width with a validity mask,
 // normalise ((x / 255 - mean) / std, as a scale and a per-column bias in one fused kernel),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the samples' hand-written CUDA graphs are made of, so that they run the very kernels of
 // the flowdsl graph they are compared with: a kernel node of a flowdsl graph as raw CUDA sees it
 // (its function and launch shape), kernel and conditional nodes added with CUDA's graph API,

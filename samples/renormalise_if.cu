@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An optional stage skipped on the device: the energy of x (the sum of its squares) decides,
 // through an IF node, whether y is x re-normalised row by row (layer normalisation) or x as it
 // is; the statistic never travels to the host. The C++ twin of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One million CartPole environments stepped 1000 times: a graph of 50 (policy, step) pairs
 // replayed 20 times, against the same kernels launched one by one on a stream. Both runs
 // must end in the same state bit for bit; the last step is checked against the host

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Serving an MLP to requests that arrive at random times with random lengths. Arrivals follow a
 // Poisson process (drawn in advance, replayed against the steady clock); a batcher groups the
 // waiting requests, up to a maximum batch in rows or a maximum wait, pads the batch to its

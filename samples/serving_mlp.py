@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The serving MLP from Python: flowdsl graphs on PyTorch tensors, one per batch bucket, checked
 against PyTorch's own forward pass and timed against torch.cuda.CUDAGraph of the same MLP.
 

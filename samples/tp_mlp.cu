@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tensor-parallel MLP for serving: y = gelu(x W1 + b1) W2 + b2 with the first layer split by
 // columns across the ranks, the second by rows, and an all-reduce of the partial outputs
 // (optionally pipelined over chunks of rows, `--chunks`, so that it overlaps the next chunk's

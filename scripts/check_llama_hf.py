@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Checks flowdsl's Llama decode (samples/llm_decode) against Hugging Face transformers'
 LlamaForCausalLM on the same safetensors checkpoint.
 

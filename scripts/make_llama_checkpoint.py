@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes a random-weight Llama checkpoint (config.json and model.safetensors) as Hugging Face lays it out.
 
 The tensors have Hugging Face's names and shapes (LlamaForCausalLM), in bfloat16: weights drawn

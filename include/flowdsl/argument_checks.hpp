@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file argument_checks.hpp
 /// \brief The checks a registered kernel's or library call's arguments pass, whoever gives them

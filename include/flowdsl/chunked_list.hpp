@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file chunked_list.hpp
 /// \brief ChunkedList: the sequence a description keeps its nodes and edges in. Elements live in

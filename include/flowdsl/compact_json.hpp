@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file compact_json.hpp
 /// \brief An immutable JSON value stored compactly: its values in one array of 16-byte cells and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file condition.hpp
 /// \brief flowdsl::Condition: what a kernel takes to steer a conditional node (IF, WHILE, SWITCH)

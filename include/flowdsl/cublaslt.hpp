@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file cublaslt.hpp
 /// \brief Matrix products by cuBLASLt as library nodes (flowdsl/kinds/library.hpp): the calls,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file description.hpp
 /// \brief The graph description: plain data that the builder produces and lowering reads.

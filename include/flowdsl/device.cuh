@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file device.cuh
 /// \brief Device-side helpers for kernels of your own on programmatic edges

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file dot.hpp
 /// \brief Graphviz DOT dumps of a graph's description.

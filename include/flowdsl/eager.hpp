@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file eager.hpp
 /// \brief The graph's work launched node by node on a stream: the baseline that graph replay is

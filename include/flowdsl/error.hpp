@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file error.hpp
 /// \brief The exception types flowdsl throws (CudaError, which carries a CUDA status, is in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file extent.hpp
 /// \brief Extents: how many elements a kernel's pointer parameter reads or writes, as an

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file flowdsl.hpp
 /// \brief Umbrella header: builder, description, node kinds, plan, eager launch, runtime, CUDA

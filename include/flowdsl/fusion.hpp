@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file fusion.hpp
 /// \brief The fusion pass (Graph::fuse): runs of element-wise kernels become one generated

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file hazards.hpp
 /// \brief Edges inferred from what nodes read and write, as task-based runtimes do.

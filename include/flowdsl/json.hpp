@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file json.hpp
 /// \brief Graph files in JSON: a pointer-free *graph spec* that binds to device buffers and

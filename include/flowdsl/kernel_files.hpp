@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file kernel_files.hpp
 /// \brief The kernels a graph file declares in `kernel_files`, loaded and registered by name.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file kernel_library.hpp
 /// \brief Kernels loaded at run time from a cubin, fatbin or PTX file (CUDA's library

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file kernels.hpp
 /// \brief The built-in kernel library: typed launchers that add one kernel node (or a short

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file kinds.hpp
 /// \brief The list of node kinds. Generic code (builder, validation, plan, hash, emitter,

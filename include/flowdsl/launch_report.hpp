@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file launch_report.hpp
 /// \brief What one Runtime::launch did; CUDA-free, so that dumps can show it without the runtime.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file log.hpp
 /// \brief flowdsl's logger. Silent by default; never touches the application's default logger.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file nccl.hpp
 /// \brief NCCL collectives as graph nodes, and the communicator they run on: one process per GPU,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file node_handle.hpp
 /// \brief Node handles: cheap, copyable references to a node of a Graph, through which edges,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file node_parts.hpp
 /// \brief The parts nodes and operations are made of: node ids and references, edges,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file node_timings.hpp
 /// \brief Measured GPU times per node of a description: plain data, so that dumps (to_dot's

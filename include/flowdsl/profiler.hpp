@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file profiler.hpp
 /// \brief Per-node GPU times of real graph launches, taken with CUPTI's activity API, and what

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file rope.hpp
 /// \brief The inverse frequencies of rotary position embedding, with the scalings checkpoints

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file runtime.hpp
 /// \brief The runtime: launches graphs through a cache of executables keyed by topology hash.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file safetensors.hpp
 /// \brief Reading `.safetensors` weight files (Hugging Face's format) that may be hostile:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file scalar_type.hpp
 /// \brief Element types of kernel parameters and buffers, and the one dispatch over them.

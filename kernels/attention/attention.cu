@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Descriptors and launchers of the attention kernels: rope_kv_append and decode_attention
 // (partial, then combine) over a paged KV cache.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Attention of a decoder over a paged KV cache, as serving engines (vLLM, SGLang) keep it: the
 // keys and values of every sequence live in pages of `page_size` tokens of one pool
 // ([pages, kv_heads, page_size, head_dim] each), found through the sequence's row of the block

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The inverse frequencies of rotary position embedding, plain and with Llama 3's scaling, as
 // Hugging Face's `_compute_llama3_parameters` computes them.
 #include "flowdsl/rope.hpp"

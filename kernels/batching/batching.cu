@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Descriptors and launchers of pad, crop and gather.
 #include "batching.cuh"
 #include "../descriptor.cuh"

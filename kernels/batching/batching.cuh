@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fixed-shape batching: pad variable-length rows into [batch, width] with a pad value and a
 // validity mask, crop them back, gather selected rows. Columns over grid.x and threads, rows
 // over grid.y, both with a grid stride (any grid is correct). pad and gather_rows write

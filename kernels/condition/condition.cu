@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Descriptors and launchers of the condition kernels.
 #include "condition.cuh"
 #include "../descriptor.cuh"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Condition kernels: set a conditional node's value (IF, WHILE, SWITCH) from a value on the
 // device. One block of one warp; thread 0 reads the value and sets the condition (CUDA leaves
 // concurrent cudaGraphSetConditional calls undefined), the others do nothing.

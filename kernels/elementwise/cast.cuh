@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Mixed-precision casts between float, __half and __nv_bfloat16 (round to nearest even),
 // through the vectorised transform: 16-byte accesses on the wider side.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Descriptors and launchers of the elementwise, cast and random-fill kernels.
 #include "cast.cuh"
 #include "../descriptor.cuh"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Elementwise kernels: a vectorised grid-stride transform and the operations built on it
 // (fill, iota, scale, axpy, add, multiply, clamp), plus the fused bias + activation.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Counter-based random fill: elements 2k and 2k + 1 are a pure function of (seed, k) (see
 // counter_hash.hpp), so results do not depend on the grid, need no generator state, and the
 // host reproduces them (reference::uniform, reference::normal).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Matrix products by cuBLASLt as library calls: per device one handle, the algorithm picked
 // once per shape, and a workspace per output buffer; registered as "cublaslt.matmul.*".
 #include "flowdsl/cublaslt.hpp"

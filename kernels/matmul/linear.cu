@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Descriptors and launchers of linear and linear_gated (linear.cuh): the small-batch products of
 // a decoder's projections with weights in [out, in] layout.
 #include "../descriptor.cuh"

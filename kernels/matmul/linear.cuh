@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A linear layer at small batch: y[m, n] = x[m, k] · w[n, k]^T, the weights in the layout
 // Hugging Face and PyTorch keep them ([out, in], row-major). For m up to a few dozen rows this
 // is a matrix-vector product bound by reading the weights once, where a tiled GEMM leaves most

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Descriptors and launchers of the matrix multiply, and the tensor maps of its Hopper path.
 #include <algorithm>
 #include <atomic>

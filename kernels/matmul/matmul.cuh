@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Matrix multiply c = act(a b + bias), row-major, float accumulation, any m, n, k.
 //
 // Half and bfloat16 run the Hopper kernel of matmul_wgmma.cuh; its fallback (no tensor maps, or

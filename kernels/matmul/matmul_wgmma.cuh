@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Hopper matrix multiply: c = act(a b + bias) for half and bfloat16 operands, float
 // accumulation, c in float or (the cast variant) in the operands' type.
 //

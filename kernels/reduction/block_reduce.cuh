@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reducing one value per thread across a row group: a warp (cub::WarpReduce, for short rows)
 // or a whole block (cub::BlockReduce, for long rows). The result is returned to every thread
 // of the group, and the temporary storage is ready for the next call.

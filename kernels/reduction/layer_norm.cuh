@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Row-wise layer normalisation: y = (x - mean) / sqrt(var + eps) * gamma + beta.
 //
 // Rows that fit in registers (row_cache.cuh: up to warp_row_limit columns in the warp kernel,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Descriptors and launchers of the reductions, softmax and layer normalisation.
 #include "../descriptor.cuh"
 #include "layer_norm.cuh"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reductions: row-wise sum, max, mean and argmax of a row-major [rows, cols] tensor (a warp
 // or a block per row), and a deterministic whole-array sum (per-block partials in double,
 // then one block adds them: the same grid gives the same bits, no atomics).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Root-mean-square normalisation of rows, as transformer decoders (Llama) apply it before their
 // attention and MLP: y = T(T(x * rsqrt(mean(x^2) + eps)) * w), float math, the normalised value
 // rounded to the element type before the weight multiplies it (as Hugging Face's LlamaRMSNorm

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A row held in registers by a group of threads, so that a row operation (softmax, layer
 // normalisation) reads the row from device memory once: the group loads it, reduces over it
 // as often as it needs, and writes the result.

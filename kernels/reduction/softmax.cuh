@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Row-wise softmax, numerically stable: the row maximum is subtracted before exp, so any
 // finite input gives finite output.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The uniform number sample_top_p draws for a row, shared by the kernel and the host reference:
 // Philox4x32-10 keyed by the seed, counted by (step, row), so that a step and a seed give the
 // same tokens on any grid and on the host.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Descriptors and launchers of the sampling kernels: sample_top_p, a token a row from logits.
 #include <algorithm>
 

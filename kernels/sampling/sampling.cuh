@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seeded top-k / top-p sampling of each row's next token from a language model's logits
 // (sample_top_p): a block a row, striding over the rows; no sort, a few passes over the row.
 //

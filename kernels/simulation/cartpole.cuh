@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Vectorised CartPole-v1: gym's Euler dynamics in float, reset on done from a counter-based
 // random state (the host reference draws the same bits).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // 2-D heat diffusion: one explicit 5-point stencil step with fixed boundary, and the squared
 // change per block (double) for the residual norm, finished by sum_finish_kernel. The grid
 // is at most 32 x 32 blocks (the partials' size), each striding over the domain.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Descriptors and launchers of the heat-diffusion step and the CartPole environment.
 #include "cartpole.cuh"
 #include "../descriptor.cuh"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """flowdsl: explicit CUDA graphs from Python.
 
 Declare a graph node by node on your own tensors (PyTorch, CuPy, JAX or anything with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // flowdsl._flowdsl._bench: timing loops for bench/python_launch.py, the calls the bench times from
 // Python made from C++ in the same process (not a stable API).
 #include <nanobind/nanobind.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the binding files of flowdsl's Python module share: the Python-side graph, node and body
 // (a Graph and the objects its nodes keep alive), the registry, usage errors, streams and
 // launches (internal to the extension).

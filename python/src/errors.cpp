@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The module's exception types, one per flowdsl error, and the translation of C++ errors into
 // them (details kept as attributes).
 #include <nanobind/nanobind.h>

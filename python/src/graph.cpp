@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Graphs from Python: Graph, Node and Body (declared node by node on the caller's tensors, their
 // arguments checked by the library before they apply), graph files and the registry.
 #include <nanobind/nanobind.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // flowdsl's Python module: graphs built node by node or loaded from JSON, on the caller's
 // tensors (no copies), validated, cached and launched on the caller's stream by a Runtime. Each
 // topic binds itself (bindings.hpp); the errors come first, as the others raise them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Profiling from Python: Profiler, a context manager over flowdsl::Profiler (CUPTI).
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/map.h>

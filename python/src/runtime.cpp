@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Launching from Python: Runtime and LaunchReport, and the streams a launch accepts (None, an int
 // handle, torch, CuPy or anything with __cuda_stream__).
 #include <nanobind/nanobind.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Python objects as device memory: integers (raw addresses), objects with
 // __cuda_array_interface__ (CuPy, Numba, PyTorch) and objects with __dlpack__ (PyTorch, CuPy,
 // JAX), read without a copy. What a kernel parameter needs of them is checked by the caller.

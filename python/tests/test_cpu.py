@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """flowdsl's Python API without a GPU: building, validation, DOT, JSON and every error type.
 
 Device arrays are stand-ins (objects with __cuda_array_interface__ at made-up addresses): these

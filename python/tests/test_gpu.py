@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """flowdsl's Python API on a GPU: PyTorch and CuPy tensors, results against references, updates
 by tensor swap with no re-instantiation, conditional bodies, graph files on tensors.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA-free error types.
 #include "flowdsl/error.hpp"
 

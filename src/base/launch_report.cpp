@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Names of launch kinds; recordings as text.
 #include "flowdsl/launch_report.hpp"
 

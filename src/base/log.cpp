@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The library's logger: silent unless the application asks otherwise.
 #include "log_internal.hpp"
 

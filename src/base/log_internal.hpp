@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal access to the library's logger for the SPDLOG_LOGGER_* macros.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The first position of each name in an array of names: what loaders look dependencies up in.
 //

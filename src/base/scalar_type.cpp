@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Element types: names, sizes, and the host conversions of the 16-bit floats.
 #include "flowdsl/scalar_type.hpp"
 

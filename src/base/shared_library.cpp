@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Optional libraries opened with dlopen (see shared_library.hpp).
 #include "shared_library.hpp"
 

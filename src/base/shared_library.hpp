@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Optional libraries opened at run time (cuBLASLt, CUPTI, NCCL, NVRTC): the first candidate that
 // opens, then each function resolved by name. A program that never uses a library neither links
 // nor loads it, so checking a graph file maps none of them (internal to the library).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Argument values as text, shared by the DOT writer, the profiler's tables and debug mode's
 // messages (internal to the library).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Arguments of registered entries checked by value and by reach: one implementation for C++,
 // graph files and Python.
 #include "flowdsl/argument_checks.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ArgumentPack: kernel arguments stored by value, laid out once, overwritten in place.
 #include <algorithm>
 #include <cstring>

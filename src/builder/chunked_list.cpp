@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The chunks of ChunkedLists: those released are kept, up to chunk_cache_bytes for the process,
 // for the next list that needs one of their size.
 #include "flowdsl/chunked_list.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Extent expressions: a recursive-descent parser to postfix steps, and their evaluation with a
 // node's arguments.
 #include "flowdsl/extent.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Graph and its state: node and edge declaration, bodies, parameter change tracking.
 #include "graph_state.hpp"
 

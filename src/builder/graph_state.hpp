@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The state behind a Graph: its description, the index of names, the parameter change log and
 // the slot of the derived plan.
 #pragma once

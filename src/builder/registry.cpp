@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // KernelRegistry and the names of parameter types.
 #include "flowdsl/registry.hpp"
 

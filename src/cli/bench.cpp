@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `flowdsl bench FILE`: a graph file's graph launched again and again, measured from the host
 // (steady_clock) and on the stream (CUDA events).
 #include "bench.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `flowdsl bench FILE`: latency percentiles, throughput, GPU busy fraction, host time per launch
 // and device memory of a graph file's graph, launched again and again.
 #pragma once

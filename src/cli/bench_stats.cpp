@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Percentiles of the times `flowdsl bench` measures.
 #include "bench_stats.hpp"
 

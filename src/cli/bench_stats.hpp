@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The statistics `flowdsl bench` reports: percentiles of a sample of times.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host-side initial contents of buffers, chunk by chunk, and the device memory check.
 #include "buffers.hpp"
 

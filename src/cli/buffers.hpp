@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Initial contents of a graph file's buffers, produced on the host in bounded chunks
 // (deterministic for a seed), and the check that the buffers fit on the device.
 #pragma once

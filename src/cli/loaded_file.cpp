@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A graph file made ready to launch on the current device (flowdsl run, flowdsl bench).
 #include "loaded_file.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A graph file made ready to launch on the current device, as `flowdsl run` and `flowdsl bench`
 // need it: checked, its kernel files loaded, its buffers allocated and initialised, its events
 // made, its graph bound.

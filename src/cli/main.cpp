@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The `flowdsl` command-line tool: validate, dot, run, bench, profile, info and schema for JSON
 // graph files.
 //

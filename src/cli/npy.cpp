@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // .npy reader and writer (format 1.0 written; 1.0 to 3.0 read), bounded by the expected size.
 #include "npy.hpp"
 

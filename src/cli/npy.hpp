@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NumPy .npy files, format 1.0, little-endian, one-dimensional: what `flowdsl run` reads
 // (buffer initialisation) and writes (output buffers).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CompactJson: cells in document order; an object's members are their values' subtrees, each
 // value's cell pointing at its key among the strings; a container's cell holds the index past
 // its subtree, so lookups and iteration never recurse.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DOT dumps: a rendering of the description (no plan needed), so that invalid graphs can be
 // looked at too. Each kind labels and colours its own nodes (src/kinds/<kind>/io.cpp).
 #include "flowdsl/dot.hpp"

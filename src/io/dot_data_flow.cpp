@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The data-flow view of DOT dumps (DotOptions::data_flow): the memory the nodes touch drawn as
 // nodes of its own, with an edge from a buffer to each node that reads it and from each node
 // that writes it to the buffer, from the accesses validation and edge inference use.

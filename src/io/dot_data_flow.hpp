@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The data-flow view of DOT dumps: buffers as nodes, with read and write edges.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Text helpers of DOT dumps, shared by the writer and the kinds' labels.
 #pragma once
 

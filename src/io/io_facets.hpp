@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the JSON reader, binder, writer and schema and the DOT writer need of every node kind.
 // Declared here for every kind of the list (FLOWDSL_NODE_KINDS); each kind defines them in
 // src/kinds/<kind>/io.cpp.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Arguments of registered entries in graph files and DOT dumps: binding, describing, labels.
 #include "json_arguments.hpp"
 

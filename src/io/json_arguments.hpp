@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Arguments of registered entries (kernels and library calls) in graph files and DOT dumps: by
 // parameter name, buffers for pointers, numbers for scalars (range-checked per type).
 #pragma once

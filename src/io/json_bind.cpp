@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Binding a graph spec to buffers: buffers, dependencies and bodies are resolved here, each
 // kind binds its own members (src/kinds/<kind>/io.cpp); every problem is collected at its JSON
 // pointer, core validation included.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Graph files' named bodies: each use names a declared body, no body uses itself, and the graph
 // the uses expand to stays within the reader's limits on nodes and nesting however they
 // multiply. Each named body is measured once, so the check is linear in the file.

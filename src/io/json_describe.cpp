@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Writing a C++-built graph as a graph spec: pointers become buffer names and offsets, each
 // kind describes its own members (src/kinds/<kind>/io.cpp), bodies nest.
 #include <algorithm>

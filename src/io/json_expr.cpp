@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A recursive-descent evaluator for the integer expressions a graph file may write where it takes
 // a size, count or offset; signed 128-bit intermediates, so that `rank - 1` is an error, not a wrap.
 #include "json_expr.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Integer expressions of a graph file's rank and world ({"expr": "4096 / world"}).
 #pragma once
 

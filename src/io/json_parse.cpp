@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Graph files: parsing within JsonLimits in one pass over the text (a SAX handler), in time and
 // memory linear in its size. The top-level "nodes" are read one at a time: each node is built as
 // a CompactJson from the parser's events, read into a NodeSpec (at "/nodes/i") and dropped, so

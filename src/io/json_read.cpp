@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Graph files: the ADL serialisers of the spec types (schema only: no registry, no buffers;
 // binding checks the rest); json_parse.cpp parses. Each kind reads its own members
 // (src/kinds/<kind>/io.cpp).

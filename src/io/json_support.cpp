@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers of the JSON reader, binder and writer: typed member access failing at a JSON pointer.
 #include "json_support.hpp"
 

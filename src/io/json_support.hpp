@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the JSON reader, binder and writer: typed member access that fails with a
 // JsonError at a JSON pointer, and pointer tokens.
 #pragma once

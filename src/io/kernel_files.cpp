@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The kernels of a graph file's kernel_files: each file checked, loaded once, each kernel registered.
 #include "flowdsl/kernel_files.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Safetensors files: the header's length checked against the file's before it is allocated, the
 // header read in one pass (a SAX handler that keeps only what it checks), then every tensor's
 // range checked against the data section and against the others.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Applied parameters: the parameters an executable holds, saved as bytes node by node through the
 // kinds' save_parameters facets, compared with another description of its topology through their
 // same_parameters facets.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Applied parameters: what an executable holds, node by node, so that a Graph of its topology
 // that it was not last synchronised with (a rebuilt one) updates only the nodes that differ.
 #pragma once

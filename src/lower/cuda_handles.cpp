@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CudaError, the CUDA status check and the stream and event makers.
 #include "flowdsl/cuda_handles.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The few driver-API graph calls emission and updates make directly, found through the
 // runtime's entry-point query, so that flowdsl links no libcuda of its own.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Eager launch: each node's own CUDA call, in plan order, bodies in place of their node; graph
 // memory left unfreed is freed at the end.
 #include "flowdsl/eager.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Edge resolution (names to ids) and deterministic topological order.
 #include "edges.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Edge resolution and topological order, shared by validation and planning.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The emitter: a plan becomes a native graph. The only code that adds native nodes.
 #pragma once
 

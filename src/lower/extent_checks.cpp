@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pointer arguments of registered entries by their declared extents: checks and accesses.
 #include "extent_checks.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pointer arguments of registered entries (kernels and library calls) by their declared
 // extents: checked against the named buffers they point into, and turned into accesses.
 #pragma once

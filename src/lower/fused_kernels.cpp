@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fused kernels compiled with NVRTC and kept: loaded libraries by source and architecture for the
 // process, and optionally their images in a directory for other processes. NVRTC is opened with
 // dlopen when the first kernel is compiled: programs that never fuse neither link nor load it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Graph memory across nodes: each free matched with its alloc, every use of an allocation ordered
 // between its alloc and its free (bounded reachability, as in the hazard check), the allocations
 // no free releases.

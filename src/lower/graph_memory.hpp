@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Graph memory (alloc and free nodes) across nodes: which free releases which alloc, whether every
 // use of an allocation runs between its alloc and its free, and which allocations no free releases.
 #pragma once

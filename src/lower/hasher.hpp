@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hasher: a 64-bit streaming hash of 64-bit words, for topology hashes; StructureWords: the words
 // of one node's structure, hashed on demand.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hazards: two nodes of one body touching overlapping bytes, one of them writing, with no path
 // between them; and edges inferred from accesses in declaration order, transitively reduced.
 //

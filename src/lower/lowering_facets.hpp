@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What lowering needs of every node kind: checks, hash contribution, device checks, native
 // emission, in-place update, eager launch and parameter comparison. A kind defines the facets it
 // has something to say about in src/kinds/<kind>/lower.cpp and ends that file with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the kinds' lowering facets work with: problems named by node, the buffers and kernels a
 // check looks up, the device and its kernels' attributes, the native values symbols stand for,
 // parameters kept as bytes, and the node being emitted, updated or launched eagerly. The facet

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Lowering: a valid description becomes a plan (canonical order per body) with its topology hash.
 #include <algorithm>
 #include <utility>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Plans' step and position vectors, kept for reuse: a Graph lowered per request (a server's
 // rebuild) would otherwise take a large plan's pages fresh each time, a fault each.
 #include "plan_storage.hpp"

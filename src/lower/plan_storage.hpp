@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The memory of plans that Graphs held, kept for the next plans of about their size.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a library call recorded: the native nodes of a recording (its kernels and other nodes),
 // and the recordings of an executable's native nodes, for the update check, the profiler and DOT.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Scratch vectors that lowering keeps per thread from one lowering to the next: a graph lowered
 // again (or another of its size) reuses memory already touched instead of fresh pages.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Structure summaries of plans and their comparison, for explaining cache misses.
 #include "structure.hpp"
 

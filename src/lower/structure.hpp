@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Structure summaries: the structure of a plan as comparable text (per node: path, kind, the
 // kind's structural fields, dependencies), kept by the runtime to say why a launch missed.
 #pragma once

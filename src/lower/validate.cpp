@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Validation: every problem of a description, each attached to the node(s) it is about.
 #include <algorithm>
 #include <cstring>

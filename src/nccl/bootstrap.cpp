@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where a process stands in its job (the launcher's variables) and how rank 0's NCCL unique id
 // reaches the other ranks: a file every rank sees, or a TCP socket rank 0 listens on. Plain POSIX:
 // no MPI is linked, so the same program runs under mpirun, srun, torchrun or a script.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL collectives as registered library calls ("nccl.<collective>.<type>") and the functions that
 // declare library nodes of them. Each call finds its communicator by id, checks what NCCL would
 // otherwise fault on (ranks, roots, peers), and enqueues the collective on the stream flowdsl

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Communicator: one RAII owner of an ncclComm_t, and the process's table of communicators by id
 // (how a collective's `comm` argument, a plain integer a graph file can write, finds one).
 #include <cuda_runtime_api.h>

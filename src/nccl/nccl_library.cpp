@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL through dlopen (see nccl_library.hpp).
 #include "nccl_library.hpp"
 

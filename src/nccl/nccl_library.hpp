@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL through dlopen: nccl.h gives the types, dlsym the functions, so that no program links
 // NCCL and one that makes no Communicator never loads it.
 #pragma once

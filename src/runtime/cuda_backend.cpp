@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA backend: executables made by the emitter, updated node by node, launched on streams.
 #include <algorithm>
 #include <string>

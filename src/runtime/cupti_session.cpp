@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUPTI through dlopen: its headers give the types, dlsym the functions, so that neither the
 // library nor a program that never profiles depends on libcupti. Activity buffers are parsed
 // as they come back and their records copied; CUPTI's callbacks report the node copies that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUPTI, loaded when a Profiler is made: the library opened by path (never linked), one
 // subscriber, activity records copied out of CUPTI's buffers into plain records.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Debug launches: each node on its own, then a stream synchronisation and a NaN scan of the
 // floating-point buffers it declares it writes, so that a fault names its node.
 #include "debug_launch.hpp"

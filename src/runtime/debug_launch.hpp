@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Debug launches: a graph run node by node, the stream synchronised and checked after each
 // node, declared floating-point outputs scanned for NaN.
 #pragma once

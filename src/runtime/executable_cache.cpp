@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The runtime's executables in pools: which one a launch gets, and what is dropped at capacity.
 #include "executable_cache.hpp"
 

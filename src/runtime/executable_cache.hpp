@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The runtime's executables: a pool per cache key (a topology; for graphs holding memory nodes, a
 // topology and the Graph that owns its executables), at most `capacity` executables in all, the
 // least recently used dropped first; and how a launch picks an executable from its pool.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Graph memory in use on a device: what CUDA's graph allocator holds for alloc nodes.
 #include "flowdsl/runtime.hpp"
 

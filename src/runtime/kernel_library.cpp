@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kernels from cubin, fatbin or PTX files: one owner per cudaLibrary_t.
 #include "flowdsl/kernel_library.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Medians and 90th percentiles of the profiler's figures.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The profiler's picture of a graph, taken once per topology (and a kernel's arguments again
 // when they change), so that outputs need neither the Graph nor CUDA.
 #include "profile_graph.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the profiler keeps of a graph: per plan position the node's path, kind, structure,
 // dependencies and a kernel's arguments as text.
 #pragma once

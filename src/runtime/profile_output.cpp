@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A profile as people read it: a table, and Chrome trace-event JSON (Perfetto, chrome://tracing).
 #include <algorithm>
 #include <cstdio>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Attribution of CUPTI's records: calls to the launch whose host window holds them, GPU work to
 // the launch whose graph-launch call started it, and to the node CUPTI names by its id.
 #include "profile_records.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUPTI's records as plain data, and their attribution to profiled launches and nodes. Neither
 // CUDA nor CUPTI is needed here: the cpu tests feed it made-up records.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a profile says in numbers: per node its time per launch (median, p90), share and whether
 // it lies on the critical path; per launch the GPU span, the node time, the idle gaps.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Profiler: launches through a Runtime, timed on the host and between events on the
 // stream, with the native nodes of each executable named to CUPTI's ids so that its records
 // map back to nodes once collected.

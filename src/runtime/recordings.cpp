@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What library nodes recorded into a cached executable, read from its native graph.
 #include "flowdsl/runtime.hpp"
 #include "lower/recording.hpp"

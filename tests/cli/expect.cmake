@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Runs a command and checks its exit status (and optionally its output), for ctest.
 #   -DCOMMAND="a;b;c"  -DEXPECT=<status>  [-DOUTPUT_HAS=<regex>]  [-DOUTPUT_LACKS=<regex>]
 #   [-DNO_DEVICE_OK=ON]: exit 2 saying "no CUDA device" also passes (run on machines without a GPU)

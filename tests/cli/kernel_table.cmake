@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Checks that the kernel table of a Markdown file (the lines between the two markers below)
 # is exactly what `flowdsl info --markdown` prints, i.e. what the registry holds.
 #   -DFLOWDSL=<the flowdsl tool>  -DDOCS=<docs/kernels.md>  -DWORK_DIR=<where to write both tables on a mismatch>

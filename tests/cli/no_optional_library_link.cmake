@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Checks that nothing links the optional libraries: CUPTI (a Profiler), cuBLASLt (its products),
 # NVRTC (fused kernels) and NCCL (collectives) are opened with dlopen when first used, so that the
 # library, a plain launch and `flowdsl validate` depend on none of them (cmake -P).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # `flowdsl validate` of every hostile graph file, under a 400 MB address-space limit: each refused
 # with exit 1 (invalid input), except those whose refusal needs a communicator (exit 0 here;
 # `flowdsl run` refuses them), and a one-node file checked within 20 MiB of resident memory:

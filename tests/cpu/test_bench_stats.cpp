@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The statistics of `flowdsl bench`: nearest-rank percentiles, always a measured value.
 #include <stdexcept>
 #include <vector>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Graph files on the built-in kernel library: launch shapes from each kernel's rule (the one its
 // C++ launcher applies), given shapes checked against it, enumerated arguments by name. No GPU:
 // descriptions store only addresses.

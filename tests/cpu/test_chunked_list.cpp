@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ChunkedList: the sequence descriptions keep nodes and edges in. Elements never move, indexing
 // finds the right chunk at every boundary, copies are deep, and every element made is destroyed.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The `flowdsl run` host side without a GPU: the device memory check, initial contents produced
 // in chunks, and .npy headers checked against their buffers before any data is read.
 #include <cmath>

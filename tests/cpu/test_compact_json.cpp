@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CompactJson: built from events or converted from nlohmann's DOM, read back the same.
 #include <random>
 #include <string>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conditional nodes (IF, WHILE, SWITCH): CUDA's body rules as validation reports them, what of a
 // conditional node is structure (hashed), and conditional nodes in graph files.
 #include <algorithm>

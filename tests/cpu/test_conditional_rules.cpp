@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conditional nodes without a GPU: the graphs CUDA accepts validate (setters ahead of an IF, in
 // a WHILE's body, in a child graph beside the node; a WHILE inside an IF), each of CUDA's rules
 // is refused with a message naming it before the backend is asked for anything, and graphs

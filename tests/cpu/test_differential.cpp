@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The runtime's cache decisions on random scenarios, against an independent model of its policy:
 // random DAGs of every node kind, several Graph objects per topology taking turns (each updating
 // only the nodes whose values differ from the executable's), random parameter changes,

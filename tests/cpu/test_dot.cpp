@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DOT dumps: content, escaping of any name, and Graphviz `dot -Tsvg` accepting the output.
 #include <cstdint>
 #include <cstdlib>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Event nodes (record, wait): the event is a parameter, checked, kept out of conditional bodies,
 // named in graph files and supplied by the program, drawn in DOT.
 #include <algorithm>

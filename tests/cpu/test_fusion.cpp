@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fusion pass without a GPU: which runs it groups and why it leaves kernels out, what it keeps
 // in registers, the kernel it generates, the topology hash, parameter changes that keep or break
 // a group, bodies, and the JSON flag.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Topology hash: equal for equal topology whatever the parameters; different for any
 // structural change.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kernels confined to their buffers and races found: extents (parse, evaluate), pointers
 // checked against named buffers, the hazard check, and edges inferred from accesses.
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Arguments a hostile graph file (or a careless caller) gives registered kernels and library
 // calls: negative sizes, enumerations out of range, an output overlapping an input, sizes whose
 // byte counts overflow. Each is refused at validation with its message at its JSON pointer, the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // JSON graph files: round trip with the C++ builder, the samples, and one test per error class,
 // each checking the JSON pointer the error names.
 #include <cstring>

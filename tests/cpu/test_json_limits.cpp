@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reading graph files within bounds: hostile files are refused in one linear pass, problems
 // found while streaming nodes keep the order and pointers of a whole-file reader, and a file of
 // many bad nodes gives a bounded list of problems. (No time is asserted: a slow reader shows as

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host references of the kernel library where they carry logic of their own: padding and
 // masks, CartPole's rules and resets, softmax on large inputs, the stencil, random numbers, the
 // values the condition kernels set.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The traits generic code asks of node kinds (kind_traits.hpp): each kind's answers, and the
 // defaults a kind that states nothing gets.
 #include <string>

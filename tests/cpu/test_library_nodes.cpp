@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Library nodes without a GPU: declaration, validation, hash, accesses, JSON and DOT.
 #include <cstring>
 #include <string>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memory nodes (alloc, free): symbolic addresses, the order of every use between alloc and free,
 // bounds and hazards on graph memory, the hash, executables per Graph, JSON and DOT.
 #include <algorithm>

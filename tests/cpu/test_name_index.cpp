@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NameIndex: what the graph-file binder resolves dependencies by name with. Every name finds the
 // first position that holds it, whatever the repeats; names not indexed find nothing.
 #include <random>

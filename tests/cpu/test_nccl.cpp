@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL collectives without a GPU or NCCL: the launcher's variables, the id shared by file and
 // by TCP (ranks as threads), the registered calls, graph files with collectives (counts checked
 // against buffers, rank and world expressions), hashes.

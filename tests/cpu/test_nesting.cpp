@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Graphs nest: child-graph nodes own a body that validation, plan, hash, updates, JSON and DOT
 // all recurse into, with nodes named by their path.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Lowering: deterministic topological order with canonical dependency lists.
 #include "catch.hpp"
 #include "flowdsl/flowdsl.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The profiler without a GPU: CUPTI's records (made up here) mapped to launches and nodes,
 // statistics and the critical path, the table, the Chrome trace, the DOT heat map rendered by
 // Graphviz, argument text, the runtime's inspection hook, and CUPTI that cannot be loaded.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Programmatic edges (EdgeKind::programmatic): declared per edge in C++ and JSON, kernel to
 // kernel only, hashed as their own kind, drawn dashed, written back as they were read.
 #include <string>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kernel nodes of registered kernels: arguments by parameter name, checked against the types.
 #include <cstring>
 

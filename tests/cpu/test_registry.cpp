@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The kernel registry: parameter types from signatures, names, and misuse.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The runtime's cache policy through a recording backend: hits, misses, per-node updates,
 // refused updates, LRU eviction, statistics and concurrent launches, without a GPU.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runtime::explain through the recording backend, without a GPU: hit, update (which nodes), miss
 // (how the closest cached executable differs), debug mode; and that explaining changes nothing.
 #include <cstdlib>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The runtime's pools of executables through a recording backend, without a GPU: a launch on a
 // stream gets an executable that is not busy on another stream, its Graph's own when free; pools
 // are bounded, counted in the statistics and the capacity, evicted executable by executable;

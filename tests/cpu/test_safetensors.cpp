@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Safetensors files: a valid file read back byte for byte, and hostile headers each refused with
 // its message at its JSON pointer, before anything they claim is allocated or read.
 #include <cstring>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sampling on the host: Philox4x32-10 against Random123's known answers, the draw's counter
 // layout, and reference::sample_top_p's rules (greedy, top-k and top-p with their ties, NaN and
 // -inf) and frequencies, which the gpu test then holds the kernel to.

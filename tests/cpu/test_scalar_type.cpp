@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Element types: the one dispatch over them, and the host 16-bit floats against CUDA's own
 // conversions on random inputs of every magnitude.
 #include <cmath>

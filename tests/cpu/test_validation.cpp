@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Validation: every bad input is reported, all at once, naming the node concerned.
 #include <algorithm>
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Checks that the Layers table of docs/architecture.md names, for each layer, the public headers
 # cmake/CheckLayers.cmake assigns to it, and that every public header is in a layer or one of the
 # libraries outside them (cmake -P).   -DROOT=<source dir>

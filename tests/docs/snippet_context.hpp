@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What a documentation fragment (`<!-- snippet: fragment -->`, see cmake/ExtractSnippets.cmake)
 // may assume: the public headers, and the names the docs use without declaring them. Snippets are

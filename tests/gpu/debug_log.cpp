@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compiled by the C++ compiler, so that spdlog's headers stay out of the CUDA sources.
 #include "debug_log.hpp"
 

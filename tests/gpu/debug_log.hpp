@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // flowdsl's logger turned up to debug for the life of a scope, so that a GPU test's run shows
 // the library's traces (e.g. what CUPTI reported about nodes the profiler could not map).
 #pragma once

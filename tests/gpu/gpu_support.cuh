@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers for gpu tests: checked CUDA calls, owning buffers, random data, comparisons.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conditional nodes on a GPU, launched through a Runtime: IF with and without ELSE, WHILE,
 // SWITCH, a WHILE inside an IF, a condition set from a child graph, parameters updated in place
 // inside bodies, a second Graph of the same topology sharing the executable, the condition

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Debug mode meets an out-of-bounds write: the error names the node that made it, its kernel
 // and launch shape. An illegal address leaves the CUDA context unusable, so this executable
 // holds this one test and nothing runs after it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Debug mode on a real GPU: a correct graph gives the graph launch's results; a NaN written into
 // a declared output names the node that wrote it, its kernel, launch shape and arguments.
 // (An illegal address ruins the CUDA context: that case has its own executable,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Derived kernel parameters on a real GPU: computed from the arguments as CUDA receives them, at
 // emission, at an update, at an eager launch, with symbolic addresses resolved, and for kernels
 // declared from the registry.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Graph launches against eager launches of the same description, on random DAGs of every node
 // kind (kernel, memcpy, memset, empty, host, and child graphs wrapping any of them) relaunched
 // with random parameter changes, some structural changes, and several Graph objects of one

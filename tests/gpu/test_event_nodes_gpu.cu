@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Event nodes on a GPU: a graph on one stream waits, without a host synchronisation, for what a
 // graph on another stream recorded after a slow kernel; events updated in place; eager launches.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fusion on a GPU: a chain of every element-wise kernel, in every element type, gives the same
 // bytes fused as unfused (vector path, element path, unaligned pointers, in bodies); members'
 // arguments update in place without compiling; compiled kernels serve other Graphs and Runtimes.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // JSON graph files on the GPU: `flowdsl run` on every sample writes, byte for byte, what the
 // same graph built in C++ with the kernel library's launchers computes; a kernel loaded from a
 // cubin runs and updates like a linked one.

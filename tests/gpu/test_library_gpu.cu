@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Library nodes on a real GPU: a call recorded into the graph (results against host references
 // on random data), recorded again in place when an argument changes, a recording of other nodes
 // explained, every forbidden call named with the runtime usable afterwards, eager and debug

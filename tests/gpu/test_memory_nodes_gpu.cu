@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memory nodes on a GPU: scratch memory carrying data between kernels across launches and
 // updates, memory no free releases freed by the next launch, executables per Graph, graph memory
 // reported and given back, eager and debug launches, allocs inside a child body.

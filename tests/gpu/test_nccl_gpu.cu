@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL collectives in graphs, one process per GPU: recording into the graph, results against host
 // references on random data (rank r's input is x + r, which every rank can compute), arguments
 // updated in place, a graph relaunched 1000 times, collectives inside WHILE and IF bodies, graph

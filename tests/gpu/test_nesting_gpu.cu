@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Child graphs on a GPU: results against host references, nodes inside bodies updated in place
 // (not re-instantiated), and the same bytes as the eager launch.
 #include "flowdsl/flowdsl.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The profiler on a real GPU, through CUPTI: every node of a graph found once per launch with a
 // plausible time, a heavier node found longest, inside child graphs and WHILE bodies too; a
 // trace JSON parses with one span per node run; back-to-back kernels add up to the launch's

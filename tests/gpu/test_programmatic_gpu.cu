@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Programmatic edges on a GPU: a chain of built-in kernels, each reading what the one before it
 // wrote, gives the same bytes with programmatic edges as with full ones, and the host's result.
 #include <cstring>

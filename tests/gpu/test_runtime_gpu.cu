@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The runtime on a real GPU: results against host references on random data, in-place
 // updates, re-instantiation, refused updates, concurrency and device-dependent validation.
 #include <atomic>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Rebuilt graphs and concurrent streams on a real GPU: a Graph rebuilt with other arguments
 // updates exactly the nodes that differ and computes the new results (conditional nodes' handles
 // included); threads launching Graphs of one topology on their own streams get executables of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A registry of the built-in kernels (and, where the tests link flowdsl::nccl, the collectives),
 // made once a test program: what graph files are checked against without touching the global one.
 #pragma once

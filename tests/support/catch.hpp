@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Catch2 v2 (single header, Debian 12) or v3 (compiled library, Ubuntu 24.04).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test runner for the cpu tests. A test whose check needs a missing tool (Graphviz) calls
 // skipped_check: when nothing failed, the executable then exits with 77, which ctest reports as
 // skipped rather than passed.

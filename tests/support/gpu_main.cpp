@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test runner for the gpu tests: without a CUDA device the whole executable reports itself
 // skipped (exit code 77, which ctest maps to SKIP) instead of passing.
 #include <cstdio>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Graphviz as a test oracle: a DOT text must render without error or warning.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A Backend for cpu tests of the runtime: it records what the runtime asks of it (instantiations,
 // per-node updates with their plan positions, launches and the streams they ran on, live
 // executables, marked launch ends), can refuse or fail the update of chosen nodes, says which

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file kinds/child.hpp
 /// \brief Child-graph nodes: a graph run as one node of another (CUDA's child graph node).

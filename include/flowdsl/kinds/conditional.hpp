@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file kinds/conditional.hpp
 /// \brief Conditional nodes: IF (with an optional ELSE), WHILE and SWITCH, decided on the device

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file kinds/empty.hpp
 /// \brief Empty nodes: join points with no work and no parameters.

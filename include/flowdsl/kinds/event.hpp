@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file kinds/event.hpp
 /// \brief Event nodes: a graph records a CUDA event, or waits for one, so that it orders itself

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file kinds/memcpy.hpp
 /// \brief Memcpy nodes: 1-D copies between any two memories CUDA can address.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file kinds/memory.hpp
 /// \brief Memory nodes: scratch memory the graph allocates and frees itself (CUDA's memory alloc

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// \file kinds/memset.hpp
 /// \brief Memset nodes: 1-D fills of 1-, 2- or 4-byte elements.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Child-graph nodes in graph files and DOT dumps: the body's nodes inline, under "nodes".
 #include "io_facets.hpp"
 

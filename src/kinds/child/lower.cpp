@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Child-graph nodes, lowering side: the body is emitted into a native graph of its own, which
 // the node takes over (moved, not cloned), so that the body's native nodes stay the ones the
 // executable updates in place.

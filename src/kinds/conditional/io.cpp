@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conditional nodes (IF, WHILE, SWITCH) in graph files and DOT dumps: an optional "default"
 // (the value assigned at every launch) and the bodies: an IF's "then" and optional "else", a
 // WHILE's "body", a SWITCH's "cases" (an array of bodies, case i runs for value i).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conditional nodes (IF, WHILE, SWITCH), lowering side. The handle is made before the nodes of
 // the body holding the node (kernels ahead of an IF take it), then the node is added through
 // cudaGraphAddNode and CUDA hands back the graphs of its bodies, which are filled in place.

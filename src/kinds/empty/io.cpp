@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Empty nodes in graph files and DOT dumps: nothing but a name and edges.
 #include "io_facets.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Empty nodes, lowering side: join points with no work and no parameters.
 #include "lowering_facets.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Event nodes in graph files and DOT dumps: an event is named in the file and supplied by the
 // program that binds it (Externals::events), as host functions are: a file cannot carry one.
 #include <set>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Event nodes, lowering side: CUDA's event record and event wait nodes, whose event is a
 // parameter (cudaGraphExecEventRecordNodeSetEvent, cudaGraphExecEventWaitNodeSetEvent). Launched
 // eagerly, they are cudaEventRecord and cudaStreamWaitEvent on the stream.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host nodes in graph files and DOT dumps: a host function known by name (a file cannot carry
 // code; see HostFunctions).
 #include "dot_text.hpp"

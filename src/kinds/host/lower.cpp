@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host nodes, lowering side: a host function called in stream order with its user data.
 #include "lowering_facets.hpp"
 

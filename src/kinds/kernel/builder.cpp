@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kernel nodes, builder side: registered kernels' arguments by name, checked against their types.
 #include "flowdsl/graph.hpp"
 

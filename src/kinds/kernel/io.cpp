@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kernel nodes in graph files and DOT dumps: registered kernel by name, launch shape, arguments
 // by parameter name (buffers for pointers, numbers for scalars, range-checked per type).
 #include <array>

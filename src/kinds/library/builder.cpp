@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Library nodes, builder side: the call's name for messages and dumps.
 #include "flowdsl/graph.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Library nodes in graph files and DOT dumps: a registered library call by name ("call") and
 // its arguments by parameter name, as for kernels.
 #include <array>

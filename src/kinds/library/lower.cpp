@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Library nodes, lowering side: the call is recorded (stream capture, thread-local mode) into a
 // child graph of the node's own. Every use of stream capture in flowdsl is in this file. An
 // update records the call again and hands the recording to the executable in place

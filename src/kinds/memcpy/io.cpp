@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memcpy nodes in graph files and DOT dumps: a copy of `bytes` bytes between buffers.
 #include "dot_text.hpp"
 #include "io_facets.hpp"

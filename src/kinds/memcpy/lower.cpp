@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memcpy nodes, lowering side: 1-D copies in any direction (cudaMemcpyDefault infers it from the
 // pointers).
 #include "lowering_facets.hpp"

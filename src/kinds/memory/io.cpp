@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memory nodes in graph files and DOT dumps: an alloc of `bytes` bytes, whose memory the other
 // nodes reference by the alloc's name wherever a buffer name goes; a free naming its alloc. DOT
 // draws both as cylinders, with the allocation's lifetime as a dashed edge from alloc to free.

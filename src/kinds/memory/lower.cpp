@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memory nodes, lowering side: CUDA's alloc node, whose address becomes the node's native value
 // (what its symbol resolves to), and free node; neither can be updated. Launched eagerly, they are
 // cudaMallocAsync and cudaFreeAsync on the stream. What spans nodes (which free frees which alloc,

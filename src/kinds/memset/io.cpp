@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memset nodes in graph files and DOT dumps: `count` elements of 1, 2 or 4 bytes set to `value`.
 #include <limits>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memset nodes, lowering side: 1-D fills of 1-, 2- or 4-byte elements.
 #include <string>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers for the kernel-library tests: element types and their tolerances, conversions on
 // the host, poisoned device buffers of any element type, and a graph runner.
 #pragma once

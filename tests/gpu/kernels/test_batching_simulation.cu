@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pad, crop and gather; the heat-diffusion step with its residual; the CartPole step with
 // reset-on-done: against the host references, through a Graph and Runtime.
 #include <random>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The condition kernels: the value each sets, read back through the conditional node it steers
 // (an IF with an ELSE, a SWITCH) whose body i writes i + 1 into a probe, against the host
 // rules on random inputs; their registration by name.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The kernels of a transformer decoder step against their host references, through a Graph and
 // Runtime: rms_norm and add_rms_norm, silu_mul, and rope_kv_append with decode_attention over a
 // paged KV cache (odd lengths, page boundaries, GQA ratios 1, 4 and 8, batch 1 to 256, a chunk of

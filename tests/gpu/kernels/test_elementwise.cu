@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Elementwise kernels, casts and random fill against their host references, launched through
 // a flowdsl::Graph and Runtime, on every element type and on sizes off every block multiple.
 #include "kernel_test_support.cuh"

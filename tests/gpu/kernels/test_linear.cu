@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The small-batch linear layers of a decoder against the host reference: linear and
 // linear_gated (flowdsl's matrix-vector kernel, weights [out, in]), cuBLASLt's linear call on the
 // same layout, and advance_positions.

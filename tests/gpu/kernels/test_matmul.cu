@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The matrix multiply against a double-precision host product, for float (FMA units) and
 // half/bfloat16 (tensor cores, float accumulation), at shapes with edges in every dimension,
 // with and without bias and activation. Half and bfloat16 on Hopper take the copy-engine (TMA)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Row-wise reductions, the whole-array sum, softmax and layer normalisation against their
 // host references, through a Graph and Runtime, on every element type; rows short enough for
 // a warp each and long enough for a block each, none a multiple of the block size.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sample_top_p against its host reference, through a Graph and Runtime: greedy equals row_argmax;
 // sampled tokens equal the reference's on nearly every row and always lie in its kept set (up to
 // float rounding at the top-p threshold); the same seed and step give the same tokens on any
