@@ -1,18 +1,19 @@
 # SPDX-License-Identifier: Apache-2.0
 # Fails when a file includes a header of a later layer (cmake -DROOT=<source dir> -P this file).
 #
-# Layers, first to last: base, builder, lower, runtime, io. A file's layer is its folder under
+# Layers, first to last: base, builder, lower, runtime, profiler, io. A file's layer is its folder under
 # src/ (src/kinds/<kind>/builder.cpp, lower.cpp and io.cpp belong to the layer they are named
 # after) or, for a public header, the table below. A file may include headers of its own layer
 # and of earlier ones; base and builder may include no CUDA header at all, so that a graph can
 # be built, validated and hashed by a plain C++ program.
 cmake_minimum_required(VERSION 3.24)
-set(layers base builder lower runtime io)
+set(layers base builder lower runtime profiler io)
 set(public_base error.hpp log.hpp scalar_type.hpp launch_report.hpp)
 set(public_builder chunked_list.hpp node_parts.hpp node_handle.hpp kinds.hpp kind_traits.hpp description.hpp graph.hpp registry.hpp extent.hpp argument_checks.hpp condition.hpp
                     node_timings.hpp)
 set(public_lower plan.hpp eager.hpp cuda_handles.hpp hazards.hpp fusion.hpp)
-set(public_runtime runtime.hpp kernel_library.hpp profiler.hpp)
+set(public_runtime runtime.hpp kernel_library.hpp)
+set(public_profiler profiler.hpp)
 set(public_io compact_json.hpp json.hpp dot.hpp kernel_files.hpp flowdsl.hpp safetensors.hpp)
 
 function(layer_index layer out)
@@ -81,5 +82,5 @@ endforeach()
 
 if(problems)
   list(JOIN problems "\n  " text)
-  message(FATAL_ERROR "flowdsl: includes against the layers (base <- builder <- lower <- runtime <- io):\n  ${text}")
+  message(FATAL_ERROR "flowdsl: includes against the layers (base <- builder <- lower <- runtime <- profiler <- io):\n  ${text}")
 endif()

@@ -10,7 +10,7 @@ add_custom_command(
   COMMAND ${CMAKE_COMMAND} -DROOT=${PROJECT_SOURCE_DIR} -P ${PROJECT_SOURCE_DIR}/cmake/CheckLayers.cmake
   COMMAND ${CMAKE_COMMAND} -E touch ${CMAKE_BINARY_DIR}/flowdsl_layers.stamp
   DEPENDS ${PROJECT_SOURCE_DIR}/cmake/CheckLayers.cmake ${_flowdsl_layer_inputs}
-  COMMENT "Checking that includes follow the layers (base <- builder <- lower <- runtime <- io)")
+  COMMENT "Checking that includes follow the layers (base <- builder <- lower <- runtime <- profiler <- io)")
 add_custom_target(flowdsl_layers DEPENDS ${CMAKE_BINARY_DIR}/flowdsl_layers.stamp)
 
 function(flowdsl_layer name)

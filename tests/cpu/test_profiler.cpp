@@ -15,9 +15,9 @@
 #include "graphviz.hpp"
 #include "flowdsl/flowdsl.hpp"
 #include "recording_backend.hpp"
-#include "runtime/cupti_session.hpp"
-#include "runtime/profile_graph.hpp"
-#include "runtime/profile_records.hpp"
+#include "profiler/cupti_session.hpp"
+#include "profiler/profile_graph.hpp"
+#include "profiler/profile_records.hpp"
 
 using flowdsl_test::contains;
 #if defined(FLOWDSL_CATCH2_V3)
