@@ -2,8 +2,8 @@
 # Fails when a file includes a header of a later layer (cmake -DROOT=<source dir> -P this file).
 #
 # Layers, first to last: base, builder, lower, runtime, profiler, io. A file's layer is its folder under
-# src/ (src/kinds/<kind>/builder.cpp, lower.cpp and io.cpp belong to the layer they are named
-# after) or, for a public header, the table below. A file may include headers of its own layer
+# src/ (src/kinds/<kind>/builder.cpp and lower.cpp belong to the layer they are named after, json.cpp
+# and dot.cpp to io# after) or, for a public header, the table below. A file may include headers of its own layer
 # and of earlier ones; base and builder may include no CUDA header at all, so that a graph can
 # be built, validated and hashed by a plain C++ program.
 cmake_minimum_required(VERSION 3.24)
@@ -33,8 +33,10 @@ function(layer_of file out)
         set(layer ${l})
       endif()
     endforeach()
-  elseif(rel MATCHES "^src/kinds/[^/]+/(builder|lower|io)\\.cpp$")
+  elseif(rel MATCHES "^src/kinds/[^/]+/(builder|lower)\\.cpp$")
     set(layer ${CMAKE_MATCH_1})
+  elseif(rel MATCHES "^src/kinds/[^/]+/(json|dot)\\.cpp$")
+    set(layer io)
   elseif(rel MATCHES "^src/([^/]+)/")
     if(CMAKE_MATCH_1 IN_LIST layers)
       set(layer ${CMAKE_MATCH_1})

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // DOT dumps: a rendering of the description (no plan needed), so that invalid graphs can be
-// looked at too. Each kind labels and colours its own nodes (src/kinds/<kind>/io.cpp).
+// looked at too. Each kind labels and colours its own nodes (src/kinds/<kind>/dot.cpp).
 #include "flowdsl/dot.hpp"
 
 #include <algorithm>
@@ -14,7 +14,7 @@
 #include "flowdsl/fusion.hpp"
 #include "flowdsl/plan.hpp"
 #include "dot_text.hpp"
-#include "io_facets.hpp"
+#include "dot_facets.hpp"
 
 namespace flowdsl {
 namespace {

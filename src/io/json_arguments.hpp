@@ -8,7 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "io_facets.hpp"
+#include "dot_facets.hpp"
+#include "json_facets.hpp"
 
 namespace flowdsl::io {
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Binding a graph spec to buffers: buffers, dependencies and bodies are resolved here, each
-// kind binds its own members (src/kinds/<kind>/io.cpp); every problem is collected at its JSON
+// kind binds its own members (src/kinds/<kind>/json.cpp); every problem is collected at its JSON
 // pointer, core validation included.
 #include <algorithm>
 #include <cstring>
@@ -10,7 +10,7 @@
 
 #include "flowdsl/hazards.hpp"
 #include "flowdsl/json.hpp"
-#include "io_facets.hpp"
+#include "json_facets.hpp"
 #include "log_internal.hpp"
 #include "name_index.hpp"
 

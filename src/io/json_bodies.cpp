@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "flowdsl/json.hpp"
-#include "io_facets.hpp"
+#include "json_facets.hpp"
 
 namespace flowdsl::json_detail {
 namespace {

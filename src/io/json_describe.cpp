@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Writing a C++-built graph as a graph spec: pointers become buffer names and offsets, each
-// kind describes its own members (src/kinds/<kind>/io.cpp), bodies nest.
+// kind describes its own members (src/kinds/<kind>/json.cpp), bodies nest.
 #include <algorithm>
 #include <map>
 #include <sstream>
@@ -8,7 +8,7 @@
 #include <unordered_map>
 
 #include "flowdsl/json.hpp"
-#include "io_facets.hpp"
+#include "json_facets.hpp"
 
 namespace flowdsl {
 namespace {

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // Graph files: the ADL serialisers of the spec types (schema only: no registry, no buffers;
 // binding checks the rest); json_parse.cpp parses. Each kind reads its own members
-// (src/kinds/<kind>/io.cpp).
+// (src/kinds/<kind>/json.cpp).
 #include <algorithm>
 #include <array>
 #include <limits>
 
 #include "flowdsl/json.hpp"
-#include "io_facets.hpp"
+#include "json_facets.hpp"
 
 namespace flowdsl {
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The JSON Schema of graph files: the fixed parts, and one entry per node kind from its unit; and
 // what the io layer asks of the list of kinds (their names, where their bodies sit).
-#include "io_facets.hpp"
+#include "json_facets.hpp"
 
 namespace flowdsl {
 namespace io {

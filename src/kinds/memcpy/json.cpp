@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Memcpy nodes in graph files and DOT dumps: a copy of `bytes` bytes between buffers.
-#include "dot_text.hpp"
-#include "io_facets.hpp"
+// Memcpy nodes in graph files: a copy of `bytes` bytes between buffers.
+#include "json_facets.hpp"
 
 namespace flowdsl::io {
 
@@ -46,12 +45,5 @@ std::optional<NodeHandle> bind_json(Tag<MemcpyOp>, const std::string& name, Comp
 json describe_json(const MemcpyOp& op, NodeDescriber& describer) {
   return {{"dst", describer.locate(op.dst, "/dst")}, {"src", describer.locate(op.src, "/src")}, {"bytes", op.bytes}};
 }
-
-void dot_label(const MemcpyOp& op, DotLabel& label) {
-  label.lines.push_back("memcpy " + std::to_string(op.bytes) + " bytes");
-  if (label.options.show_arguments) label.lines.push_back(label.addresses(op.src) + " -> " + label.addresses(op.dst));
-}
-
-DotStyle dot_style(Tag<MemcpyOp>) { return {"palegreen"}; }
 
 }  // namespace flowdsl::io

@@ -1,10 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// Library nodes in graph files and DOT dumps: a registered library call by name ("call") and
+// Library nodes in graph files: a registered library call by name ("call") and
 // its arguments by parameter name, as for kernels.
 #include <array>
 
-#include "dot_text.hpp"
-#include "io_facets.hpp"
+#include "json_facets.hpp"
 #include "json_arguments.hpp"
 
 namespace flowdsl::io {
@@ -62,17 +61,5 @@ json describe_json(const LibraryOp& op, NodeDescriber& describer) {
   if (described) fields["args"] = std::move(args);
   return fields;
 }
-
-void dot_label(const LibraryOp& op, DotLabel& label) {
-  const std::string call = call_name_of(op);
-  label.lines.push_back("library " + (call.empty() ? std::string("(unnamed)") : call));
-  if (!label.options.show_arguments) return;
-  const KernelInfo* entry =
-      op.info != nullptr ? op.info
-                         : (label.options.registry ? label.options.registry->find_function(op.function) : nullptr);
-  dot_arguments(op.args, entry, label);
-}
-
-DotStyle dot_style(Tag<LibraryOp>) { return {"khaki"}; }
 
 }  // namespace flowdsl::io

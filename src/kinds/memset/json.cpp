@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Memset nodes in graph files and DOT dumps: `count` elements of 1, 2 or 4 bytes set to `value`.
+// Memset nodes in graph files: `count` elements of 1, 2 or 4 bytes set to `value`.
 #include <limits>
 
-#include "dot_text.hpp"
-#include "io_facets.hpp"
+#include "json_facets.hpp"
 
 namespace flowdsl::io {
 
@@ -65,12 +64,5 @@ json describe_json(const MemsetOp& op, NodeDescriber& describer) {
           {"element_size", op.element_size},
           {"count", op.count}};
 }
-
-void dot_label(const MemsetOp& op, DotLabel& label) {
-  label.lines.push_back("memset " + std::to_string(op.count) + " x " + std::to_string(op.element_size) + " bytes");
-  if (label.options.show_arguments) label.lines.push_back(label.addresses(op.dst) + " = " + std::to_string(op.value));
-}
-
-DotStyle dot_style(Tag<MemsetOp>) { return {"khaki"}; }
 
 }  // namespace flowdsl::io

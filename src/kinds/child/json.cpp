@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Child-graph nodes in graph files and DOT dumps: the body's nodes inline, under "nodes".
-#include "io_facets.hpp"
+// Child-graph nodes in graph files: the body's nodes inline, under "nodes".
+#include "json_facets.hpp"
 
 namespace flowdsl::io {
 
@@ -16,7 +16,4 @@ std::optional<NodeHandle> bind_json(Tag<ChildOp>, const std::string& name, Compa
 }
 
 json describe_json(const ChildOp&, NodeDescriber&) { return json::object(); }
-void dot_label(const ChildOp&, DotLabel& label) { label.lines.push_back("child graph"); }
-DotStyle dot_style(Tag<ChildOp>) { return {"lavender"}; }
-
 }  // namespace flowdsl::io

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Empty nodes in graph files and DOT dumps: nothing but a name and edges.
-#include "io_facets.hpp"
+// Empty nodes in graph files: nothing but a name and edges.
+#include "json_facets.hpp"
 
 namespace flowdsl::io {
 
@@ -16,7 +16,4 @@ std::optional<NodeHandle> bind_json(Tag<EmptyOp>, const std::string& name, Compa
 }
 
 json describe_json(const EmptyOp&, NodeDescriber&) { return json::object(); }
-void dot_label(const EmptyOp&, DotLabel& label) { label.lines.push_back("empty"); }
-DotStyle dot_style(Tag<EmptyOp>) { return {"white"}; }
-
 }  // namespace flowdsl::io

@@ -1,10 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// Event nodes in graph files and DOT dumps: an event is named in the file and supplied by the
+// Event nodes in graph files: an event is named in the file and supplied by the
 // program that binds it (Externals::events), as host functions are: a file cannot carry one.
 #include <set>
 
-#include "dot_text.hpp"
-#include "io_facets.hpp"
+#include "json_facets.hpp"
 
 namespace flowdsl::io {
 
@@ -61,19 +60,6 @@ std::optional<NodeHandle> bind_json(Tag<EventWaitOp>, const std::string& name, C
 
 json describe_json(const EventRecordOp& op, NodeDescriber& describer) { return describe_event(op.event, describer); }
 json describe_json(const EventWaitOp& op, NodeDescriber& describer) { return describe_event(op.event, describer); }
-
-void dot_label(const EventRecordOp& op, DotLabel& label) {
-  label.lines.push_back("record event");
-  if (label.options.show_arguments) label.lines.push_back(pointer_text(op.event));
-}
-
-void dot_label(const EventWaitOp& op, DotLabel& label) {
-  label.lines.push_back("wait for event");
-  if (label.options.show_arguments) label.lines.push_back(pointer_text(op.event));
-}
-
-DotStyle dot_style(Tag<EventRecordOp>) { return {"plum", "cds"}; }
-DotStyle dot_style(Tag<EventWaitOp>) { return {"plum", "invhouse"}; }
 
 }  // namespace flowdsl::io
 

@@ -1,13 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// Kernel nodes in graph files and DOT dumps: registered kernel by name, launch shape, arguments
+// Kernel nodes in graph files: registered kernel by name, launch shape, arguments
 // by parameter name (buffers for pointers, numbers for scalars, range-checked per type).
 #include <array>
 #include <cstring>
 #include <limits>
 #include <optional>
 
-#include "dot_text.hpp"
-#include "io_facets.hpp"
+#include "json_facets.hpp"
 #include "json_arguments.hpp"
 
 namespace flowdsl::io {
@@ -213,18 +212,5 @@ json describe_json(const KernelOp& op, NodeDescriber& describer) {
   if (described) fields["args"] = std::move(args);
   return fields;
 }
-
-void dot_label(const KernelOp& op, DotLabel& label) {
-  const std::string kernel = kernel_name_of(op);
-  label.lines.push_back("kernel " + (kernel.empty() ? std::string("(unnamed)") : kernel));
-  label.lines.push_back((op.grid_set ? "grid " + to_string(op.launch.grid) : std::string("grid (unset)")) +
-                        (op.block_set ? " block " + to_string(op.launch.block) : std::string(" block (unset)")) +
-                        (op.launch.shared_bytes ? " smem " + std::to_string(op.launch.shared_bytes) : "") +
-                        (op.launch.cluster.volume() != 1 ? " cluster " + to_string(op.launch.cluster) : ""));
-  if (!label.options.show_arguments) return;
-  dot_arguments(op.args, label.options.registry ? label.options.registry->find_function(op.function) : nullptr, label);
-}
-
-DotStyle dot_style(Tag<KernelOp>) { return {"lightblue"}; }
 
 }  // namespace flowdsl::io

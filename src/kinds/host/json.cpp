@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Host nodes in graph files and DOT dumps: a host function known by name (a file cannot carry
+// Host nodes in graph files: a host function known by name (a file cannot carry
 // code; see HostFunctions).
-#include "dot_text.hpp"
-#include "io_facets.hpp"
+#include "json_facets.hpp"
 
 namespace flowdsl::io {
 
@@ -38,12 +37,5 @@ json describe_json(const HostOp& op, NodeDescriber& describer) {
   describer.problem("/function", "the host function and user data match no named host function");
   return json::object();
 }
-
-void dot_label(const HostOp& op, DotLabel& label) {
-  label.lines.push_back("host");
-  if (label.options.show_arguments) label.lines.push_back("user data " + pointer_text(op.user_data));
-}
-
-DotStyle dot_style(Tag<HostOp>) { return {"lightsalmon"}; }
 
 }  // namespace flowdsl::io

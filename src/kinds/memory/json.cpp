@@ -1,20 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// Memory nodes in graph files and DOT dumps: an alloc of `bytes` bytes, whose memory the other
-// nodes reference by the alloc's name wherever a buffer name goes; a free naming its alloc. DOT
-// draws both as cylinders, with the allocation's lifetime as a dashed edge from alloc to free.
-#include "dot_text.hpp"
-#include "io_facets.hpp"
+// Memory nodes in graph files: an alloc of `bytes` bytes, whose memory the other nodes reference
+// by the alloc's name wherever a buffer name goes; a free naming its alloc.
+#include "json_facets.hpp"
 
 namespace flowdsl::io {
 
 using namespace json_detail;
-
-namespace {
-
-// The alloc node whose memory a free frees, or no_node.
-NodeId alloc_of(const Description& d, const FreeOp& op) { return allocation_of(d, op.memory); }
-
-}  // namespace
 
 std::vector<BodyMember> json_bodies(Tag<AllocOp>) { return {}; }
 std::vector<BodyMember> json_bodies(Tag<FreeOp>) { return {}; }
@@ -64,18 +55,5 @@ json describe_json(const FreeOp& op, NodeDescriber& describer) {
   }
   return {{"alloc", at.buffer}};
 }
-
-void dot_label(const AllocOp& op, DotLabel& label) {
-  label.lines.push_back("alloc " + std::to_string(op.bytes) + " bytes");
-}
-
-void dot_label(const FreeOp& op, DotLabel& label) {
-  const NodeId alloc = alloc_of(label.description, op);
-  label.lines.push_back(alloc == no_node ? std::string("free (no alloc)")
-                                         : "free " + quoted_name(node_path(label.description, alloc)));
-}
-
-DotStyle dot_style(Tag<AllocOp>) { return {"lightpink", "cylinder"}; }
-DotStyle dot_style(Tag<FreeOp>) { return {"lightpink", "cylinder"}; }
 
 }  // namespace flowdsl::io

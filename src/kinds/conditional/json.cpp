@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// Conditional nodes (IF, WHILE, SWITCH) in graph files and DOT dumps: an optional "default"
+// Conditional nodes (IF, WHILE, SWITCH) in graph files: an optional "default"
 // (the value assigned at every launch) and the bodies: an IF's "then" and optional "else", a
 // WHILE's "body", a SWITCH's "cases" (an array of bodies, case i runs for value i).
 #include <limits>
 
-#include "io_facets.hpp"
+#include "json_facets.hpp"
 
 namespace flowdsl::io {
 
@@ -37,11 +37,6 @@ json describe_fields(const ConditionalFields& op) {
   return fields;
 }
 
-// "while · default 1": the kind, then the default value if there is one.
-void label(const ConditionalFields& op, std::string kind, DotLabel& label) {
-  if (op.default_value) kind += " \xc2\xb7 default " + std::to_string(*op.default_value);
-  label.lines.push_back(std::move(kind));
-}
 
 }  // namespace
 
@@ -74,15 +69,5 @@ std::optional<NodeHandle> bind_json(Tag<SwitchOp>, const std::string& name, Comp
 json describe_json(const IfOp& op, NodeDescriber&) { return describe_fields(op); }
 json describe_json(const WhileOp& op, NodeDescriber&) { return describe_fields(op); }
 json describe_json(const SwitchOp& op, NodeDescriber&) { return describe_fields(op); }
-
-void dot_label(const IfOp& op, DotLabel& lines) { label(op, op.has_else ? "if / else" : "if", lines); }
-void dot_label(const WhileOp& op, DotLabel& lines) { label(op, "while", lines); }
-void dot_label(const SwitchOp& op, DotLabel& lines) {
-  label(op, "switch \xc2\xb7 " + std::to_string(op.cases) + (op.cases == 1 ? " case" : " cases"), lines);
-}
-
-DotStyle dot_style(Tag<IfOp>) { return {"wheat"}; }
-DotStyle dot_style(Tag<WhileOp>) { return {"wheat"}; }
-DotStyle dot_style(Tag<SwitchOp>) { return {"wheat"}; }
 
 }  // namespace flowdsl::io

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// What the JSON reader, binder, writer and schema and the DOT writer need of every node kind.
-// Declared here for every kind of the list (FLOWDSL_NODE_KINDS); each kind defines them in
-// src/kinds/<kind>/io.cpp.
+// What the JSON reader, binder, writer and schema need of every node kind. Declared here for
+// every kind of the list (FLOWDSL_NODE_KINDS); each kind defines them in
+// src/kinds/<kind>/json.cpp.
 #pragma once
 
 #include <cstdint>
@@ -9,44 +9,14 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <type_traits>
-#include <vector>
 
-#include "flowdsl/dot.hpp"
 #include "flowdsl/json.hpp"
-#include "dot_text.hpp"
+#include "io_kinds.hpp"
 #include "json_support.hpp"
 
 namespace flowdsl::io {
 
 using nlohmann::json;
-
-/// Names a kind where there is no operation to name it by (reading, schema, colour).
-template <class Op>
-struct Tag {};
-
-/// A member of a node's object that holds bodies, and what a DOT dump calls them. A kind lists
-/// its members in the order of its bodies, and bodies fill them in that order: a member of one
-/// body takes the next, a member of many takes all the rest. So optional members and a member
-/// of many come last.
-struct BodyMember {
-  const char* name;           ///< "nodes", "then", "cases"
-  const char* title;          ///< a cluster's label ("then", "body (while)"; "case" + index for many); null: the node's path
-  bool many = false;          ///< an array of bodies (a SWITCH's "cases"), rather than one body
-  bool optional = false;      ///< may be absent (an IF's "else"): then the node has one body fewer
-};
-
-/// Where body `b` of a node sits among its kind's `members`: the member, and for a member of
-/// many its index there. A null member when the kind has no place for a body `b`.
-struct BodyPlace {
-  const BodyMember* member = nullptr;
-  std::size_t index = 0;
-  /// "/then", "/cases/2".
-  std::string pointer() const;
-  /// "then", "case 2"; empty when the member says "the node's path".
-  std::string title() const;
-};
-BodyPlace body_place(const std::vector<BodyMember>& members, std::uint32_t b);
 
 /// Binding one node of a graph file: where its problems go, the buffers it may point into,
 /// the kernels and host functions it may name, and the body its node is declared in.
@@ -106,24 +76,7 @@ class NodeDescriber {
   virtual const Events& events() const = 0;
 };
 
-/// The lines of one node's DOT label, what the label may show, the description the node is
-/// in (a kernel's Condition argument is shown by its node's path) and the names of its addresses.
-struct DotLabel {
-  const DotOptions& options;
-  std::vector<std::string>& lines;
-  const Description& description;  ///< the graph, for labels naming another node
-  AddressNames& addresses;         ///< operands by the buffer they point into ("input+256")
-};
-
-/// How DOT draws a kind's nodes.
-struct DotStyle {
-  const char* colour;            ///< the fill colour
-  const char* shape = nullptr;   ///< null: the rounded box every node has
-};
-
-#define FLOWDSL_IO_FACETS(Op)                                                                  \
-  /* The members holding the kind's bodies, in body order ({} without bodies). */             \
-  std::vector<BodyMember> json_bodies(Tag<Op>);                                               \
+#define FLOWDSL_JSON_FACETS(Op)                                                                \
   /* The JSON Schema of the kind's own members: {"required": [...], "properties": {...}}. */  \
   json json_schema(Tag<Op>);                                                                  \
   /* Checks the kind's members of `node` (the node's object: the kind reads its own members) \
@@ -132,43 +85,8 @@ struct DotStyle {
   /* Declares the node from its members; null after reporting problems to `binder`. */       \
   std::optional<NodeHandle> bind_json(Tag<Op>, const std::string& name, CompactJson::Ref fields, NodeBinder& binder); \
   /* The kind's members for an operation of a C++-built graph. */                            \
-  json describe_json(const Op&, NodeDescriber&);                                              \
-  /* The label lines after the node's name. */                                               \
-  void dot_label(const Op&, DotLabel&);                                                       \
-  /* The fill colour and shape of the kind's nodes. */                                       \
-  DotStyle dot_style(Tag<Op>);
-FLOWDSL_NODE_KINDS(FLOWDSL_IO_FACETS)
-#undef FLOWDSL_IO_FACETS
-
-/// Whether nodes of kind `Op` allocate graph memory, which other nodes name by the node's name.
-template <class Op>
-constexpr bool allocates_memory(Tag<Op>) {
-  return allocates_graph_memory<Op>;
-}
-
-/// Whether nodes of kind `Op` have a condition that kernels set (IF, WHILE, SWITCH).
-template <class Op>
-constexpr bool holds_condition(Tag<Op>) {
-  return conditional_kind<Op>;
-}
-
-/// Calls `f(Tag<Op>{})` for the kind named `kind`; false when no kind has that name.
-template <class F>
-bool with_kind(std::string_view kind, F&& f) {
-  bool found = false;
-  const auto visit = [&](auto tag, std::string_view name) {
-    if (!found && name == kind) {
-      found = true;
-      f(tag);
-    }
-  };
-#define FLOWDSL_IO_VISIT(Op) visit(Tag<Op>{}, Op::kind);
-  FLOWDSL_NODE_KINDS(FLOWDSL_IO_VISIT)
-#undef FLOWDSL_IO_VISIT
-  return found;
-}
-
-/// "kernel, memcpy, ..." in the order of the list.
-std::string kind_names();
+  json describe_json(const Op&, NodeDescriber&);
+FLOWDSL_NODE_KINDS(FLOWDSL_JSON_FACETS)
+#undef FLOWDSL_JSON_FACETS
 
 }  // namespace flowdsl::io
