@@ -204,4 +204,16 @@ UpdateStatus update(const Description& d, const Plan& plan, NodeId id, cudaGraph
   return std::visit([&](const auto& op) { return lowering_of(op).update_native(op, node); }, d.nodes[id].op);
 }
 
+cudaGraphNode_t add_child_graph(NativeNode& node, NativeGraph body) {
+  cudaGraphNodeParams params{};
+  params.type = cudaGraphNodeTypeGraph;
+  params.graph.graph = body.get();
+  params.graph.ownership = cudaGraphChildGraphOwnershipMove;
+  cudaGraphNode_t native = nullptr;
+  check(cudaGraphAddNode(&native, node.graph, node.deps.data(), nullptr, node.deps.size(), &params), "cudaGraphAddNode",
+        node.path.c_str());
+  (void)body.release();  // the parent graph owns it now
+  return native;
+}
+
 }  // namespace flowdsl::lowering

@@ -365,4 +365,9 @@ struct UpdateStatus {
 /// Memory type of a pointer as CUDA sees it (pageable host memory: cudaMemoryTypeUnregistered).
 cudaMemoryType memory_type(const void* ptr);
 
+/// Adds `body` to `node.graph` as a child graph node after `node.deps`, the parent graph taking
+/// ownership of it (a child node's body, a library call's recording).
+/// \throws CudaError naming `node.path` when CUDA refuses the node (`body` is then freed).
+cudaGraphNode_t add_child_graph(NativeNode& node, NativeGraph body);
+
 }  // namespace flowdsl::lowering

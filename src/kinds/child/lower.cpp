@@ -6,18 +6,7 @@
 
 namespace flowdsl::lowering {
 
-cudaGraphNode_t add_native(const ChildOp&, NativeNode& node) {
-  NativeGraph body = node.body(0);
-  cudaGraphNodeParams params{};
-  params.type = cudaGraphNodeTypeGraph;
-  params.graph.graph = body.get();
-  params.graph.ownership = cudaGraphChildGraphOwnershipMove;
-  cudaGraphNode_t native = nullptr;
-  check(cudaGraphAddNode(&native, node.graph, node.deps.data(), nullptr, node.deps.size(), &params), "cudaGraphAddNode",
-        node.path.c_str());
-  (void)body.release();  // the parent graph owns it now
-  return native;
-}
+cudaGraphNode_t add_native(const ChildOp&, NativeNode& node) { return add_child_graph(node, node.body(0)); }
 
 void launch_eager(const ChildOp&, EagerNode& node) { node.run_body(0); }
 

@@ -1,14 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Kernel nodes, builder side: registered kernels' arguments by name, checked against their types.
+#include "builder/registered_name.hpp"
 #include "flowdsl/graph.hpp"
 
 namespace flowdsl {
 
-std::string kernel_name_of(const LaunchFields& op) {
-  if (!op.kernel_name.empty()) return op.kernel_name;
-  const KernelInfo* info = KernelRegistry::global().find_function(op.function);
-  return info == nullptr ? std::string() : info->name;
-}
+std::string kernel_name_of(const LaunchFields& op) { return detail::registered_name(op.kernel_name, op.function); }
 
 namespace detail {
 

@@ -185,15 +185,7 @@ cudaGraphNode_t add_native(const LibraryOp& op, NativeNode& node) {
       throw CudaError(cudaErrorNotSupported, "recording the library call", node.path, detail);
     }
   }
-  cudaGraphNodeParams params{};
-  params.type = cudaGraphNodeTypeGraph;
-  params.graph.graph = body.get();
-  params.graph.ownership = cudaGraphChildGraphOwnershipMove;
-  cudaGraphNode_t native = nullptr;
-  check(cudaGraphAddNode(&native, node.graph, node.deps.data(), nullptr, node.deps.size(), &params), "cudaGraphAddNode",
-        node.path.c_str());
-  (void)body.release();  // the parent graph owns it now
-  return native;
+  return add_child_graph(node, std::move(body));
 }
 
 UpdateStatus update_native(const LibraryOp& op, const NativeUpdate& node) {
