@@ -2,6 +2,7 @@
 // A graph file made ready to launch on the current device (flowdsl run, flowdsl bench).
 #include "loaded_file.hpp"
 
+#include <chrono>
 #include <utility>
 #include <vector>
 
@@ -54,7 +55,25 @@ void require_device() {
   }
 }
 
-LoadedFile::LoadedFile(const std::string& file, const HostFunctions& hosts, bool fuse) : spec_(checked_spec(file, hosts)) {
+namespace {
+using Clock = std::chrono::steady_clock;
+// Milliseconds since `start`, and `start` moved to now: the time of the phase just ended.
+double lap(Clock::time_point& start) {
+  const Clock::time_point now = Clock::now();
+  const double ms = std::chrono::duration<double, std::milli>(now - start).count();
+  start = now;
+  return ms;
+}
+}  // namespace
+
+LoadedFile::LoadedFile(const std::string& file, const HostFunctions& hosts, bool fuse)
+    : spec_([&] {
+        Clock::time_point start = Clock::now();
+        GraphSpec spec = checked_spec(file, hosts);
+        phases_.read_check = lap(start);
+        return spec;
+      }()) {
+  Clock::time_point start = Clock::now();
   spec_.fuse = spec_.fuse || fuse;
   if (spec_.fuse) prepare_fused_kernel_compiler();  // NVRTC starts while the device and buffers are made
   // The file's problems first, the missing kernel files among them: invalid input is reported
@@ -75,10 +94,12 @@ LoadedFile::LoadedFile(const std::string& file, const HostFunctions& hosts, bool
   check(cudaGetDevice(&device_), "cudaGetDevice");
   check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
   if (auto refusal = memory_refusal(spec_, free_bytes, device_)) throw EnvironmentError(*refusal);
+  phases_.device += lap(start);
   for (const BufferSpec& b : spec_.buffers) {
     void* ptr = nullptr;
     check(cudaMalloc(&ptr, b.bytes()), ("cudaMalloc for buffer " + quoted_name(b.name)).c_str());
     memory_.emplace_back(ptr);
+    phases_.allocate += lap(start);
     auto* device_bytes = static_cast<unsigned char*>(ptr);
     try {
       produce_initial_contents(
@@ -92,6 +113,8 @@ LoadedFile::LoadedFile(const std::string& file, const HostFunctions& hosts, bool
     }
     addresses_.emplace(b.name, ptr);
     buffer_bytes_ += b.bytes();
+    if (b.init.kind != BufferInit::Kind::zeros) phases_.uploaded_bytes += b.bytes();
+    phases_.upload += lap(start);
   }
 
   // One event for each name the file's event nodes use: they order the graph's launches with
@@ -102,6 +125,7 @@ LoadedFile::LoadedFile(const std::string& file, const HostFunctions& hosts, bool
     externals.events.emplace(name, events_.back().get());
   }
   graph_ = bind_graph(spec_, addresses_, registry_, externals, file);
+  phases_.bind = lap(start);
 }
 
 }  // namespace flowdsl::cli

@@ -43,6 +43,16 @@ GraphSpec checked_spec(const std::string& file, const HostFunctions& hosts);
 /// \throws EnvironmentError saying why not (no device, a driver too old for this build).
 void require_device();
 
+/// \brief Where the time of making a LoadedFile went, in milliseconds (host clock).
+struct LoadPhases {
+  double read_check = 0;    ///< reading the file and checking it and the files it names
+  double device = 0;        ///< the device made usable (the CUDA context), the file's kernels loaded
+  double allocate = 0;      ///< the buffers' cudaMalloc
+  double upload = 0;        ///< their initial contents produced and copied (weights, .npy files)
+  double bind = 0;          ///< the graph declared and validated on the buffers
+  std::uint64_t uploaded_bytes = 0;
+};
+
 /// \brief A graph file on the current device. Owns everything its graph points to: destroying
 /// it frees the buffers, events and kernel libraries (launches of its graph must be finished).
 class LoadedFile {
@@ -70,10 +80,13 @@ class LoadedFile {
   void* address(const std::string& name) const { return addresses_.at(name); }
   /// \brief The bytes of every buffer together.
   std::uint64_t buffer_bytes() const noexcept { return buffer_bytes_; }
+  /// \brief Where the time of loading went.
+  const LoadPhases& phases() const noexcept { return phases_; }
 
  private:
   using DeviceMemory = UniqueHandle<void*, &cudaFree>;
 
+  LoadPhases phases_;  // before spec_: reading the file is its first phase
   GraphSpec spec_;
   int device_ = 0;
   KernelRegistry registry_;
