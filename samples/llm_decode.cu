@@ -28,6 +28,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -610,19 +611,25 @@ std::vector<T> get(const DeviceArray<T>& d, std::size_t n) {
   return v;
 }
 
-void write_npy(const std::string& path, const std::vector<float>& values, const std::vector<std::size_t>& shape) {
+/// `values` as a NumPy 1.0 file of `shape` (float32 or int32, little-endian, C order).
+template <class T>
+void write_npy(const std::string& path, const std::vector<T>& values, const std::vector<std::size_t>& shape) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, i32>);
   std::string dims;
   for (const auto d : shape) dims += std::to_string(d) + ", ";
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
+  std::string header = std::string("{'descr': '") + (std::is_same_v<T, float> ? "<f4" : "<i4") +
+                       "', 'fortran_order': False, 'shape': (" + dims + "), }";
   header += std::string(63 - (10 + header.size()) % 64, ' ') + "\n";
   std::ofstream out(path, std::ios::binary);
   const std::uint16_t length = static_cast<std::uint16_t>(header.size());
   out.write("\x93NUMPY\x01\x00", 8);
   out.write(reinterpret_cast<const char*>(&length), 2);
   out << header;
-  out.write(reinterpret_cast<const char*>(values.data()), std::streamsize(values.size() * sizeof(float)));
+  out.write(reinterpret_cast<const char*>(values.data()), std::streamsize(values.size() * sizeof(T)));
   if (!out) throw std::runtime_error("cannot write " + path);
 }
+/// A one-dimensional int32 array.
+void write_ints(const std::string& path, const std::vector<i32>& values) { write_npy(path, values, {values.size()}); }
 
 /// Prefill by chunks, then decode; --check and --dump. Returns false when the check fails.
 bool generate(const Options& o, const Model& m) {
@@ -973,17 +980,6 @@ int main(int argc, char** argv) {
 
 namespace {
 
-void write_ints(const std::string& path, const std::vector<i32>& values) {
-  std::string header = "{'descr': '<i4', 'fortran_order': False, 'shape': (" + std::to_string(values.size()) + ",), }";
-  header += std::string(63 - (10 + header.size()) % 64, ' ') + "\n";
-  std::ofstream out(path, std::ios::binary);
-  const std::uint16_t length = static_cast<std::uint16_t>(header.size());
-  out.write("\x93NUMPY\x01\x00", 8);
-  out.write(reinterpret_cast<const char*>(&length), 2);
-  out << header;
-  out.write(reinterpret_cast<const char*>(values.data()), std::streamsize(values.size() * sizeof(i32)));
-  if (!out) throw std::runtime_error("cannot write " + path);
-}
 
 void write_graph(const std::string& folder, const std::string& model_folder, const Model& m, int batch, int steps,
                  int position, int page_size, bool programmatic) {
