@@ -980,7 +980,6 @@ int main(int argc, char** argv) {
 
 namespace {
 
-
 void write_graph(const std::string& folder, const std::string& model_folder, const Model& m, int batch, int steps,
                  int position, int page_size, bool programmatic) {
   const Config& c = m.config;
