@@ -29,8 +29,9 @@ for step in $steps; do
       log "test_kernels [decoder],[sampling]: exit $?; $(grep -E 'test cases|All tests passed' "$OUT/kernels.log" | tail -1)"
       ;;
     memcheck)
-      compute-sanitizer --tool memcheck build/tests/test_kernels "[linear],[sampling]" > "$OUT/memcheck.log" 2>&1
-      log "memcheck [linear],[sampling]: exit $?; $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
+      timeout "${MEMCHECK_TIMEOUT:-300}" compute-sanitizer --tool memcheck build/tests/test_kernels "[decoder],[sampling]" \
+        > "$OUT/memcheck.log" 2>&1
+      log "memcheck [decoder],[sampling]: exit $?; $(grep -E 'ERROR SUMMARY|test cases' "$OUT/memcheck.log" | tail -2 | tr '\n' ' ')"
       compute-sanitizer --tool racecheck build/tests/test_kernels "[sampling]" > "$OUT/racecheck.log" 2>&1
       log "racecheck [sampling]: exit $?; $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/racecheck.log" | tail -1)"
       ;;
@@ -79,7 +80,7 @@ for step in $steps; do
       ;;
     bench)
       build/samples/llm_decode --model "$MODEL" --bench --batches 1,8,32,64 --context 512 --steps 100 --runs 3 \
-        --json "$OUT/flowdsl_decode.json" > "$OUT/bench.log" 2>&1
+        --profile "${PROFILE:-20}" --json "$OUT/flowdsl_decode.json" > "$OUT/bench.log" 2>&1
       log "flowdsl bench: exit $?"
       cat "$OUT/bench.log" >> "$OUT/summary.txt"
       ;;

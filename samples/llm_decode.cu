@@ -38,6 +38,7 @@
 #include "flowdsl/cublaslt.hpp"
 #include "flowdsl/json.hpp"
 #include "flowdsl/kernels.hpp"
+#include "flowdsl/profiler.hpp"
 #include "flowdsl/rope.hpp"
 #include "flowdsl/runtime.hpp"
 #include "flowdsl/safetensors.hpp"
@@ -578,6 +579,7 @@ struct Options {
   std::string linear = "auto";
   int gemv_max = 1;  // auto: the matrix-vector kernel up to this many rows, cuBLASLt above
   bool check = false, bench = false, programmatic = false;
+  int profile = 0;  // bench: launches of each batch's fastest step and of the prefill chunk profiled
   std::string dump, json_path, batches = "1,8,32,64", graph_folder;
   int graph_position = 0;  // --write-graph: the position every sequence starts at (its cache before it zeros)
   int dump_logits = -1, context = 512, steps = 100, runs = 3, prefill_seqs = 8, prefill_chunk = 64;
@@ -831,6 +833,50 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
+/// Where a step's GPU time goes: `launches` launches under CUPTI (flowdsl::Profiler), each node's
+/// median time summed by its role (its name without the "layerN." prefix), largest first.
+void profile_step(flowdsl::Runtime& runtime, const Step& step, cudaStream_t stream, int launches,
+                  const std::string& title, nlohmann::json& out) {
+  flowdsl::Profiler profiler(runtime);
+  for (int i = 0; i < launches; ++i) profiler.launch(step.g, stream);
+  const flowdsl::Profile& profile = profiler.collect();
+  const flowdsl::GraphStatistics stats = flowdsl::statistics(profile, 0);
+  struct Role {
+    int nodes = 0;
+    double us = 0;
+  };
+  std::map<std::string, Role> roles;
+  double total = 0;
+  for (std::size_t i = 0; i < stats.nodes.size(); ++i) {
+    if (!stats.nodes[i].measured) continue;
+    std::string role = profile.graphs[0].nodes[i].path;
+    if (role.rfind("layer", 0) == 0 && role.find('.') != std::string::npos) role = role.substr(role.find('.') + 1);
+    roles[role].nodes += 1;
+    roles[role].us += stats.nodes[i].median_us;
+    total += stats.nodes[i].median_us;
+  }
+  std::vector<double> span, idle;
+  for (const auto& l : stats.launches) {
+    if (l.launch == 0) continue;  // the first launch instantiates
+    span.push_back(l.gpu_span_us);
+    idle.push_back(l.idle_us);
+  }
+  std::sort(span.begin(), span.end());
+  std::sort(idle.begin(), idle.end());
+  const double span_us = span.empty() ? 0 : span[span.size() / 2], idle_us = idle.empty() ? 0 : idle[idle.size() / 2];
+  std::printf("profile %s: GPU span %.1f us, nodes %.1f us, idle %.1f us (medians of %d launches)\n", title.c_str(),
+              span_us, total, idle_us, launches - 1);
+  std::vector<std::pair<std::string, Role>> sorted(roles.begin(), roles.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second.us > b.second.us; });
+  nlohmann::json table;
+  for (const auto& [role, r] : sorted) {
+    std::printf("  %-18s %4d nodes %9.1f us %5.1f%%  %8.2f us a node\n", role.c_str(), r.nodes, r.us,
+                100.0 * r.us / std::max(total, 1e-9), r.us / r.nodes);
+    table[role] = {{"nodes", r.nodes}, {"us", r.us}};
+  }
+  out = {{"gpu_span_us", span_us}, {"node_sum_us", total}, {"idle_us", idle_us}, {"roles", table}};
+}
+
 /// Decode steps of every batch in --batches at --context, each linear kind, with and without
 /// programmatic edges; the prefill chunk; the HBM floor.
 void bench(const Options& o, const Model& m, double read_ms) {
@@ -851,7 +897,7 @@ void bench(const Options& o, const Model& m, double read_ms) {
   out["context"] = o.context;
   flowdsl::Runtime runtime;
   for (const int B : parse_list(o.batches)) {
-    const int capacity = o.context + (o.steps + 3) * o.runs + 8;
+    const int capacity = o.context + (o.steps + 3) * o.runs + o.profile + 8;
     State s(c, B, B, capacity, o.page_size, o.seed);
     std::vector<i32> tok(static_cast<std::size_t>(B)), pos(static_cast<std::size_t>(B), o.context), seq(static_cast<std::size_t>(B));
     std::mt19937 rng(o.seed + unsigned(B));
@@ -860,6 +906,8 @@ void bench(const Options& o, const Model& m, double read_ms) {
     put(s.seq_of_token, seq);
     const auto reset = [&] { put(s.positions, pos); };
     nlohmann::json row;
+    std::pair<LinearKind, bool> best{LinearKind::gemv, false};
+    double best_ms = 1e30;
     for (const LinearKind kind : {LinearKind::gemv, LinearKind::cublaslt}) {
       for (const bool programmatic : {false, true}) {
         reset();
@@ -875,11 +923,21 @@ void bench(const Options& o, const Model& m, double read_ms) {
         const std::string key = std::string(kind == LinearKind::gemv ? "gemv" : "cublaslt") +
                                 (programmatic ? "_programmatic" : "");
         row[key] = {{"ms", ms}, {"median_ms", median(ms)}, {"declare_ms", declare_ms}, {"first_launch_ms", first_ms}};
+        if (median(ms) < best_ms) best_ms = median(ms), best = {kind, programmatic};
         std::printf("batch %3d  %-22s %.3f ms a step (%.2fx the floor; runs:", B, key.c_str(), median(ms),
                     median(ms) / floor_ms);
         for (const double v : ms) std::printf(" %.3f", v);
         std::printf("); declared in %.2f ms, first launch (instantiation) %.2f ms\n", declare_ms, first_ms);
       }
+    }
+    if (o.profile > 1) {
+      reset();
+      auto step = build_step(m, s, B, B, true, best.first, 0.0f, 0, 1.0f, o.seed, nullptr);
+      step->g.programmatic_edges(best.second);
+      const std::string title = "batch " + std::to_string(B) + " (" +
+                                (best.first == LinearKind::gemv ? "gemv" : "cublaslt") +
+                                (best.second ? ", programmatic" : "") + ")";
+      profile_step(runtime, *step, stream.get(), o.profile, title, row["profile"]);
     }
     out["batches"][std::to_string(B)] = row;
   }
@@ -910,6 +968,9 @@ void bench(const Options& o, const Model& m, double read_ms) {
       const std::string key = kind == LinearKind::gemv ? "gemv" : "cublaslt";
       row[key] = {{"ms", ms}, {"median_ms", median(ms)}};
       std::printf("prefill chunk: %d sequences x %d tokens  %-10s %.3f ms\n", S, C, key.c_str(), median(ms));
+      if (o.profile > 1 && kind == LinearKind::cublaslt) {
+        profile_step(runtime, *step, stream.get(), o.profile, "prefill chunk (" + key + ")", row["profile"]);
+      }
     }
     out["prefill"] = row;
   }
@@ -947,6 +1008,9 @@ int main(int argc, char** argv) {
   app.add_option("--prefill-seqs", o.prefill_seqs, "bench: sequences of the prefill chunk");
   app.add_option("--prefill-chunk", o.prefill_chunk, "bench: tokens a sequence of the prefill chunk");
   app.add_option("--json", o.json_path, "bench: figures as JSON");
+  app.add_option("--profile", o.profile,
+                 "bench: profile this many launches of each batch's fastest step and of the prefill chunk (CUPTI), "
+                 "time summed by node role");
   app.add_option("--write-graph", o.graph_folder,
                  "write the decode step of --batch sequences as a graph file (decode.json) into this folder, with "
                  "the tokens of --generate launches (needs --model)");
