@@ -305,7 +305,10 @@ std::vector<double> paged_attention(const PagedKv& kv, int tokens, float scale, 
       const float* query = q.data() + (static_cast<std::size_t>(t) * kv.q_heads + head) * d;
       std::vector<double> scores;
       std::vector<std::int64_t> slots;
-      for (std::int32_t p = 0; p <= positions[t]; ++p) {
+      // Positions 0 .. the token's, none past the block table's row (which has no slots).
+      const std::int64_t context =
+          std::min<std::int64_t>(std::int64_t{positions[t]} + 1, std::int64_t{kv.pages_per_seq} * kv.page_size);
+      for (std::int32_t p = 0; p < context; ++p) {
         const std::int64_t slot = cache_slot(kv, seq_of_token[t], p, kv_head, block_table);
         if (slot < 0) continue;
         double dot = 0;

@@ -19,17 +19,24 @@ struct ByToken : Descriptor {
 };
 
 /// A block a (token, key/value head) and split; shared memory for the group's queries and one
-/// chunk's scores.
+/// chunk's scores. The tensor-core path (16-bit types, head_dim 64 or 128) takes a tile of
+/// tokens a block, with shared memory for a tile of keys and values.
 struct ByTokenHeadSplit : Descriptor {
   template <class... T, class... A>
-  static LaunchShape shape(i32 tokens, i32 q_heads, i32 kv_heads, i32 head_dim, i32, i32, i32, i32, i32 splits,
-                           i32 split_len, const A&...) {
+  static LaunchShape shape(i32 tokens, i32 q_heads, i32 kv_heads, i32 head_dim, i32, i32, i32 sequences, i32,
+                           i32 splits, i32 split_len, const A&...) {
     const i32 group = kv_heads > 0 ? std::clamp<i32>(q_heads / kv_heads, 1, attention_max_group) : 1;
-    const std::int64_t floats = attention_shared_floats(group, std::clamp<i32>(head_dim, 1, attention_max_head_dim),
-                                                        std::clamp<i32>(split_len, 1, attention_max_split));
-    const Dim3 grid(blocks_for(std::int64_t{tokens} * std::max<i32>(kv_heads, 1), 1),
+    std::int64_t bytes = sizeof(float) * attention_shared_floats(group, std::clamp<i32>(head_dim, 1, attention_max_head_dim),
+                                                                 std::clamp<i32>(split_len, 1, attention_max_split));
+    std::int64_t work = std::int64_t{tokens};
+    if (sizeof...(T) > 0 && (attention_tiles_take<T>(head_dim) && ...)) {
+      bytes = std::max(bytes, attention_tiles_shared_bytes(head_dim, 2));
+      const i32 per_tile = attention_tile_tokens(tokens, sequences, group);
+      work = (std::int64_t{tokens} + per_tile - 1) / per_tile;
+    }
+    const Dim3 grid(blocks_for(work * std::max<i32>(kv_heads, 1), 1),
                     static_cast<std::uint32_t>(std::clamp<i32>(splits, 1, 65535)));
-    return {grid, attention_block, static_cast<std::uint32_t>(floats * sizeof(float))};
+    return {grid, attention_block, static_cast<std::uint32_t>(bytes)};
   }
 };
 
@@ -102,10 +109,14 @@ void register_attention(KernelRegistry& registry) { FLOWDSL_REGISTER_LIST(regist
 }  // namespace detail
 
 AttentionSplits attention_splits(i32 tokens, const PagedKv& kv, i32 max_context) {
-  // About two blocks a multiprocessor of a large GPU (132 on an H100): at batch 1 the context is
-  // split until the (token, head) pairs times the splits reach that.
+  // About two blocks a multiprocessor of a large GPU (132 on an H100): with few (token tile,
+  // head) pairs (a decode step's small batches) the context is split until their count times
+  // the splits reaches that.
   constexpr std::int64_t target_blocks = 256;
-  const std::int64_t work = std::max<std::int64_t>(1, std::int64_t{tokens} * std::max(kv.kv_heads, 1));
+  const i32 group = kv.kv_heads > 0 ? std::max<i32>(kv.q_heads / kv.kv_heads, 1) : 1;
+  const i32 per_tile = detail::attention_tile_tokens(tokens, kv.sequences, group);
+  const std::int64_t tiles = (std::int64_t{std::max(tokens, 1)} + per_tile - 1) / per_tile;
+  const std::int64_t work = std::max<std::int64_t>(1, tiles * std::max(kv.kv_heads, 1));
   const std::int64_t context = std::max<i32>(max_context, 1);
   const std::int64_t wanted = std::max<std::int64_t>(1, (target_blocks + work - 1) / work);
   std::int64_t split_len = (context + wanted - 1) / wanted;

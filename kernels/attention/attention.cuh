@@ -15,6 +15,8 @@
 // appended first), flash-decoding style: the context is split across `splits` blocks a
 // (token, kv head), each keeping a running max, sum and weighted value sum in float per query
 // head of the group over chunks of split_len positions; a second kernel combines the splits.
+// 16-bit caches with head_dim 64 or 128 take the tensor-core path (attention_tiles.cuh), where a
+// block serves a tile of a sequence's tokens; the warp path and the scalar path take the rest.
 //
 // Every index read from device memory is checked before it is used: a sequence, position or page
 // outside the bounds the arguments give contributes nothing and is never dereferenced.
@@ -24,27 +26,10 @@
 #include <cstdint>
 
 #include "../common.cuh"
+#include "attention_tiles.cuh"
+#include "paged_cache.cuh"
 
 namespace flowdsl::kernels::detail {
-
-constexpr int attention_block = 128;
-/// Limits the launchers and the launch rule keep to (the kernels stay in bounds beyond them).
-constexpr int attention_max_head_dim = 256;
-constexpr int attention_max_group = 16;  ///< query heads a key/value head
-constexpr int attention_max_split = 256; ///< positions a block holds scores for at once
-
-/// The cache slot of position `pos` of sequence `seq`, or -1 where any index is out of bounds.
-__device__ __forceinline__ std::int64_t cache_slot(std::int32_t seq, std::int32_t pos, std::int32_t kv_head,
-                                                  std::int32_t kv_heads, std::int32_t head_dim, std::int32_t page_size,
-                                                  std::int32_t pages_per_seq, std::int32_t sequences, std::int32_t pages,
-                                                  const std::int32_t* block_table) {
-  if (seq < 0 || seq >= sequences || pos < 0 || page_size <= 0) return -1;
-  const std::int32_t entry = pos / page_size;
-  if (entry >= pages_per_seq) return -1;
-  const std::int32_t page = block_table[static_cast<std::int64_t>(seq) * pages_per_seq + entry];
-  if (page < 0 || page >= pages) return -1;
-  return ((static_cast<std::int64_t>(page) * kv_heads + kv_head) * page_size + pos % page_size) * head_dim;
-}
 
 template <class T>
 __global__ void __launch_bounds__(attention_block)
@@ -136,7 +121,7 @@ __device__ void attention_partial_warps(std::int32_t tokens, std::int32_t q_head
   for (std::int64_t work = blockIdx.x; work < static_cast<std::int64_t>(tokens) * kv_heads; work += gridDim.x) {
     const std::int32_t t = static_cast<std::int32_t>(work / kv_heads), h = static_cast<std::int32_t>(work % kv_heads);
     const std::int32_t pos = positions[t], seq = seq_of_token[t];
-    const std::int32_t context = pos < 0 ? 0 : pos + 1;  // positions 0 .. pos
+    const std::int32_t context = attended_context(pos, page_size, pages_per_seq);
     for (std::int32_t s = static_cast<std::int32_t>(blockIdx.y); s < splits; s += static_cast<std::int32_t>(gridDim.y)) {
       float qv[G][E], acc[G][E], run_max[G], run_sum[G];
 #pragma unroll
@@ -238,7 +223,7 @@ __device__ void attention_partial_warps(std::int32_t tokens, std::int32_t q_head
 }
 
 template <class T>
-__global__ void __launch_bounds__(attention_block)
+__global__ void __launch_bounds__(attention_block, 3)
     attention_partial_kernel(std::int32_t tokens, std::int32_t q_heads, std::int32_t kv_heads, std::int32_t head_dim,
                              std::int32_t page_size, std::int32_t pages_per_seq, std::int32_t sequences,
                              std::int32_t pages, std::int32_t splits, std::int32_t split_len, float scale, const T* q,
@@ -250,15 +235,42 @@ __global__ void __launch_bounds__(attention_block)
     return;  // shapes the launch rule never makes (it sizes the shared memory): nothing is touched
   }
   extern __shared__ float shared[];
-  // Rows of 16 / 8 / 4 bytes a lane (head_dim 64 or 128) aligned: the warp path.
-  const bool full_block = blockDim.x == attention_block;  // the warp path's four warps
-  if (full_block && head_dim == 64 && aligned<sizeof(T) * 2>(k_cache) && aligned<sizeof(T) * 2>(v_cache)) {
+  const bool full_block = blockDim.x == attention_block;  // the four warps the fast paths divide the work by
+  // 16-bit types, head_dim 64 or 128, 16-byte aligned caches: the tensor-core path, where the
+  // launch gave it its shared memory.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (attention_tiles_take<T>(64)) {
+    std::uint32_t shared_bytes = 0;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(shared_bytes));
+    if (full_block && (head_dim == 64 || head_dim == 128) && shared_bytes >= attention_tiles_shared_bytes(head_dim, 2) &&
+        aligned<16>(k_cache) && aligned<16>(v_cache) && aligned<4>(q)) {
+      auto* bytes = reinterpret_cast<unsigned char*>(shared);
+      if (head_dim == 64) {
+        attention_partial_tiles<T, 64>(tokens, q_heads, kv_heads, page_size, pages_per_seq, sequences, pages, splits,
+                                       split_len, scale, q, positions, seq_of_token, block_table, k_cache, v_cache,
+                                       partial, bytes);
+      } else {
+        attention_partial_tiles<T, 128>(tokens, q_heads, kv_heads, page_size, pages_per_seq, sequences, pages, splits,
+                                        split_len, scale, q, positions, seq_of_token, block_table, k_cache, v_cache,
+                                        partial, bytes);
+      }
+      return;
+    }
+  }
+#endif
+  // Rows of 16 / 8 / 4 bytes a lane (head_dim 64 or 128) aligned: the warp path, for what the
+  // tensor cores don't take (its registers would hold back the tensor-core path's occupancy).
+  bool warp_path = true;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  warp_path = !attention_tiles_take<T>(64);
+#endif
+  if (warp_path && full_block && head_dim == 64 && aligned<sizeof(T) * 2>(k_cache) && aligned<sizeof(T) * 2>(v_cache)) {
     attention_partial_warps<T, 64>(tokens, q_heads, kv_heads, page_size, pages_per_seq, sequences, pages, splits,
                                    split_len, scale, q, positions, seq_of_token, block_table, k_cache, v_cache, partial,
                                    shared);
     return;
   }
-  if (full_block && head_dim == 128 && aligned<sizeof(T) * 4>(k_cache) && aligned<sizeof(T) * 4>(v_cache)) {
+  if (warp_path && full_block && head_dim == 128 && aligned<sizeof(T) * 4>(k_cache) && aligned<sizeof(T) * 4>(v_cache)) {
     attention_partial_warps<T, 128>(tokens, q_heads, kv_heads, page_size, pages_per_seq, sequences, pages, splits,
                                     split_len, scale, q, positions, seq_of_token, block_table, k_cache, v_cache, partial,
                                     shared);
@@ -278,7 +290,7 @@ __global__ void __launch_bounds__(attention_block)
   for (std::int64_t work = blockIdx.x; work < static_cast<std::int64_t>(tokens) * kv_heads; work += gridDim.x) {
     const std::int32_t t = static_cast<std::int32_t>(work / kv_heads), h = static_cast<std::int32_t>(work % kv_heads);
     const std::int32_t pos = positions[t], seq = seq_of_token[t];
-    const std::int32_t context = pos < 0 ? 0 : pos + 1;  // positions 0 .. pos
+    const std::int32_t context = attended_context(pos, page_size, pages_per_seq);
     for (std::int32_t s = static_cast<std::int32_t>(blockIdx.y); s < splits; s += static_cast<std::int32_t>(gridDim.y)) {
       __syncthreads();  // the shared memory of the previous (work, split) is no longer read
       for (int i = static_cast<int>(threadIdx.x); i < group * head_dim; i += static_cast<int>(blockDim.x)) {

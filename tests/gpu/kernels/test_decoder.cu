@@ -212,6 +212,21 @@ TEMPLATE_TEST_CASE("Paged decode attention matches the reference across GQA rati
   }
 }
 
+TEMPLATE_TEST_CASE("Prefill tiles holding the tokens of two sequences attend each over its own",
+                   "[kernels][decoder][attention]", __half, __nv_bfloat16) {
+  using T = TestType;
+  // 3 x 5 new tokens over 4 sequences (the last with no tokens): a block takes 4 tokens, so a
+  // tile holds the end of one sequence's tokens and the start of the next's; GQA 4 and 8,
+  // head_dim 64 and 128.
+  for (const auto& [q_heads, kv_heads, head_dim] : {std::tuple{32, 8, 64}, std::tuple{16, 2, 128}}) {
+    Step s = make_step(q_heads, kv_heads, head_dim, 16, {10, 70, 33}, 5, 120);
+    s.kv.sequences += 1;
+    s.block_table.resize(s.block_table.size() + static_cast<std::size_t>(s.kv.pages_per_seq), -1);
+    INFO("type " << type_name<T>() << ", heads " << q_heads << "/" << kv_heads << ", head_dim " << head_dim);
+    check_step<T>(s, 121);
+  }
+}
+
 TEST_CASE("Out-of-bounds positions, sequences and pages are read and written nowhere", "[kernels][decoder][attention]") {
   using T = __nv_bfloat16;
   Step s = make_step(8, 2, 64, 16, {20, 5, 9, 40}, 1, 90);
@@ -219,7 +234,11 @@ TEST_CASE("Out-of-bounds positions, sequences and pages are read and written now
   s.positions[1] = -7;                // a negative position
   s.seq_of_token[2] = 99;             // no such sequence
   s.positions[3] = s.kv.pages_per_seq * s.kv.page_size + 3;  // past the block table's row
-  check_step<T>(s, 91);  // the references skip the same: the kernels match them (and memcheck sees no access)
+  check_step<T>(s, 91);
+  // A position near the largest int: nothing past the block table's row is visited (the test
+  // would otherwise run for minutes).
+  s.positions[3] = 2147483000;
+  check_step<T>(s, 92);  // the references skip the same: the kernels match them (and memcheck sees no access)
 }
 
 TEST_CASE("The decoder kernels are registered by name with their extents", "[kernels][decoder][registry]") {
@@ -227,7 +246,8 @@ TEST_CASE("The decoder kernels are registered by name with their extents", "[ker
   fk::register_builtins(registry);
   for (const char* name : {"rms_norm.bf16", "add_rms_norm.f16", "silu_mul.f32", "rope_kv_append.bf16",
                            "decode_attention_partial.bf16", "decode_attention_combine.bf16", "linear.bf16",
-                           "linear_gated.f16", "advance_positions.i32"}) {
+                           "linear_gated.f16", "linear_norm.bf16", "linear_residual.f32", "linear_gated_residual.bf16",
+                           "advance_positions.i32"}) {
     const flowdsl::KernelInfo* info = registry.find(name);
     REQUIRE(info != nullptr);
     CHECK(info->checked());  // every pointer declares its extent
