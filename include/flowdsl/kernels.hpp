@@ -349,9 +349,10 @@ KernelNode<i32, i32, i32, const T*, const T*, const float*, i32, T*> matmul_cast
 
 /// \brief y[m, n] = x[m, k] w[n, k]^T: a linear layer with its weights as Hugging Face and PyTorch
 /// keep them ([out, in], row-major), float accumulation, y rounded to T. For the small batches
-/// of decoding (m up to about 16), where it is bound by reading w once: a warp a weight row,
-/// 16-byte loads when k is a multiple of 16 / sizeof(T) and x and w are 16-byte aligned. Rows of
-/// x past 8 re-read w once every 8 rows: for larger m, cublaslt_linear (flowdsl/cublaslt.hpp).
+/// of decoding (m up to about 16), where it is bound by reading w once. bf16 and f16 with k a
+/// multiple of 32 and x and w 16-byte aligned run on the tensor cores, 16 rows of x a pass;
+/// otherwise a warp a weight row, 8 rows of x a pass. Each pass re-reads w: for larger m,
+/// cublaslt_linear (flowdsl/cublaslt.hpp).
 template <class T>
 KernelNode<i32, i32, i32, const T*, const T*, T*> linear(Into g, std::string name, i32 m, i32 n, i32 k, const T* x, const T* w,
                                                          T* y);
@@ -362,6 +363,23 @@ KernelNode<i32, i32, i32, const T*, const T*, T*> linear(Into g, std::string nam
 template <class T>
 KernelNode<i32, i32, i32, const T*, const T*, T*> linear_gated(Into g, std::string name, i32 m, i32 n, i32 k, const T* gate_up,
                                                                const T* w, T* y);
+template <class T>
+using LinearNormNode = KernelNode<i32, i32, i32, float, const T*, const T*, const T*, T*>;
+/// \brief linear of rms_norm(x) · norm_weight, rounded as Llama's RMSNorm rounds (see rms_norm):
+/// the norm before a decoder's projection, each block computing the rows' scales itself, so the
+/// normalised rows are never written out.
+template <class T>
+LinearNormNode<T> linear_norm(Into g, std::string name, i32 m, i32 n, i32 k, float eps, const T* x, const T* norm_weight,
+                              const T* w, T* y);
+/// \brief linear added into y: y = T(y + T(x w^T)), a projection's output into a decoder's
+/// residual stream as the model rounds it (the product, then the sum).
+template <class T>
+KernelNode<i32, i32, i32, const T*, const T*, T*> linear_residual(Into g, std::string name, i32 m, i32 n, i32 k, const T* x,
+                                                                  const T* w, T* y);
+/// \brief linear_gated added into y, as linear_residual adds.
+template <class T>
+KernelNode<i32, i32, i32, const T*, const T*, T*> linear_gated_residual(Into g, std::string name, i32 m, i32 n, i32 k,
+                                                                        const T* gate_up, const T* w, T* y);
 
 // ---------------------------------------------------------------- conditions -----------------
 //

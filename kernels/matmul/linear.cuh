@@ -8,7 +8,19 @@
 // and L2. A warp-wide butterfly sum ends each feature.
 //
 // Rows of x are taken `linear_rows` at a time (m above that re-reads the weights once a tile:
-// prefer cublaslt_linear there). The gated form multiplies by silu(gate) * up instead of x,
+// prefer cublaslt_linear there).
+//
+// The normed form multiplies by rms_norm(x) · g instead of x (a decoder layer's norm before its
+// projection: each block computes the rows' scales itself, so the normalised rows are never
+// written out), and the residual forms add the product into y (y = T(y + T(product)), the
+// residual stream of a decoder), so a layer needs no separate norm kernels.
+//
+// For 16-bit types with k a multiple of 32 the tensor cores take the products instead
+// (linear_tiles_pass): a block of 8 warps computes 16 features for up to 16 rows, its warps
+// splitting k, each multiplying 16 features x 32 weights by 32 inputs x 8 rows with two mma.sync
+// a step. The 16-byte loads of weights and inputs feed the operand registers directly: k is
+// permuted the same way in both (a lane's 8 consecutive elements are its elements of two 16-wide
+// k blocks), which leaves the dot products unchanged. The warps' sums meet in shared memory. The gated form multiplies by silu(gate) * up instead of x,
 // where gate and up are the two halves of a [m, 2k] tensor (a SwiGLU MLP's fused gate and up
 // projection), so the element-wise product is never written out.
 #pragma once
@@ -17,6 +29,7 @@
 #include <type_traits>
 
 #include "../common.cuh"
+#include "../mma.cuh"
 
 namespace flowdsl::kernels::detail {
 
@@ -51,57 +64,127 @@ __device__ __forceinline__ float gated(float gate, float up) {
   return to_float(from_float<T>(to_float(from_float<T>(activated)) * up));
 }
 
-/// The input of row `r` at vector `i` (16 / sizeof(T) elements): x, or silu(gate) * up.
-template <class T, bool Gated>
-__device__ __forceinline__ void input_vector(const T* x, std::int64_t row_stride, int r, std::int64_t i, std::int64_t k,
-                                             float* out) {
+/// x · scale · g rounded as Llama's RMSNorm does: the normalised value to T, then the product.
+template <class T>
+__device__ __forceinline__ float normed(float x, float scale, float g) {
+  return to_float(from_float<T>(to_float(from_float<T>(x * scale)) * g));
+}
+
+/// What a linear kernel multiplies the weights by: x itself, silu(gate) * up of a [m, 2k] x, or
+/// rms_norm(x) · g.
+enum class LinearInput { plain, gated, normed };
+
+/// The input of a pass: rows of x (row_stride apart), and for the normed form the norm's weights
+/// and each row's scale (shared memory).
+template <class T>
+struct LinearRows {
+  const T* x;
+  std::int64_t row_stride;
+  std::int64_t k;
+  const T* g;           ///< normed: the norm's weights [k]
+  const float* scales;  ///< normed: rsqrt(mean(x²) + eps) a row
+};
+
+/// The input of row `r` at vector `i` (16 / sizeof(T) elements) as floats.
+template <class T, LinearInput In>
+__device__ __forceinline__ void input_vector(const LinearRows<T>& in, int r, std::int64_t i, float* out) {
   constexpr int V = 16 / sizeof(T);
-  const T* row = x + r * row_stride;
+  const T* row = in.x + r * in.row_stride;
   unpack<T>(__ldg(reinterpret_cast<const uint4*>(row) + i), out);
-  if constexpr (Gated) {
+  if constexpr (In == LinearInput::gated) {
     float up[V];
-    unpack<T>(__ldg(reinterpret_cast<const uint4*>(row + k) + i), up);
+    unpack<T>(__ldg(reinterpret_cast<const uint4*>(row + in.k) + i), up);
 #pragma unroll
     for (int e = 0; e < V; ++e) out[e] = gated<T>(out[e], up[e]);
+  } else if constexpr (In == LinearInput::normed) {
+    float g[V];
+    unpack<T>(__ldg(reinterpret_cast<const uint4*>(in.g) + i), g);
+    const float scale = in.scales[r];
+#pragma unroll
+    for (int e = 0; e < V; ++e) out[e] = normed<T>(out[e], scale, g[e]);
   }
 }
 
 /// The input of row `r` at element `c`.
-template <class T, bool Gated>
-__device__ __forceinline__ float input_element(const T* x, std::int64_t row_stride, int r, std::int64_t c, std::int64_t k) {
-  const T* row = x + r * row_stride;
+template <class T, LinearInput In>
+__device__ __forceinline__ float input_element(const LinearRows<T>& in, int r, std::int64_t c) {
+  const T* row = in.x + r * in.row_stride;
   const float v = to_float(row[c]);
-  if constexpr (Gated) {
-    return gated<T>(v, to_float(row[c + k]));
+  if constexpr (In == LinearInput::gated) {
+    return gated<T>(v, to_float(row[c + in.k]));
+  } else if constexpr (In == LinearInput::normed) {
+    return normed<T>(v, in.scales[r], to_float(in.g[c]));
   } else {
     return v;
   }
 }
 
+/// Writes `sum` to y, or adds it (rounded to T, as a model's branch output is) into y.
+template <class T, bool Residual>
+__device__ __forceinline__ void store_output(T* y, float sum) {
+  if constexpr (Residual) {
+    *y = from_float<T>(to_float(*y) + to_float(from_float<T>(sum)));
+  } else {
+    *y = from_float<T>(sum);
+  }
+}
+
+/// The normed form's scales of rows 0 .. rows of x into `scales`, a warp a row; the block waits
+/// for them (and, before, for every reader of the previous pass's).
+template <class T>
+__device__ void row_scales(const T* x, std::int64_t row_stride, int rows, std::int32_t k, float eps, bool vectors,
+                           float* scales) {
+  constexpr int V = 16 / sizeof(T);
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  __syncthreads();
+  for (int r = warp; r < rows; r += linear_block / 32) {
+    const T* row = x + r * row_stride;
+    float sum = 0.0f;
+    if (vectors) {
+      for (std::int64_t i = lane; i < k / V; i += 32) {
+        float v[V];
+        unpack<T>(__ldg(reinterpret_cast<const uint4*>(row) + i), v);
+#pragma unroll
+        for (int e = 0; e < V; ++e) sum = fmaf(v[e], v[e], sum);
+      }
+    } else {
+      for (std::int64_t c = lane; c < k; c += 32) {
+        const float v = to_float(row[c]);
+        sum = fmaf(v, v, sum);
+      }
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    if (lane == 0) scales[r] = rsqrtf(sum / static_cast<float>(k) + eps);
+  }
+  __syncthreads();
+}
+
 /// acc[r] += w · input(r) over one 16-byte vector of weights, for rows 0 .. rows.
-template <class T, bool Gated, int R>
-__device__ __forceinline__ void accumulate(float (&acc)[R], const uint4& wv, const T* x, std::int64_t row_stride, int rows,
-                                           std::int64_t i, std::int64_t k) {
+template <class T, LinearInput In, int R>
+__device__ __forceinline__ void accumulate(float (&acc)[R], const uint4& wv, const LinearRows<T>& in, int rows,
+                                           std::int64_t i) {
   constexpr int V = 16 / sizeof(T);
   float w[V];
   unpack<T>(wv, w);
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     if (r < rows) {
-      float in[V];
-      input_vector<T, Gated>(x, row_stride, r, i, k, in);
+      float x[V];
+      input_vector<T, In>(in, r, i, x);
 #pragma unroll
-      for (int e = 0; e < V; ++e) acc[r] = fmaf(w[e], in[e], acc[r]);
+      for (int e = 0; e < V; ++e) acc[r] = fmaf(w[e], x[e], acc[r]);
     }
   }
 }
 
-/// Features f = first, first + warps, ... of rows row0 .. row0 + rows of the output, with R >= rows
+/// Features f = first, first + warps, ... of `rows` rows of the output, with R >= rows
 /// accumulators a lane (R a compile-time bound, so that they stay in registers).
-template <class T, bool Gated, int R>
-__device__ __forceinline__ void linear_rows_pass(std::int32_t n, std::int32_t k, const T* xt, std::int64_t row_stride,
-                                                 int rows, const T* w, T* yt, bool vectors) {
+template <class T, LinearInput In, bool Residual, int R>
+__device__ __forceinline__ void linear_rows_pass(std::int32_t n, const LinearRows<T>& in, int rows, const T* w, T* yt,
+                                                 bool vectors) {
   constexpr int V = 16 / sizeof(T);
+  const std::int64_t k = in.k;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const std::int64_t warps = std::int64_t{gridDim.x} * (linear_block / 32);
   const std::int64_t first = std::int64_t{blockIdx.x} * (linear_block / 32) + threadIdx.x / 32;
@@ -117,15 +200,15 @@ __device__ __forceinline__ void linear_rows_pass(std::int32_t n, std::int32_t k,
 #pragma unroll
         for (int u = 0; u < linear_unroll; ++u) loaded[u] = load_streaming(wv + i + 32 * u);
 #pragma unroll
-        for (int u = 0; u < linear_unroll; ++u) accumulate<T, Gated>(acc, loaded[u], xt, row_stride, rows, i + 32 * u, k);
+        for (int u = 0; u < linear_unroll; ++u) accumulate<T, In>(acc, loaded[u], in, rows, i + 32 * u);
       }
-      for (; i < count; i += 32) accumulate<T, Gated>(acc, load_streaming(wv + i), xt, row_stride, rows, i, k);
+      for (; i < count; i += 32) accumulate<T, In>(acc, load_streaming(wv + i), in, rows, i);
     } else {
       for (std::int64_t c = lane; c < k; c += 32) {
         const float wc = to_float(wf[c]);
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-          if (r < rows) acc[r] = fmaf(wc, input_element<T, Gated>(xt, row_stride, r, c, k), acc[r]);
+          if (r < rows) acc[r] = fmaf(wc, input_element<T, In>(in, r, c), acc[r]);
         }
       }
     }
@@ -137,34 +220,161 @@ __device__ __forceinline__ void linear_rows_pass(std::int32_t n, std::int32_t k,
     // Lane r writes row r's feature.
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      if (lane == r && r < rows) yt[r * std::int64_t{n} + f] = from_float<T>(acc[r]);
+      if (lane == r && r < rows) store_output<T, Residual>(yt + r * std::int64_t{n} + f, acc[r]);
     }
   }
 }
 
-template <class T, bool Gated>
-__global__ void __launch_bounds__(linear_block)
-    linear_kernel(std::int32_t m, std::int32_t n, std::int32_t k, const T* x, const T* w, T* y) {
-  ::flowdsl::kernels::detail::programmatic_prologue();
+/// 8 inputs of row `r` at element `c` (16 bytes) as the 4 operand registers of two k blocks.
+template <class T, LinearInput In>
+__device__ __forceinline__ uint4 input_pairs(const LinearRows<T>& in, int r, std::int64_t c) {
+  if constexpr (In == LinearInput::plain) {
+    return __ldg(reinterpret_cast<const uint4*>(in.x + r * in.row_stride + c));
+  } else {
+    float v[8];
+    input_vector<T, In>(in, r, c / 8, v);
+    uint4 out;
+    out.x = pack_pair<T>(v[0], v[1]);
+    out.y = pack_pair<T>(v[2], v[3]);
+    out.z = pack_pair<T>(v[4], v[5]);
+    out.w = pack_pair<T>(v[6], v[7]);
+    return out;
+  }
+}
+
+constexpr int linear_tile_features = 16;  ///< features a block of the tensor-core path
+constexpr int linear_tile_rows = 16;      ///< rows of x a pass of the tensor-core path
+constexpr int linear_tile_unroll = 4;     ///< 32-wide k steps a warp has in flight
+
+/// The tensor-core path over `rows` rows (at most 16) of the input, NT 8-row fragments.
+/// `shared` holds 8 warps x 32 lanes x 4 NT floats.
+template <class T, LinearInput In, bool Residual, int NT>
+__device__ __forceinline__ void linear_tiles_pass(std::int32_t n, const LinearRows<T>& in, int rows, const T* w, T* yt,
+                                                  float* shared) {
+  constexpr int warps = linear_block / 32;
+  const std::int64_t k = in.k;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int g = lane / 4, c = lane % 4;  // fragment row (feature, input row) and column pair
+  const std::int64_t steps = k / 32;     // 32-wide steps of k; warp w takes w, w + 8, ...
+  const std::int64_t tiles = (std::int64_t{n} + linear_tile_features - 1) / linear_tile_features;
+  for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const std::int64_t f0 = tile * linear_tile_features;
+    const bool has_a = f0 + g < n, has_b = f0 + g + 8 < n;
+    const T* wa = w + (f0 + g) * k + 8 * c;
+    const T* wb = wa + 8 * k;
+    float acc[NT][4] = {};
+    const auto product = [&](const uint4& a_lo, const uint4& a_hi, std::int64_t step) {
+      const std::int64_t col = step * 32 + 8 * c;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const int r = nt * 8 + g;
+        const uint4 xv = r < rows ? input_pairs<T, In>(in, r, col) : make_uint4(0u, 0u, 0u, 0u);
+        const std::uint32_t first[4] = {a_lo.x, a_hi.x, a_lo.y, a_hi.y}, second[4] = {a_lo.z, a_hi.z, a_lo.w, a_hi.w};
+        mma_16x8x16<T>(acc[nt], first, xv.x, xv.y);
+        mma_16x8x16<T>(acc[nt], second, xv.z, xv.w);
+      }
+    };
+    std::int64_t step = warp;
+    for (; step + warps * (linear_tile_unroll - 1) < steps; step += warps * linear_tile_unroll) {
+      uint4 lo[linear_tile_unroll], hi[linear_tile_unroll];
+#pragma unroll
+      for (int u = 0; u < linear_tile_unroll; ++u) {
+        const std::int64_t at = (step + u * warps) * 32;
+        lo[u] = has_a ? load_streaming(reinterpret_cast<const uint4*>(wa + at)) : make_uint4(0u, 0u, 0u, 0u);
+        hi[u] = has_b ? load_streaming(reinterpret_cast<const uint4*>(wb + at)) : make_uint4(0u, 0u, 0u, 0u);
+      }
+#pragma unroll
+      for (int u = 0; u < linear_tile_unroll; ++u) product(lo[u], hi[u], step + u * warps);
+    }
+    for (; step < steps; step += warps) {
+      const uint4 lo = has_a ? load_streaming(reinterpret_cast<const uint4*>(wa + step * 32)) : make_uint4(0u, 0u, 0u, 0u);
+      const uint4 hi = has_b ? load_streaming(reinterpret_cast<const uint4*>(wb + step * 32)) : make_uint4(0u, 0u, 0u, 0u);
+      product(lo, hi, step);
+    }
+    // acc[nt]: (feature g, rows nt * 8 + 2c, + 1) and (feature g + 8, the same rows).
+    __syncthreads();  // the previous tile's sums are read
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) shared[((nt * 4 + e) * warps + warp) * 32 + lane] = acc[nt][e];
+    }
+    __syncthreads();
+    for (int i = static_cast<int>(threadIdx.x); i < NT * 4 * 32; i += linear_block) {
+      const int slot = i / 32, from = i % 32;  // slot = nt * 4 + e, from = the lane that held it
+      float sum = 0.0f;
+#pragma unroll
+      for (int v = 0; v < warps; ++v) sum += shared[(slot * warps + v) * 32 + from];
+      const int nt = slot / 4, e = slot % 4;
+      const std::int64_t f = f0 + from / 4 + (e >= 2 ? 8 : 0);
+      const int r = nt * 8 + 2 * (from % 4) + (e & 1);
+      if (f < n && r < rows) store_output<T, Residual>(yt + r * std::int64_t{n} + f, sum);
+    }
+  }
+}
+
+/// Every form: y (+)= input(x) w^T for m rows, passes of 16 rows on the tensor cores (16-bit T,
+/// k a multiple of 32, aligned rows), of 8 otherwise.
+template <class T, LinearInput In, bool Residual>
+__device__ __forceinline__ void linear_body(std::int32_t m, std::int32_t n, std::int32_t k, float eps, const T* x,
+                                            const T* g, const T* w, T* y) {
   constexpr int V = 16 / sizeof(T);
-  const std::int64_t row_stride = Gated ? 2 * std::int64_t{k} : std::int64_t{k};
+  const std::int64_t row_stride = In == LinearInput::gated ? 2 * std::int64_t{k} : std::int64_t{k};
   // 16-byte vectors need k a multiple of V and the rows 16-byte aligned.
-  const bool vectors = k % V == 0 && aligned<16>(x) && aligned<16>(w);
+  const bool vectors = k % V == 0 && aligned<16>(x) && aligned<16>(w) && (In != LinearInput::normed || aligned<16>(g));
+  __shared__ float scales[linear_tile_rows];
+  const auto rows_at = [&](std::int32_t row0, int rows) {
+    if constexpr (In == LinearInput::normed) row_scales(x + row0 * row_stride, row_stride, rows, k, eps, vectors, scales);
+    return LinearRows<T>{x + row0 * row_stride, row_stride, k, g, scales};
+  };
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (mma_type<T>) {
+    if (vectors && k % 32 == 0 && blockDim.x == linear_block) {
+      __shared__ float sums[2 * 4 * linear_block];
+      for (std::int32_t row0 = 0; row0 < m; row0 += linear_tile_rows) {
+        const int rows = min(linear_tile_rows, m - row0);
+        const LinearRows<T> in = rows_at(row0, rows);
+        T* yt = y + row0 * std::int64_t{n};
+        if (rows <= 8) {
+          linear_tiles_pass<T, In, Residual, 1>(n, in, rows, w, yt, sums);
+        } else {
+          linear_tiles_pass<T, In, Residual, 2>(n, in, rows, w, yt, sums);
+        }
+      }
+      return;
+    }
+  }
+#endif
   for (std::int32_t row0 = 0; row0 < m; row0 += linear_rows) {
     const int rows = min(linear_rows, m - row0);
-    const T* xt = x + row0 * row_stride;
+    const LinearRows<T> in = rows_at(row0, rows);
     T* yt = y + row0 * std::int64_t{n};
     // As few accumulators as the rows need: a batch of one sums one value a lane.
     if (rows == 1) {
-      linear_rows_pass<T, Gated, 1>(n, k, xt, row_stride, rows, w, yt, vectors);
+      linear_rows_pass<T, In, Residual, 1>(n, in, rows, w, yt, vectors);
     } else if (rows == 2) {
-      linear_rows_pass<T, Gated, 2>(n, k, xt, row_stride, rows, w, yt, vectors);
+      linear_rows_pass<T, In, Residual, 2>(n, in, rows, w, yt, vectors);
     } else if (rows <= 4) {
-      linear_rows_pass<T, Gated, 4>(n, k, xt, row_stride, rows, w, yt, vectors);
+      linear_rows_pass<T, In, Residual, 4>(n, in, rows, w, yt, vectors);
     } else {
-      linear_rows_pass<T, Gated, linear_rows>(n, k, xt, row_stride, rows, w, yt, vectors);
+      linear_rows_pass<T, In, Residual, linear_rows>(n, in, rows, w, yt, vectors);
     }
   }
+}
+
+/// linear (plain x) and linear_gated, y = or += their product.
+template <class T, bool Gated, bool Residual>
+__global__ void __launch_bounds__(linear_block)
+    linear_kernel(std::int32_t m, std::int32_t n, std::int32_t k, const T* x, const T* w, T* y) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
+  linear_body<T, Gated ? LinearInput::gated : LinearInput::plain, Residual>(m, n, k, 0.0f, x, nullptr, w, y);
+}
+
+/// linear_norm: y = (rms_norm(x) · g) w^T.
+template <class T>
+__global__ void __launch_bounds__(linear_block)
+    linear_norm_kernel(std::int32_t m, std::int32_t n, std::int32_t k, float eps, const T* x, const T* g, const T* w, T* y) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
+  linear_body<T, LinearInput::normed, false>(m, n, k, eps, x, g, w, y);
 }
 
 }  // namespace flowdsl::kernels::detail

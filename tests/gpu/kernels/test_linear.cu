@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The small-batch linear layers of a decoder against the host reference: linear and
-// linear_gated (flowdsl's matrix-vector kernel, weights [out, in]), cuBLASLt's linear call on the
-// same layout, and advance_positions.
+// The small-batch linear layers of a decoder against the host reference: linear, linear_gated,
+// linear_norm and the residual forms (flowdsl's small-batch kernel, weights [out, in]), cuBLASLt's
+// linear call on the same layout, and advance_positions.
 #include "flowdsl/cublaslt.hpp"
 #include "kernel_test_support.cuh"
 
@@ -43,9 +43,12 @@ struct Shape {
   int m, n, k;
 };
 // Aligned rows (16-byte loads), rows past one pass of 8, k not a multiple of the vector (the
-// scalar path), features fewer than the warps of a block, one row of one element.
+// scalar path), features fewer than the warps of a block, one row of one element; for the
+// tensor-core path (16-bit types, k a multiple of 32): rows past one pass of 16 (20, 33), k of
+// one step (fewer steps than warps), a long k, features not a multiple of 16.
 const Shape shapes[] = {{1, 2048, 2048}, {4, 3072, 2048}, {8, 1000, 1024}, {16, 777, 2048}, {3, 129, 517},
-                        {13, 64, 8},     {1, 1, 1},       {2, 5, 3}};
+                        {13, 64, 8},     {1, 1, 1},       {2, 5, 3},       {20, 100, 32},   {9, 40, 8192},
+                        {33, 17, 96}};
 
 }  // namespace
 
@@ -97,6 +100,104 @@ TEMPLATE_TEST_CASE("linear_gated multiplies silu(gate) * up by the weights", "[k
     const std::size_t bad = linear_mismatches(download(dy), s.m, s.n, s.k, act, w, 2 * tolerance<T>(), &first);
     INFO("first mismatch at " << first);
     CHECK(bad == 0);
+  }
+}
+
+TEMPLATE_TEST_CASE("linear_norm multiplies rms_norm(x) * g by the weights", "[kernels][decoder][linear]", KERNEL_TYPES) {
+  using T = TestType;
+  constexpr float eps = 1e-5f;
+  for (const Shape s : shapes) {
+    INFO("type " << type_name<T>() << ", m " << s.m << ", n " << s.n << ", k " << s.k);
+    const std::vector<float> x = random_values<T>(std::size_t(s.m) * s.k, 37, -2.0f, 2.0f),
+                             g = random_values<T>(std::size_t(s.k), 38, 0.5f, 1.5f),
+                             w = random_values<T>(std::size_t(s.n) * s.k, 39);
+    // The normalised rows as the kernel rounds them: the scale in float, x * scale to T, then
+    // the product with g to T (a last-bit difference of the scale flips a rounding rarely).
+    std::vector<float> h(x.size());
+    for (int r = 0; r < s.m; ++r) {
+      double squares = 0;
+      for (int c = 0; c < s.k; ++c) squares += double(x[std::size_t(r) * s.k + c]) * x[std::size_t(r) * s.k + c];
+      const float scale = float(1.0 / std::sqrt(squares / s.k + eps));
+      for (int c = 0; c < s.k; ++c) {
+        const float v = to_float(from_float<T>(x[std::size_t(r) * s.k + c] * scale));
+        h[std::size_t(r) * s.k + c] = to_float(from_float<T>(v * g[std::size_t(c)]));
+      }
+    }
+    DeviceBuffer<T> dx(x.size()), dg(g.size()), dw(w.size()), dy(std::size_t(s.m) * s.n);
+    upload(dx, x);
+    upload(dg, g);
+    upload(dw, w);
+    dy.poison();
+    flowdsl::Graph graph;
+    fk::linear_norm(graph, "qkv", s.m, s.n, s.k, eps, static_cast<const T*>(dx.get()), static_cast<const T*>(dg.get()),
+                    static_cast<const T*>(dw.get()), dy.get());
+    Runner runner;
+    runner.run(graph);
+    std::int64_t first = -1;
+    // The scale in float here and in double in the reference may round a normalised value apart.
+    const std::size_t bad = linear_mismatches(download(dy), s.m, s.n, s.k, h, w, 2 * tolerance<T>(), &first);
+    INFO("first mismatch at " << first);
+    CHECK(bad == 0);
+  }
+}
+
+TEMPLATE_TEST_CASE("The residual forms add the rounded product into y", "[kernels][decoder][linear]", KERNEL_TYPES) {
+  using T = TestType;
+  for (const bool gated_input : {false, true}) {
+    for (const Shape s : shapes) {
+      INFO("type " << type_name<T>() << (gated_input ? ", gated" : "") << ", m " << s.m << ", n " << s.n << ", k " << s.k);
+      const std::size_t width = gated_input ? 2 * std::size_t(s.k) : std::size_t(s.k);
+      const std::vector<float> x = random_values<T>(std::size_t(s.m) * width, 40, -3.0f, 3.0f),
+                               w = random_values<T>(std::size_t(s.n) * s.k, 41),
+                               y0 = random_values<T>(std::size_t(s.m) * s.n, 42, -4.0f, 4.0f);
+      std::vector<float> input(std::size_t(s.m) * s.k);
+      for (int r = 0; r < s.m; ++r) {
+        for (int c = 0; c < s.k; ++c) {
+          const double v = x[std::size_t(r) * width + c];
+          if (!gated_input) {
+            input[std::size_t(r) * s.k + c] = float(v);
+            continue;
+          }
+          const double u = x[std::size_t(r) * width + s.k + c];
+          const float silu = to_float(from_float<T>(float(v / (1.0 + std::exp(-v)))));
+          input[std::size_t(r) * s.k + c] = to_float(from_float<T>(float(silu * u)));
+        }
+      }
+      DeviceBuffer<T> dx(x.size()), dw(w.size()), dy(y0.size());
+      upload(dx, x);
+      upload(dw, w);
+      upload(dy, y0);
+      flowdsl::Graph graph;
+      if (gated_input) {
+        fk::linear_gated_residual(graph, "down", s.m, s.n, s.k, static_cast<const T*>(dx.get()),
+                                  static_cast<const T*>(dw.get()), dy.get());
+      } else {
+        fk::linear_residual(graph, "o", s.m, s.n, s.k, static_cast<const T*>(dx.get()), static_cast<const T*>(dw.get()),
+                            dy.get());
+      }
+      Runner runner;
+      runner.run(graph);
+      // y - y0 is the product, up to the roundings of the product and of the sum to T: within
+      // the product's tolerance (as linear's) plus the sum's rounding, relative to |y0|.
+      const std::vector<float> got = download(dy);
+      std::vector<float> ax(input.size()), aw(w.size());
+      for (std::size_t i = 0; i < input.size(); ++i) ax[i] = std::fabs(input[i]);
+      for (std::size_t i = 0; i < w.size(); ++i) aw[i] = std::fabs(w[i]);
+      const std::vector<double> want = ref::matmul(s.m, s.n, s.k, input, transposed(w, s.n, s.k), {}, 0);
+      const std::vector<double> scale = ref::matmul(s.m, s.n, s.k, ax, transposed(aw, s.n, s.k), {}, 0);
+      const double rel = 2 * tolerance<T>();
+      std::size_t bad = 0;
+      std::int64_t first = -1;
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        const double added = double(got[i]) - y0[i];
+        if (!(std::fabs(added - want[i]) <= rel * (std::fabs(want[i]) + std::fabs(y0[i]) + 1e-3 * scale[i]) + 1e-6 * scale[i])) {
+          if (bad == 0) first = std::int64_t(i);
+          ++bad;
+        }
+      }
+      INFO("first mismatch at " << first);
+      CHECK(bad == 0);
+    }
   }
 }
 
