@@ -93,7 +93,7 @@ for step in $steps; do
       ;;
     torch_compile)
       PYTHONUNBUFFERED=1 timeout "${COMPILE_TIMEOUT:-200}" python3 bench/llm_decode_torch.py --model "$MODEL" \
-        --batches "${COMPILE_BATCHES:-1,64}" --context 512 --runs 3 --repeat 100 --prefill-seqs 0 \
+        --batches "${COMPILE_BATCHES:-1,8,32,64}" --context 512 --runs 3 --repeat 100 --prefill-seqs 0 \
         --json "$OUT/torch_compile.json" > "$OUT/torch_compile.log" 2>&1
       log "torch bench (compile): exit $?"
       tail -12 "$OUT/torch_compile.log" >> "$OUT/summary.txt"

@@ -382,22 +382,30 @@ std::unique_ptr<Step> build_step(const Model& m, State& s, int tokens, int rows,
     last = name;
   };
   auto linear = [&](const std::string& name, int m_rows, int n, int k, const bf16* x, const bf16* w, bf16* y) {
-    if (kind == LinearKind::gemv) {
-      chain(fk::linear(g, name, m_rows, n, k, x, w, y), name);
-    } else {
-      chain(fk::cublaslt_linear<bf16, bf16>(g, name, m_rows, n, k, x, w, nullptr, fk::Epilogue::none, y), name);
-    }
+    chain(fk::cublaslt_linear<bf16, bf16>(g, name, m_rows, n, k, x, w, nullptr, fk::Epilogue::none, y), name);
   };
   const int H = c.hidden, D = c.head_dim;
+  // flowdsl's small-batch kernel takes each norm into the projection after it and adds the
+  // attention's and the MLP's outputs into the residual stream x itself: 7 kernels a layer. With
+  // cuBLASLt the norms are kernels of their own (add_rms_norm adds, then normalises): 9 (10).
+  const bool fused = kind == LinearKind::gemv;
   chain(fk::gather_rows(g, "embed", tokens, H, s.tokens.get(), c.vocab, m.embed, s.x.get()), "embed");
-  chain(fk::rms_norm(g, "norm.0", tokens, H, c.rms_norm_eps, static_cast<const bf16*>(s.x.get()), m.layers[0].input_norm,
-                     s.h.get()),
-        "norm.0");
+  if (!fused) {
+    chain(fk::rms_norm(g, "norm.0", tokens, H, c.rms_norm_eps, static_cast<const bf16*>(s.x.get()),
+                       m.layers[0].input_norm, s.h.get()),
+          "norm.0");
+  }
   const fk::DecodeTokens batch = s.batch(tokens);
   for (int l = 0; l < c.layers; ++l) {
     const auto& L = m.layers[std::size_t(l)];
     const std::string p = "layer" + std::to_string(l) + ".";
-    linear(p + "qkv", tokens, c.qkv_out(), H, s.h.get(), L.qkv, s.qkv.get());
+    if (fused) {
+      chain(fk::linear_norm(g, p + "qkv", tokens, c.qkv_out(), H, c.rms_norm_eps, static_cast<const bf16*>(s.x.get()),
+                            L.input_norm, L.qkv, s.qkv.get()),
+            p + "qkv");
+    } else {
+      linear(p + "qkv", tokens, c.qkv_out(), H, s.h.get(), L.qkv, s.qkv.get());
+    }
     chain(fk::rope_kv_append(g, p + "rope", s.kv, batch, static_cast<const bf16*>(s.qkv.get()), s.inv_freq.get(), s.q.get(),
                              s.k_cache[std::size_t(l)].get(), s.v_cache[std::size_t(l)].get()),
           p + "rope");
@@ -406,40 +414,48 @@ std::unique_ptr<Step> build_step(const Model& m, State& s, int tokens, int rows,
                                           s.v_cache[std::size_t(l)].get(), s.workspace.get(), s.attn.get());
     attention.after(last);
     last = p + "attention";
+    if (fused) {
+      chain(fk::linear_residual(g, p + "o", tokens, H, c.heads * D, static_cast<const bf16*>(s.attn.get()), L.o, s.x.get()),
+            p + "o");
+      chain(fk::linear_norm(g, p + "gate_up", tokens, 2 * c.intermediate, H, c.rms_norm_eps,
+                            static_cast<const bf16*>(s.x.get()), L.post_norm, L.gate_up, s.gate_up.get()),
+            p + "gate_up");
+      chain(fk::linear_gated_residual(g, p + "down", tokens, H, c.intermediate, static_cast<const bf16*>(s.gate_up.get()),
+                                      L.down, s.x.get()),
+            p + "down");
+      continue;
+    }
     linear(p + "o", tokens, H, c.heads * D, s.attn.get(), L.o, s.o.get());
     chain(fk::add_rms_norm(g, p + "post_norm", tokens, H, c.rms_norm_eps, s.x.get(), static_cast<const bf16*>(s.o.get()),
                            L.post_norm, s.h.get()),
           p + "post_norm");
-    if (kind == LinearKind::gemv) {
-      linear(p + "gate_up", tokens, 2 * c.intermediate, H, s.h.get(), L.gate_up, s.gate_up.get());
-      chain(fk::linear_gated(g, p + "down", tokens, H, c.intermediate, static_cast<const bf16*>(s.gate_up.get()), L.down,
-                             s.mlp.get()),
-            p + "down");
-    } else {
-      // cuBLASLt takes its input as it is: gate and up into two halves, their product, then down.
-      const std::size_t half = std::size_t(tokens) * c.intermediate;
-      bf16* gate = s.gate_up.get();
-      bf16* up = s.gate_up.get() + half;
-      linear(p + "gate", tokens, c.intermediate, H, s.h.get(), L.gate_up, gate);
-      linear(p + "up", tokens, c.intermediate, H, s.h.get(), L.gate_up + std::size_t(c.intermediate) * H, up);
-      chain(fk::silu_mul(g, p + "act", std::int64_t(half), static_cast<const bf16*>(gate), static_cast<const bf16*>(up),
-                         s.act.get()),
-            p + "act");
-      linear(p + "down", tokens, H, c.intermediate, s.act.get(), L.down, s.mlp.get());
-    }
+    // cuBLASLt takes its input as it is: gate and up into two halves, their product, then down.
+    const std::size_t half = std::size_t(tokens) * c.intermediate;
+    bf16* gate = s.gate_up.get();
+    bf16* up = s.gate_up.get() + half;
+    linear(p + "gate", tokens, c.intermediate, H, s.h.get(), L.gate_up, gate);
+    linear(p + "up", tokens, c.intermediate, H, s.h.get(), L.gate_up + std::size_t(c.intermediate) * H, up);
+    chain(fk::silu_mul(g, p + "act", std::int64_t(half), static_cast<const bf16*>(gate), static_cast<const bf16*>(up),
+                       s.act.get()),
+          p + "act");
+    linear(p + "down", tokens, H, c.intermediate, s.act.get(), L.down, s.mlp.get());
     const bf16* next_norm = l + 1 < c.layers ? m.layers[std::size_t(l) + 1].input_norm : m.final_norm;
     chain(fk::add_rms_norm(g, p + "next_norm", tokens, H, c.rms_norm_eps, s.x.get(), static_cast<const bf16*>(s.mlp.get()),
                            next_norm, s.h.get()),
           p + "next_norm");
   }
-  const bf16* head_in = s.h.get();
+  // The LM head reads the final norm of x (fused), or h, at the rows that make tokens.
+  const bf16* head_in = fused ? static_cast<const bf16*>(s.x.get()) : static_cast<const bf16*>(s.h.get());
   if (!decode) {
-    chain(fk::gather_rows(g, "last_rows", rows, H, s.last_index.get(), tokens, static_cast<const bf16*>(s.h.get()),
-                          s.hlast.get()),
-          "last_rows");
+    chain(fk::gather_rows(g, "last_rows", rows, H, s.last_index.get(), tokens, head_in, s.hlast.get()), "last_rows");
     head_in = s.hlast.get();
   }
-  linear("lm_head", rows, c.vocab, H, head_in, m.lm_head, s.logits.get());
+  if (fused) {
+    chain(fk::linear_norm(g, "lm_head", rows, c.vocab, H, c.rms_norm_eps, head_in, m.final_norm, m.lm_head, s.logits.get()),
+          "lm_head");
+  } else {
+    linear("lm_head", rows, c.vocab, H, head_in, m.lm_head, s.logits.get());
+  }
   i32* out = decode ? s.tokens.get() : s.next.get();
   if (temperature > 0.0f) {
     chain(fk::sample_top_p(g, "sample", rows, c.vocab, temperature, top_k, top_p, seed, sample_step,
