@@ -349,8 +349,8 @@ KernelNode<i32, i32, i32, const T*, const T*, const float*, i32, T*> matmul_cast
 
 /// \brief y[m, n] = x[m, k] w[n, k]^T: a linear layer with its weights as Hugging Face and PyTorch
 /// keep them ([out, in], row-major), float accumulation, y rounded to T. For the small batches
-/// of decoding (m up to about 16), where it is bound by reading w once. bf16 and f16 with k a
-/// multiple of 32 and x and w 16-byte aligned run on the tensor cores, 16 rows of x a pass;
+/// of decoding (m up to about 16), where it is bound by reading w once. bf16 and f16 with m > 1,
+/// k a multiple of 32 and x and w 16-byte aligned run on the tensor cores, 16 rows of x a pass;
 /// otherwise a warp a weight row, 8 rows of x a pass. Each pass re-reads w: for larger m,
 /// cublaslt_linear (flowdsl/cublaslt.hpp).
 template <class T>

@@ -10,11 +10,11 @@ namespace detail {
 namespace {
 
 /// A warp an output feature (striding over the rest), enough blocks to cover n at most; on the
-/// tensor-core path (16-bit types, k a multiple of 32) a block 16 features.
+/// tensor-core path (16-bit types, k a multiple of 32, more than one row) a block 16 features.
 struct ByFeature : Descriptor {
   template <class... T, class... A>
-  static LaunchShape shape(i32, i32 n, i32 k, const A&...) {
-    const bool tiles = sizeof...(T) > 0 && (mma_type<T> && ...) && k % 32 == 0;
+  static LaunchShape shape(i32 m, i32 n, i32 k, const A&...) {
+    const bool tiles = sizeof...(T) > 0 && (mma_type<T> && ...) && k % 32 == 0 && m > 1;
     return {blocks_for(n, tiles ? linear_tile_features : linear_block / 32), linear_block};
   }
 };

@@ -15,14 +15,17 @@
 // written out), and the residual forms add the product into y (y = T(y + T(product)), the
 // residual stream of a decoder), so a layer needs no separate norm kernels.
 //
-// For 16-bit types with k a multiple of 32 the tensor cores take the products instead
-// (linear_tiles_pass): a block of 8 warps computes 16 features for up to 16 rows, its warps
-// splitting k, each multiplying 16 features x 32 weights by 32 inputs x 8 rows with two mma.sync
-// a step. The 16-byte loads of weights and inputs feed the operand registers directly: k is
-// permuted the same way in both (a lane's 8 consecutive elements are its elements of two 16-wide
-// k blocks), which leaves the dot products unchanged. The warps' sums meet in shared memory. The gated form multiplies by silu(gate) * up instead of x,
-// where gate and up are the two halves of a [m, 2k] tensor (a SwiGLU MLP's fused gate and up
-// projection), so the element-wise product is never written out.
+// For 16-bit types with k a multiple of 32 and more than one row the tensor cores take the
+// products instead (linear_tiles_pass): a block of 8 warps computes 16 features for up to 16
+// rows, its warps splitting k, each multiplying 16 features x 32 weights by 32 inputs x 8 rows
+// with two mma.sync a step. The 16-byte loads of weights and inputs feed the operand registers
+// directly: k is permuted the same way in both (a lane's 8 consecutive elements are its elements
+// of two 16-wide k blocks), which leaves the dot products unchanged. The warps' sums meet in
+// shared memory.
+//
+// The gated form multiplies by silu(gate) * up instead of x, where gate and up are the two halves
+// of a [m, 2k] tensor (a SwiGLU MLP's fused gate and up projection), so the element-wise product
+// is never written out.
 #pragma once
 
 #include <cstdint>
@@ -328,7 +331,8 @@ __device__ __forceinline__ void linear_body(std::int32_t m, std::int32_t n, std:
   };
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   if constexpr (mma_type<T>) {
-    if (vectors && k % 32 == 0 && blockDim.x == linear_block) {
+    // One row is a plain matrix-vector product: the warp-a-row path streams it faster.
+    if (m > 1 && vectors && k % 32 == 0 && blockDim.x == linear_block) {
       __shared__ float sums[2 * 4 * linear_block];
       for (std::int32_t row0 = 0; row0 < m; row0 += linear_tile_rows) {
         const int rows = min(linear_tile_rows, m - row0);
