@@ -19,7 +19,7 @@
 namespace flowdsl {
 
 ProfilerError::ProfilerError(std::string message, std::string call, int result)
-    : Error(std::move(message)), call_(std::move(call)), result_(result) {}
+    : Error(message), call_(std::move(call)), result_(result) {}
 
 namespace {
 

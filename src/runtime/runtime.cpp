@@ -60,7 +60,7 @@ std::string plural(std::size_t n, const char* word) {
 }  // namespace
 
 DebugError::DebugError(std::string message, std::string node, std::string kernel, cudaError_t code)
-    : Error(std::move(message)), node_(std::move(node)), kernel_(std::move(kernel)), code_(code) {}
+    : Error(message), node_(std::move(node)), kernel_(std::move(kernel)), code_(code) {}
 
 std::string LaunchExplanation::text() const {
   auto list = [](const std::vector<std::string>& items, const char* quote) {
