@@ -190,7 +190,8 @@ RopeKvAppendNode<T> rope_kv_append(Into g, std::string name, const PagedKv& kv, 
                                    const float* inv_freq, T* q, T* k_cache, T* v_cache);
 
 /// \brief How decode_attention splits the context: blocks of split_len positions, `splits` of them
-/// a (token, key/value head), so that a small batch still fills the GPU (flash-decoding).
+/// a (token, key/value head) — a (tile of a sequence's tokens, key/value head) on the tensor-core
+/// path — so that a small batch still fills the GPU (flash-decoding).
 struct AttentionSplits {
   i32 splits = 1;
   i32 split_len = 32;
