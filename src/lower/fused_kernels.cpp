@@ -283,19 +283,23 @@ const void* fused_kernel(const std::string& source, int device, const std::strin
 // the process ends. Made after the store, so destroyed (joined) before it.
 struct WarmUp {
   std::once_flag once;
+  std::mutex mutex;  // join() from the exit handler and the destructor alike
   std::thread thread;
-  ~WarmUp() {
+  void join() {
+    std::lock_guard<std::mutex> lock(mutex);
     if (thread.joinable()) thread.join();
   }
+  ~WarmUp() { join(); }
 };
 
-void warm_up() {
+WarmUp& warm_up_state() {
+  static WarmUp w;
+  return w;
+}
+
+// The first compilation, on the warm-up thread, with NVRTC already loaded by the caller.
+void warm_up(const Nvrtc* api) {
   try {
-    const Nvrtc* api = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(store().mutex);
-      api = &nvrtc("NVRTC start-up");
-    }
     int count = 0;
     std::vector<int> archs;
     if (api->arch_count(&count) == NVRTC_SUCCESS && count > 0) {
@@ -319,9 +323,24 @@ void warm_up() {
 namespace flowdsl {
 
 void prepare_fused_kernel_compiler() {
-  (void)lowering::store();
-  static lowering::WarmUp w;
-  std::call_once(w.once, [] { w.thread = std::thread(lowering::warm_up); });
+  lowering::Store& s = lowering::store();
+  lowering::WarmUp& w = lowering::warm_up_state();
+  std::call_once(w.once, [&] {
+    // NVRTC is loaded here, then the thread's join is registered to run at exit: exit handlers
+    // run in reverse order, so a process that ends while the thread still compiles waits for it
+    // before NVRTC's own exit handlers (registered when it was loaded) tear NVRTC down.
+    const lowering::Nvrtc* api = nullptr;
+    try {
+      std::lock_guard<std::mutex> lock(s.mutex);
+      api = &lowering::nvrtc("NVRTC start-up");
+    } catch (const std::exception& e) {
+      FLOWDSL_DEBUG("fusion: NVRTC start-up failed: {}", e.what());
+      return;
+    }
+    (void)detail::log();  // the logger the thread logs through outlives the join, too
+    std::atexit([] { lowering::warm_up_state().join(); });
+    w.thread = std::thread(lowering::warm_up, api);
+  });
 }
 
 FusedKernelStatistics fused_kernel_statistics() {
