@@ -332,4 +332,3 @@ def test_memset_counts_are_checked_in_elements(arrays):
     with pytest.raises(flowdsl.UsageError, match=r"element_size is 3 \(1, 2 or 4\)"):
         g.memset("m", x, 0, element_size=3)
     assert g.memset("all", x, 0, element_size=4).name == "all"
-
