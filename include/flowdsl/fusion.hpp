@@ -110,6 +110,12 @@ FusedKernelStatistics fused_kernel_statistics();
 /// load NVRTC is left for the first compilation to report. Thread-safe; no device needed.
 void prepare_fused_kernel_compiler();
 
+/// \brief Waits until the start-up that prepare_fused_kernel_compiler began has ended; returns at
+/// once where none was begun or it has ended. The start-up is also waited for when the process
+/// exits, but a host whose own shutdown unloads libraries first (an interpreter) calls this
+/// before it: the Python module does, from an `atexit` hook. Thread-safe.
+void wait_for_fused_kernel_compiler();
+
 /// \brief Keeps compiled fused kernels in `directory` (made when missing) and looks there before
 /// compiling, so that another process pays no compilation; empty: memory only. Defaults to
 /// the environment's FLOWDSL_FUSION_CACHE, read when the first kernel is compiled. Thread-safe.

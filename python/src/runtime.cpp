@@ -142,7 +142,13 @@ void bind_runtime(nb::module_& m) {
         return out + ")";
       });
 
-  nb::module_::import_("atexit").attr("register")(nb::cpp_function([] { Py_CLEAR(shared_hit_report); }));
+  nb::module_::import_("atexit").attr("register")(nb::cpp_function([] {
+    Py_CLEAR(shared_hit_report);
+    // NVRTC's start-up thread (Graph.fuse(True)) ends while the interpreter and the libraries it
+    // loaded are whole, not in the process's exit handlers after them.
+    nb::gil_scoped_release release;
+    flowdsl::wait_for_fused_kernel_compiler();
+  }));
 
   nb::class_<Runtime>(m, "Runtime",
                       "Keeps executables by topology; launches graphs, updating them in place. Bound to the CUDA device\n"

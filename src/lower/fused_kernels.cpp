@@ -343,6 +343,8 @@ void prepare_fused_kernel_compiler() {
   });
 }
 
+void wait_for_fused_kernel_compiler() { lowering::warm_up_state().join(); }
+
 FusedKernelStatistics fused_kernel_statistics() {
   lowering::Store& s = lowering::store();
   std::lock_guard<std::mutex> lock(s.mutex);
