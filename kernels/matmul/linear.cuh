@@ -26,6 +26,14 @@
 // The gated form multiplies by silu(gate) * up instead of x, where gate and up are the two halves
 // of a [m, 2k] tensor (a SwiGLU MLP's fused gate and up projection), so the element-wise product
 // is never written out.
+//
+// Where a pass's transformed rows fit in linear_stage_bytes, the block computes them once into
+// shared memory (padded a vector a row, so that the tensor cores' reads of 8 rows fall in
+// distinct banks) and every weight it streams meets a plain 16-byte read; otherwise each
+// weight vector recomputes the few inputs it multiplies.
+//
+// Before a kernel waits for its inputs (programmatic_prologue's two halves), each warp has the
+// start of its first weight rows fetched into L2.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +47,10 @@ namespace flowdsl::kernels::detail {
 constexpr int linear_block = 256;  ///< 8 warps
 constexpr int linear_rows = 8;     ///< rows of x a pass holds accumulators for
 constexpr int linear_unroll = 4;   ///< 16-byte weight loads a lane has in flight
+/// Shared memory for a pass's transformed rows: 8 rows of 2048 16-bit inputs with their padding,
+/// 1 row of 8192 (8 warps' sums of the tensor-core path beside it keep the block under 48 KiB).
+constexpr int linear_stage_bytes = 33 * 1024;
+constexpr int linear_prefetch_bytes = 4096;    ///< of each of a warp's first weight rows
 
 /// 16 bytes of weights, read once: not kept in L1, where x lives.
 __device__ __forceinline__ uint4 load_streaming(const uint4* p) {
@@ -73,9 +85,9 @@ __device__ __forceinline__ float normed(float x, float scale, float g) {
   return to_float(from_float<T>(to_float(from_float<T>(x * scale)) * g));
 }
 
-/// What a linear kernel multiplies the weights by: x itself, silu(gate) * up of a [m, 2k] x, or
-/// rms_norm(x) · g.
-enum class LinearInput { plain, gated, normed };
+/// What a linear kernel multiplies the weights by: x itself, silu(gate) * up of a [m, 2k] x,
+/// rms_norm(x) · g, or rows already transformed into shared memory.
+enum class LinearInput { plain, gated, normed, staged };
 
 /// The input of a pass: rows of x (row_stride apart), and for the normed form the norm's weights
 /// and each row's scale (shared memory).
@@ -93,6 +105,10 @@ template <class T, LinearInput In>
 __device__ __forceinline__ void input_vector(const LinearRows<T>& in, int r, std::int64_t i, float* out) {
   constexpr int V = 16 / sizeof(T);
   const T* row = in.x + r * in.row_stride;
+  if constexpr (In == LinearInput::staged) {
+    unpack<T>(reinterpret_cast<const uint4*>(row)[i], out);
+    return;
+  }
   unpack<T>(__ldg(reinterpret_cast<const uint4*>(row) + i), out);
   if constexpr (In == LinearInput::gated) {
     float up[V];
@@ -187,6 +203,10 @@ template <class T, LinearInput In, bool Residual, int R>
 __device__ __forceinline__ void linear_rows_pass(std::int32_t n, const LinearRows<T>& in, int rows, const T* w, T* yt,
                                                  bool vectors) {
   constexpr int V = 16 / sizeof(T);
+  // 16-bit types take more than two rows here only where the tensor cores cannot (k not a
+  // multiple of 32, unaligned rows): one load in flight keeps their registers, which the whole
+  // kernel is sized by, for the one-row pass.
+  constexpr int unroll = mma_type<T> && R > 2 ? 1 : linear_unroll;
   const std::int64_t k = in.k;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const std::int64_t warps = std::int64_t{gridDim.x} * (linear_block / 32);
@@ -198,12 +218,12 @@ __device__ __forceinline__ void linear_rows_pass(std::int32_t n, const LinearRow
       const auto* wv = reinterpret_cast<const uint4*>(wf);
       const std::int64_t count = k / V;
       std::int64_t i = lane;
-      for (; i + 32 * (linear_unroll - 1) < count; i += 32 * linear_unroll) {
-        uint4 loaded[linear_unroll];
+      for (; i + 32 * (unroll - 1) < count; i += 32 * unroll) {
+        uint4 loaded[unroll];
 #pragma unroll
-        for (int u = 0; u < linear_unroll; ++u) loaded[u] = load_streaming(wv + i + 32 * u);
+        for (int u = 0; u < unroll; ++u) loaded[u] = load_streaming(wv + i + 32 * u);
 #pragma unroll
-        for (int u = 0; u < linear_unroll; ++u) accumulate<T, In>(acc, loaded[u], in, rows, i + 32 * u);
+        for (int u = 0; u < unroll; ++u) accumulate<T, In>(acc, loaded[u], in, rows, i + 32 * u);
       }
       for (; i < count; i += 32) accumulate<T, In>(acc, load_streaming(wv + i), in, rows, i);
     } else {
@@ -233,6 +253,8 @@ template <class T, LinearInput In>
 __device__ __forceinline__ uint4 input_pairs(const LinearRows<T>& in, int r, std::int64_t c) {
   if constexpr (In == LinearInput::plain) {
     return __ldg(reinterpret_cast<const uint4*>(in.x + r * in.row_stride + c));
+  } else if constexpr (In == LinearInput::staged) {
+    return *reinterpret_cast<const uint4*>(in.x + r * in.row_stride + c);
   } else {
     float v[8];
     input_vector<T, In>(in, r, c / 8, v);
@@ -255,6 +277,8 @@ template <class T, LinearInput In, bool Residual, int NT>
 __device__ __forceinline__ void linear_tiles_pass(std::int32_t n, const LinearRows<T>& in, int rows, const T* w, T* yt,
                                                   float* shared) {
   constexpr int warps = linear_block / 32;
+  // Inputs recomputed a weight (rows past the staging buffer) take the registers of two loads.
+  constexpr int unroll = In == LinearInput::plain || In == LinearInput::staged ? linear_tile_unroll : 2;
   const std::int64_t k = in.k;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / 4, c = lane % 4;  // fragment row (feature, input row) and column pair
@@ -278,16 +302,16 @@ __device__ __forceinline__ void linear_tiles_pass(std::int32_t n, const LinearRo
       }
     };
     std::int64_t step = warp;
-    for (; step + warps * (linear_tile_unroll - 1) < steps; step += warps * linear_tile_unroll) {
-      uint4 lo[linear_tile_unroll], hi[linear_tile_unroll];
+    for (; step + warps * (unroll - 1) < steps; step += warps * unroll) {
+      uint4 lo[unroll], hi[unroll];
 #pragma unroll
-      for (int u = 0; u < linear_tile_unroll; ++u) {
+      for (int u = 0; u < unroll; ++u) {
         const std::int64_t at = (step + u * warps) * 32;
         lo[u] = has_a ? load_streaming(reinterpret_cast<const uint4*>(wa + at)) : make_uint4(0u, 0u, 0u, 0u);
         hi[u] = has_b ? load_streaming(reinterpret_cast<const uint4*>(wb + at)) : make_uint4(0u, 0u, 0u, 0u);
       }
 #pragma unroll
-      for (int u = 0; u < linear_tile_unroll; ++u) product(lo[u], hi[u], step + u * warps);
+      for (int u = 0; u < unroll; ++u) product(lo[u], hi[u], step + u * warps);
     }
     for (; step < steps; step += warps) {
       const uint4 lo = has_a ? load_streaming(reinterpret_cast<const uint4*>(wa + step * 32)) : make_uint4(0u, 0u, 0u, 0u);
@@ -315,6 +339,70 @@ __device__ __forceinline__ void linear_tiles_pass(std::int32_t n, const LinearRo
   }
 }
 
+/// V values (16 bytes) as T.
+template <class T>
+__device__ __forceinline__ uint4 pack_vector(const float* v) {
+  uint4 out;
+  T* e = reinterpret_cast<T*>(&out);
+#pragma unroll
+  for (int i = 0; i < int(16 / sizeof(T)); ++i) e[i] = from_float<T>(v[i]);
+  return out;
+}
+
+/// Whether a pass of `rows` rows of k inputs fits the staging buffer (a row padded by a vector).
+template <class T>
+__host__ __device__ constexpr bool fits_stage(std::int64_t rows, std::int64_t k) {
+  return rows * (k + 16 / sizeof(T)) * std::int64_t{sizeof(T)} <= linear_stage_bytes;
+}
+
+/// Has L2 fetch the first linear_prefetch_bytes of weight row `row` (one of a warp's first), a
+/// 128-byte line a lane.
+template <class T>
+__device__ __forceinline__ void prefetch_row(const T* w, std::int64_t row, std::int64_t n, std::int64_t k) {
+  if (row >= n) return;
+  const char* start = reinterpret_cast<const char*>(w + row * k);
+  const std::int64_t bytes = min(k * std::int64_t{sizeof(T)}, std::int64_t{linear_prefetch_bytes});
+  for (std::int64_t at = std::int64_t{threadIdx.x % 32} * 128; at < bytes; at += 32 * 128) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(start + at));
+  }
+}
+
+/// The pass's rows transformed (normed or gated) into shared memory, each as T with the rounding
+/// the model applies, rows k + V elements apart; the block waits for them (and, before, for the
+/// readers of the previous pass's).
+template <class T, LinearInput In>
+__device__ LinearRows<T> staged_rows(const LinearRows<T>& in, int rows) {
+  constexpr int V = 16 / sizeof(T);
+  __shared__ uint4 staged[linear_stage_bytes / 16];
+  const std::int64_t per_row = in.k / V, stride = per_row + 1;  // vectors
+  __syncthreads();
+  for (std::int64_t at = threadIdx.x; at < rows * per_row; at += blockDim.x) {
+    const int r = static_cast<int>(at / per_row);
+    const std::int64_t i = at % per_row;
+    float v[V];
+    input_vector<T, In>(in, r, i, v);
+    staged[r * stride + i] = pack_vector<T>(v);
+  }
+  __syncthreads();
+  return LinearRows<T>{reinterpret_cast<const T*>(staged), stride * V, in.k, nullptr, nullptr};
+}
+
+/// The warp-a-feature pass with as few accumulators as the rows need: a batch of one sums one
+/// value a lane.
+template <class T, LinearInput In, bool Residual>
+__device__ __forceinline__ void rows_pass(std::int32_t n, const LinearRows<T>& in, int rows, const T* w, T* yt,
+                                          bool vectors) {
+  if (rows == 1) {
+    linear_rows_pass<T, In, Residual, 1>(n, in, rows, w, yt, vectors);
+  } else if (rows == 2) {
+    linear_rows_pass<T, In, Residual, 2>(n, in, rows, w, yt, vectors);
+  } else if (rows <= 4) {
+    linear_rows_pass<T, In, Residual, 4>(n, in, rows, w, yt, vectors);
+  } else {
+    linear_rows_pass<T, In, Residual, linear_rows>(n, in, rows, w, yt, vectors);
+  }
+}
+
 /// Every form: y (+)= input(x) w^T for m rows, passes of 16 rows on the tensor cores (16-bit T,
 /// k a multiple of 32, aligned rows), of 8 otherwise.
 template <class T, LinearInput In, bool Residual>
@@ -329,20 +417,52 @@ __device__ __forceinline__ void linear_body(std::int32_t m, std::int32_t n, std:
     if constexpr (In == LinearInput::normed) row_scales(x + row0 * row_stride, row_stride, rows, k, eps, vectors, scales);
     return LinearRows<T>{x + row0 * row_stride, row_stride, k, g, scales};
   };
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  // One row is a plain matrix-vector product: the warp-a-row path streams it faster.
+  bool tiles = false;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (mma_type<T>) tiles = m > 1 && vectors && k % 32 == 0 && blockDim.x == linear_block;
+#endif
+  // Each warp's first weight rows start on their way to L2 before the kernel waits for its
+  // inputs (on a programmatic edge, while the kernel before still runs). A prefetch reads nothing
+  // into a register and L2 sees every write, so even weights a kernel before writes stay right.
+  ::flowdsl::device::let_dependents_launch();
+  if (tiles) {
+    const std::int64_t f0 = std::int64_t{blockIdx.x} * linear_tile_features;
+    prefetch_row(w, f0 + warp, n, k);
+    prefetch_row(w, f0 + warp + 8, n, k);
+  } else {
+    prefetch_row(w, std::int64_t{blockIdx.x} * (linear_block / 32) + warp, n, k);
+  }
+  ::flowdsl::device::wait_for_producers();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   if constexpr (mma_type<T>) {
-    // One row is a plain matrix-vector product: the warp-a-row path streams it faster.
-    if (m > 1 && vectors && k % 32 == 0 && blockDim.x == linear_block) {
+    if (tiles) {
       __shared__ float sums[2 * 4 * linear_block];
-      for (std::int32_t row0 = 0; row0 < m; row0 += linear_tile_rows) {
-        const int rows = min(linear_tile_rows, m - row0);
-        const LinearRows<T> in = rows_at(row0, rows);
-        T* yt = y + row0 * std::int64_t{n};
+      const auto pass = [&](const LinearRows<T>& in, int rows, T* yt) {
         if (rows <= 8) {
           linear_tiles_pass<T, In, Residual, 1>(n, in, rows, w, yt, sums);
         } else {
           linear_tiles_pass<T, In, Residual, 2>(n, in, rows, w, yt, sums);
         }
+      };
+      const auto staged_pass = [&](const LinearRows<T>& in, int rows, T* yt) {
+        if (rows <= 8) {
+          linear_tiles_pass<T, LinearInput::staged, Residual, 1>(n, in, rows, w, yt, sums);
+        } else {
+          linear_tiles_pass<T, LinearInput::staged, Residual, 2>(n, in, rows, w, yt, sums);
+        }
+      };
+      for (std::int32_t row0 = 0; row0 < m; row0 += linear_tile_rows) {
+        const int rows = min(linear_tile_rows, m - row0);
+        T* yt = y + row0 * std::int64_t{n};
+        if constexpr (In != LinearInput::plain) {
+          if (fits_stage<T>(rows, k)) {
+            staged_pass(staged_rows<T, In>(rows_at(row0, rows), rows), rows, yt);
+            continue;
+          }
+        }
+        pass(rows_at(row0, rows), rows, yt);
       }
       return;
     }
@@ -350,34 +470,28 @@ __device__ __forceinline__ void linear_body(std::int32_t m, std::int32_t n, std:
 #endif
   for (std::int32_t row0 = 0; row0 < m; row0 += linear_rows) {
     const int rows = min(linear_rows, m - row0);
-    const LinearRows<T> in = rows_at(row0, rows);
     T* yt = y + row0 * std::int64_t{n};
-    // As few accumulators as the rows need: a batch of one sums one value a lane.
-    if (rows == 1) {
-      linear_rows_pass<T, In, Residual, 1>(n, in, rows, w, yt, vectors);
-    } else if (rows == 2) {
-      linear_rows_pass<T, In, Residual, 2>(n, in, rows, w, yt, vectors);
-    } else if (rows <= 4) {
-      linear_rows_pass<T, In, Residual, 4>(n, in, rows, w, yt, vectors);
-    } else {
-      linear_rows_pass<T, In, Residual, linear_rows>(n, in, rows, w, yt, vectors);
+    if constexpr (In != LinearInput::plain) {
+      if (vectors && fits_stage<T>(rows, k)) {
+        rows_pass<T, LinearInput::staged, Residual>(n, staged_rows<T, In>(rows_at(row0, rows), rows), rows, w, yt, true);
+        continue;
+      }
     }
+    rows_pass<T, In, Residual>(n, rows_at(row0, rows), rows, w, yt, vectors);
   }
 }
 
 /// linear (plain x) and linear_gated, y = or += their product.
 template <class T, bool Gated, bool Residual>
-__global__ void __launch_bounds__(linear_block)
+__global__ void __launch_bounds__(linear_block, 3)
     linear_kernel(std::int32_t m, std::int32_t n, std::int32_t k, const T* x, const T* w, T* y) {
-  ::flowdsl::kernels::detail::programmatic_prologue();
   linear_body<T, Gated ? LinearInput::gated : LinearInput::plain, Residual>(m, n, k, 0.0f, x, nullptr, w, y);
 }
 
 /// linear_norm: y = (rms_norm(x) · g) w^T.
 template <class T>
-__global__ void __launch_bounds__(linear_block)
+__global__ void __launch_bounds__(linear_block, 3)
     linear_norm_kernel(std::int32_t m, std::int32_t n, std::int32_t k, float eps, const T* x, const T* g, const T* w, T* y) {
-  ::flowdsl::kernels::detail::programmatic_prologue();
   linear_body<T, LinearInput::normed, false>(m, n, k, eps, x, g, w, y);
 }
 
