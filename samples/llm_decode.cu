@@ -81,11 +81,15 @@ struct Config {
     c.head_dim = j.contains("head_dim") && !j["head_dim"].is_null() ? j["head_dim"].get<int>() : c.hidden / c.heads;
     c.intermediate = j.at("intermediate_size").get<int>();
     c.vocab = j.at("vocab_size").get<int>();
-    c.rope_theta = j.value("rope_theta", 10000.0);
     c.rms_norm_eps = j.value("rms_norm_eps", 1e-6f);
     c.tied = j.value("tie_word_embeddings", false);
-    if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
-      const auto& s = j["rope_scaling"];
+    // transformers 5 writes the base and the scaling together as rope_parameters; 4 wrote
+    // rope_theta and rope_scaling.
+    const bool v5 = j.contains("rope_parameters") && j["rope_parameters"].is_object();
+    c.rope_theta = v5 ? j["rope_parameters"].value("rope_theta", 10000.0) : j.value("rope_theta", 10000.0);
+    const char* scaling_key = v5 ? "rope_parameters" : "rope_scaling";
+    if (j.contains(scaling_key) && j[scaling_key].is_object()) {
+      const auto& s = j[scaling_key];
       const std::string type = s.value("rope_type", s.value("type", std::string()));
       if (type == "llama3") {
         c.scaling.kind = fk::RopeScaling::Kind::llama3;
