@@ -27,10 +27,11 @@
 // of a [m, 2k] tensor (a SwiGLU MLP's fused gate and up projection), so the element-wise product
 // is never written out.
 //
-// Where a pass's transformed rows fit in linear_stage_bytes, the block computes them once into
-// shared memory (padded a vector a row, so that the tensor cores' reads of 8 rows fall in
-// distinct banks) and every weight it streams meets a plain 16-byte read; otherwise each
-// weight vector recomputes the few inputs it multiplies.
+// On the warp-a-feature path, where a pass's transformed rows fit in linear_stage_bytes, the
+// block computes them once into shared memory and every weight it streams meets a plain 16-byte
+// read; otherwise each weight vector recomputes the few inputs it multiplies. The tensor-core
+// path computes each input once a block anyway (its lanes share a step's inputs across 16
+// features), so it reads x as it is.
 //
 // Before a kernel waits for its inputs (programmatic_prologue's two halves), each warp has the
 // start of its first weight rows fetched into L2.
@@ -47,9 +48,9 @@ namespace flowdsl::kernels::detail {
 constexpr int linear_block = 256;  ///< 8 warps
 constexpr int linear_rows = 8;     ///< rows of x a pass holds accumulators for
 constexpr int linear_unroll = 4;   ///< 16-byte weight loads a lane has in flight
-/// Shared memory for a pass's transformed rows: 8 rows of 2048 16-bit inputs with their padding,
-/// 1 row of 8192 (8 warps' sums of the tensor-core path beside it keep the block under 48 KiB).
-constexpr int linear_stage_bytes = 33 * 1024;
+/// Shared memory for a pass's transformed rows: 8 rows of 2048 16-bit inputs, 1 row of 16384 (the
+/// tensor-core path's sums beside it keep the block under 48 KiB).
+constexpr int linear_stage_bytes = 32 * 1024;
 constexpr int linear_prefetch_bytes = 4096;    ///< of each of a warp's first weight rows
 
 /// 16 bytes of weights, read once: not kept in L1, where x lives.
@@ -253,8 +254,6 @@ template <class T, LinearInput In>
 __device__ __forceinline__ uint4 input_pairs(const LinearRows<T>& in, int r, std::int64_t c) {
   if constexpr (In == LinearInput::plain) {
     return __ldg(reinterpret_cast<const uint4*>(in.x + r * in.row_stride + c));
-  } else if constexpr (In == LinearInput::staged) {
-    return *reinterpret_cast<const uint4*>(in.x + r * in.row_stride + c);
   } else {
     float v[8];
     input_vector<T, In>(in, r, c / 8, v);
@@ -277,8 +276,8 @@ template <class T, LinearInput In, bool Residual, int NT>
 __device__ __forceinline__ void linear_tiles_pass(std::int32_t n, const LinearRows<T>& in, int rows, const T* w, T* yt,
                                                   float* shared) {
   constexpr int warps = linear_block / 32;
-  // Inputs recomputed a weight (rows past the staging buffer) take the registers of two loads.
-  constexpr int unroll = In == LinearInput::plain || In == LinearInput::staged ? linear_tile_unroll : 2;
+  // The normed and gated inputs take the registers of two loads in flight (the kernel's are capped).
+  constexpr int unroll = In == LinearInput::plain ? linear_tile_unroll : 2;
   const std::int64_t k = in.k;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / 4, c = lane % 4;  // fragment row (feature, input row) and column pair
@@ -349,10 +348,10 @@ __device__ __forceinline__ uint4 pack_vector(const float* v) {
   return out;
 }
 
-/// Whether a pass of `rows` rows of k inputs fits the staging buffer (a row padded by a vector).
+/// Whether a pass of `rows` rows of k inputs fits the staging buffer.
 template <class T>
 __host__ __device__ constexpr bool fits_stage(std::int64_t rows, std::int64_t k) {
-  return rows * (k + 16 / sizeof(T)) * std::int64_t{sizeof(T)} <= linear_stage_bytes;
+  return rows * k * std::int64_t{sizeof(T)} <= linear_stage_bytes;
 }
 
 /// Has L2 fetch the first linear_prefetch_bytes of weight row `row` (one of a warp's first), a
@@ -368,23 +367,23 @@ __device__ __forceinline__ void prefetch_row(const T* w, std::int64_t row, std::
 }
 
 /// The pass's rows transformed (normed or gated) into shared memory, each as T with the rounding
-/// the model applies, rows k + V elements apart; the block waits for them (and, before, for the
+/// the model applies, rows k elements apart; the block waits for them (and, before, for the
 /// readers of the previous pass's).
 template <class T, LinearInput In>
 __device__ LinearRows<T> staged_rows(const LinearRows<T>& in, int rows) {
   constexpr int V = 16 / sizeof(T);
   __shared__ uint4 staged[linear_stage_bytes / 16];
-  const std::int64_t per_row = in.k / V, stride = per_row + 1;  // vectors
+  const std::int64_t per_row = in.k / V;  // vectors
   __syncthreads();
   for (std::int64_t at = threadIdx.x; at < rows * per_row; at += blockDim.x) {
     const int r = static_cast<int>(at / per_row);
     const std::int64_t i = at % per_row;
     float v[V];
     input_vector<T, In>(in, r, i, v);
-    staged[r * stride + i] = pack_vector<T>(v);
+    staged[at] = pack_vector<T>(v);
   }
   __syncthreads();
-  return LinearRows<T>{reinterpret_cast<const T*>(staged), stride * V, in.k, nullptr, nullptr};
+  return LinearRows<T>{reinterpret_cast<const T*>(staged), in.k, in.k, nullptr, nullptr};
 }
 
 /// The warp-a-feature pass with as few accumulators as the rows need: a batch of one sums one
@@ -446,23 +445,9 @@ __device__ __forceinline__ void linear_body(std::int32_t m, std::int32_t n, std:
           linear_tiles_pass<T, In, Residual, 2>(n, in, rows, w, yt, sums);
         }
       };
-      const auto staged_pass = [&](const LinearRows<T>& in, int rows, T* yt) {
-        if (rows <= 8) {
-          linear_tiles_pass<T, LinearInput::staged, Residual, 1>(n, in, rows, w, yt, sums);
-        } else {
-          linear_tiles_pass<T, LinearInput::staged, Residual, 2>(n, in, rows, w, yt, sums);
-        }
-      };
       for (std::int32_t row0 = 0; row0 < m; row0 += linear_tile_rows) {
         const int rows = min(linear_tile_rows, m - row0);
-        T* yt = y + row0 * std::int64_t{n};
-        if constexpr (In != LinearInput::plain) {
-          if (fits_stage<T>(rows, k)) {
-            staged_pass(staged_rows<T, In>(rows_at(row0, rows), rows), rows, yt);
-            continue;
-          }
-        }
-        pass(rows_at(row0, rows), rows, yt);
+        pass(rows_at(row0, rows), rows, y + row0 * std::int64_t{n});
       }
       return;
     }

@@ -45,9 +45,10 @@ struct Shape {
 // Aligned rows (16-byte loads), rows past one pass of 8, k not a multiple of the vector (the
 // scalar path), features fewer than the warps of a block, one row of one element; for the
 // tensor-core path (16-bit types, k a multiple of 32): rows past one pass of 16 (20, 33), k of
-// one step (fewer steps than warps), a long k, features not a multiple of 16. The normed and gated
-// forms stage their rows in shared memory where they fit (one row of 8192 or 16384 16-bit inputs,
-// 12 rows of 512) and recompute them a weight where they do not (16 rows of 2048, 9 of 8192).
+// one step (fewer steps than warps), a long k, features not a multiple of 16. On the warp-a-feature
+// path the normed and gated forms stage their rows in shared memory where they fit (one row of
+// 2048, 8192 or 16384 16-bit inputs; 4 rows of 2048 floats, 8 of 1024) and recompute them at each
+// weight where they do not (8 rows of 2048 floats, one of 16384).
 const Shape shapes[] = {{1, 2048, 2048}, {4, 3072, 2048}, {8, 1000, 1024}, {16, 777, 2048}, {3, 129, 517},
                         {13, 64, 8},     {1, 1, 1},       {2, 5, 3},       {20, 100, 32},   {9, 40, 8192},
                         {33, 17, 96},    {1, 300, 8192},  {1, 20, 16384},  {12, 70, 512}};
