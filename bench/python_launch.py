@@ -28,7 +28,10 @@ import flowdsl
 FACTORS = (1.0625, 0.9375)
 BATCHES = 4  # Python and C++ take turns, this many batches each
 
-native = flowdsl._flowdsl._bench
+native = getattr(flowdsl._flowdsl, "_bench", None)
+if native is None:
+    sys.exit("python_launch.py: this flowdsl module has no _bench timing loops: run it on an in-tree build "
+             "(cmake -DFLOWDSL_PYTHON=ON, then PYTHONPATH=build/python); the package pip installs does not ship them")
 
 
 def timed(call, replays):

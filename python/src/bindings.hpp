@@ -139,6 +139,6 @@ void bind_errors(nb::module_& m);    // errors.cpp: the exception types and thei
 void bind_graph(nb::module_& m);     // graph.cpp: Graph, Node, Body, graph files, the registry
 void bind_runtime(nb::module_& m);   // runtime.cpp: Runtime, LaunchReport, streams
 void bind_profiler(nb::module_& m);  // profiler.cpp: Profiler
-void bind_bench(nb::module_& m);     // bench.cpp: flowdsl._flowdsl._bench, the launch bench's timing loops
+void bind_bench(nb::module_& m);     // bench.cpp: flowdsl._flowdsl._bench, the launch bench's timing loops (in-tree builds)
 
 }  // namespace flowdsl::python

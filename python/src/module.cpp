@@ -14,5 +14,7 @@ NB_MODULE(_flowdsl, m) {
   bind_graph(m);
   bind_runtime(m);
   bind_profiler(m);
-  bind_bench(m);
+#ifdef FLOWDSL_PYTHON_BENCH
+  bind_bench(m);  // in-tree builds only (python/CMakeLists.txt)
+#endif
 }
