@@ -66,15 +66,6 @@ struct Argument {
   std::size_t held_bytes = 0;            // the tensor's size (0: unknown)
 };
 
-// A pack laid out as a registered node's (one slot per parameter, unbound), for checks that
-// read arguments before they are applied.
-ArgumentPack empty_pack(const KernelInfo& entry) {
-  ArgumentPack pack;
-  const unsigned char zero[16] = {};
-  for (const KernelParam& p : entry.params) pack.append(zero, p.type.size(), p.type.align(), false, p.type.slot_kind());
-  return pack;
-}
-
 // The arguments of one set() call: inline up to eight, so that a call allocates nothing.
 class Arguments {
  public:
@@ -334,7 +325,7 @@ PyNode add_kernel(const std::shared_ptr<PyGraph>& g, Builder& b, std::string nam
   if (grid.has_value() != block.has_value()) {
     usage("node " + q(name) + ": give both grid and block, or neither (the kernel's rule)");
   }
-  ArgumentPack trial = empty_pack(info);
+  ArgumentPack trial = unbound_arguments(info);
   for (const Argument& a : args) trial.set(a.index, a.bytes.data(), a.param->type.size());
   std::optional<LaunchShape> launch;
   if (grid) {
@@ -369,7 +360,7 @@ PyNode add_library(const std::shared_ptr<PyGraph>& g, Builder& b, std::string na
   for (auto [key, value] : kwargs) {
     args.push_back(convert_argument(*g, info, param_of(info, name, nb::cast<std::string>(key)), value, node_name));
   }
-  ArgumentPack trial = empty_pack(info);
+  ArgumentPack trial = unbound_arguments(info);
   for (const Argument& a : args) trial.set(a.index, a.bytes.data(), a.param->type.size());
   check_arguments(info, trial, LaunchShape{}, held_after(*g, no_node, args), node_name);
 

@@ -107,7 +107,88 @@ std::size_t registered_slot(const KernelInfo& entry, const std::string& node, st
 /// registered with in KernelRegistry::global() (the built-in kernels' are).
 /// \throws UsageError naming the node when the kernel is not registered or has no such parameter.
 std::size_t parameter_index(const void* function, std::size_t params, const std::string& node, std::string_view param);
+
+/// args(...) and arg<I>(...) of the typed handles (KernelNode, LibraryNode): values checked
+/// against the function's parameters `Params` at compile time, written into the slots of the
+/// node's `Op`. Base is the handle's own base, which holds the node.
+template <class Derived, class Op, class Base, class... Params>
+class TypedArguments : public Base {
+ public:
+  using Base::Base;
+
+  /// \brief Binds every argument. Count and types are checked against the function's signature
+  /// at compile time. Parameters: the next launch updates this node in place.
+  template <class... Args>
+  Derived& args(Args&&... values) {
+    static_assert(sizeof...(Args) == sizeof...(Params),
+                  "flowdsl: args(...) must be given exactly one value per parameter of the kernel or call");
+    static_assert((std::is_convertible_v<Args&&, Params> && ...),
+                  "flowdsl: an argument given to args(...) does not convert to its parameter's type");
+    TypedSlots<Params...>::set_all(slots(), std::forward<Args>(values)...);
+    return static_cast<Derived&>(*this);
+  }
+
+  /// \brief Binds argument `Index` alone, e.g. `k.arg<1>(alpha)` (a library call's 0 is the first
+  /// after its stream). Parameters.
+  template <std::size_t Index, class Arg>
+  Derived& arg(Arg&& value) {
+    static_assert(Index < sizeof...(Params), "flowdsl: arg<Index>: the kernel or call has fewer parameters");
+    static_assert(std::is_convertible_v<Arg&&, std::tuple_element_t<Index, std::tuple<Params...>>>,
+                  "flowdsl: the value given to arg<Index>(...) does not convert to that parameter's type");
+    TypedSlots<Params...>::template set<Index>(slots(), std::forward<Arg>(value));
+    return static_cast<Derived&>(*this);
+  }
+
+ private:
+  ArgumentPack& slots() { return parameters<Op>(*this->state_, this->id_).args; }
+};
+
+/// set(param, value) and set_bytes(param, bytes, size) of the registered handles
+/// (RegisteredKernelNode, RegisteredLibraryNode): arguments by parameter name, checked against the
+/// registered entry at run time, written into the slots of the node's `Op`.
+template <class Derived, class Op, class Base>
+class RegisteredArguments : public Base {
+ public:
+  RegisteredArguments(GraphState* state, NodeId id, const KernelInfo* entry) : Base(state, id), entry_(entry) {}
+
+  /// \brief Binds the parameter called `param` to `value`. Parameters.
+  ///
+  /// `T` must be exactly the parameter's type (i32 is `std::int32_t`, f16 is `__half` or
+  /// `flowdsl::half`, ...); a pointer parameter takes a pointer to its element type (a `const`
+  /// parameter also takes a pointer to non-const).
+  /// \throws UsageError naming the node and the parameter when there is no such parameter or
+  ///         the type differs.
+  template <class T>
+  Derived& set(std::string_view param, T value) {
+    static_assert(std::is_trivially_copyable_v<T>, "flowdsl: arguments must be trivially copyable");
+    const ParamType given = param_type_of<T>();
+    return set_slot(registered_slot(*entry_, this->name(), param, &given, sizeof(T)), &value, sizeof(T));
+  }
+
+  /// \brief Binds the parameter called `param` to the `size` bytes at `value` (its
+  /// representation: a device address for pointers, the little-endian scalar otherwise).
+  /// Parameters.
+  /// \throws UsageError naming the node and the parameter when there is no such parameter or
+  ///         `size` is not the parameter's size.
+  Derived& set_bytes(std::string_view param, const void* value, std::size_t size) {
+    return set_slot(registered_slot(*entry_, this->name(), param, nullptr, size), value, size);
+  }
+
+ protected:
+  const KernelInfo* entry_;
+
+ private:
+  Derived& set_slot(std::size_t index, const void* value, std::size_t size) {
+    parameters<Op>(*this->state_, this->id_).args.set(index, value, size);
+    return static_cast<Derived&>(*this);
+  }
+};
 }  // namespace detail
+
+/// \brief The arguments of a new node of the registered kernel or call `entry`: one unbound,
+/// zero slot a parameter, laid out as the node's own (what a graph's validation reports as
+/// unset until bound).
+ArgumentPack unbound_arguments(const KernelInfo& entry);
 
 /// \brief What the two kernel handles share: the launch shape (structure).
 template <class Derived>
@@ -172,36 +253,13 @@ class KernelHandleBase : public NodeHandleBase<Derived> {
 
 /// \brief Handle to a kernel node whose kernel takes `Params...`.
 template <class... Params>
-class KernelNode : public KernelHandleBase<KernelNode<Params...>> {
-  using Base = KernelHandleBase<KernelNode<Params...>>;
+class KernelNode : public detail::TypedArguments<KernelNode<Params...>, KernelOp, KernelHandleBase<KernelNode<Params...>>,
+                                                 Params...> {
+  using Base =
+      detail::TypedArguments<KernelNode<Params...>, KernelOp, KernelHandleBase<KernelNode<Params...>>, Params...>;
 
  public:
   using Base::Base;
-
-  /// \brief Binds every argument. Count and types are checked against the kernel's signature
-  /// at compile time. Parameters: the next launch updates this node in place.
-  template <class... Args>
-  KernelNode& args(Args&&... values) {
-    static_assert(sizeof...(Args) == sizeof...(Params),
-                  "flowdsl: args(...) must be given exactly one value per kernel parameter");
-    static_assert((std::is_convertible_v<Args&&, Params> && ...),
-                  "flowdsl: an argument given to args(...) does not convert to the kernel's parameter type");
-    detail::TypedSlots<Params...>::set_all(detail::parameters<KernelOp>(*this->state_, this->id_).args,
-                                           std::forward<Args>(values)...);
-    return *this;
-  }
-
-  /// \brief Binds argument `Index` alone, e.g. `k.arg<1>(alpha)`. Parameters.
-  template <std::size_t Index, class Arg>
-  KernelNode& arg(Arg&& value) {
-    static_assert(Index < sizeof...(Params), "flowdsl: arg<Index>: the kernel has fewer parameters");
-    using Param = std::tuple_element_t<Index, std::tuple<Params...>>;
-    static_assert(std::is_convertible_v<Arg&&, Param>,
-                  "flowdsl: the value given to arg<Index>(...) does not convert to that kernel parameter's type");
-    detail::TypedSlots<Params...>::template set<Index>(detail::parameters<KernelOp>(*this->state_, this->id_).args,
-                                                       std::forward<Arg>(value));
-    return *this;
-  }
 
   /// \brief Binds the argument of the parameter called `param`, by the names the kernel is
   /// registered with in KernelRegistry::global() (the built-in kernels': `flowdsl info` lists
@@ -226,7 +284,7 @@ class KernelNode : public KernelHandleBase<KernelNode<Params...>> {
   void assign(std::string_view param, const Arg& value) {
     using Param = std::tuple_element_t<I, std::tuple<Params...>>;
     if constexpr (std::is_convertible_v<const Arg&, Param>) {
-      arg<I>(value);
+      this->template arg<I>(value);
     } else {
       throw UsageError("flowdsl: node " + quoted_name(this->name()) + ": the value given for parameter " +
                        quoted_name(param) + " does not convert to its type");
@@ -247,39 +305,13 @@ struct TypedLookup<KernelNode<Params...>> {
 /// \brief Handle to a kernel node of a registered kernel (KernelInfo): the launch shape as for
 /// KernelNode, arguments set by parameter name and checked against the registered types at run
 /// time. This is how graphs read from JSON are built.
-class RegisteredKernelNode : public KernelHandleBase<RegisteredKernelNode> {
+class RegisteredKernelNode
+    : public detail::RegisteredArguments<RegisteredKernelNode, KernelOp, KernelHandleBase<RegisteredKernelNode>> {
  public:
-  RegisteredKernelNode(detail::GraphState* state, NodeId id, const KernelInfo* kernel)
-      : KernelHandleBase(state, id), kernel_(kernel) {}
+  using RegisteredArguments::RegisteredArguments;
 
   /// \brief The registered kernel this node launches.
-  const KernelInfo& kernel() const noexcept { return *kernel_; }
-
-  /// \brief Binds the parameter called `param` to `value`. Parameters.
-  ///
-  /// `T` must be exactly the parameter's type (i32 is `std::int32_t`, f16 is `__half` or
-  /// `flowdsl::half`, ...); a pointer parameter takes a pointer to its element type (a `const`
-  /// parameter also takes a pointer to non-const).
-  /// \throws UsageError naming the node and the parameter when there is no such parameter or
-  ///         the type differs.
-  template <class T>
-  RegisteredKernelNode& set(std::string_view param, T value) {
-    static_assert(std::is_trivially_copyable_v<T>, "flowdsl: kernel arguments must be trivially copyable");
-    const ParamType given = param_type_of<T>();
-    return set_slot(detail::registered_slot(*kernel_, this->name(), param, &given, sizeof(T)), &value, sizeof(T));
-  }
-
-  /// \brief Binds the parameter called `param` to the `size` bytes at `value` (its
-  /// representation: a device address for pointers, the little-endian scalar otherwise).
-  /// Parameters.
-  /// \throws UsageError naming the node and the parameter when there is no such parameter or
-  ///         `size` is not the parameter's size.
-  RegisteredKernelNode& set_bytes(std::string_view param, const void* value, std::size_t size);
-
- private:
-  RegisteredKernelNode& set_slot(std::size_t index, const void* value, std::size_t size);
-
-  const KernelInfo* kernel_;
+  const KernelInfo& kernel() const noexcept { return *entry_; }
 };
 
 /// \brief `kernel(...)` on graphs and bodies.
@@ -328,10 +360,7 @@ class KernelOp::Factory {
     op.kernel_name = kernel.name;
     op.info = &kernel;
     op.derived = kernel.derived;
-    for (const KernelParam& p : kernel.params) {
-      const unsigned char zero[16] = {};
-      op.args.append(zero, p.type.size(), p.type.align(), /*bound=*/false, p.type.slot_kind());
-    }
+    op.args = unbound_arguments(kernel);
     return builder().template add<RegisteredKernelNode>(std::move(name), std::move(op), &kernel);
   }
 

@@ -63,36 +63,15 @@ struct LibraryOp {
 /// its function is registered under in KernelRegistry::global(), else empty.
 std::string call_name_of(const LibraryOp& op);
 
-/// \brief Handle to a library node whose call takes `Params...` after its stream.
+/// \brief Handle to a library node whose call takes `Params...` after its stream: args(...) and
+/// arg<Index>(...) bind its arguments (0: the first after the stream); a change records the call
+/// again at the next launch.
 template <class... Params>
-class LibraryNode : public NodeHandleBase<LibraryNode<Params...>> {
+class LibraryNode
+    : public detail::TypedArguments<LibraryNode<Params...>, LibraryOp, NodeHandleBase<LibraryNode<Params...>>, Params...> {
  public:
-  using NodeHandleBase<LibraryNode<Params...>>::NodeHandleBase;
-
-  /// \brief Binds every argument; count and types are checked against the call's signature at
-  /// compile time. Parameters: the next launch records the call again.
-  template <class... Args>
-  LibraryNode& args(Args&&... values) {
-    static_assert(sizeof...(Args) == sizeof...(Params),
-                  "flowdsl: args(...) must be given exactly one value per parameter of the call (after its stream)");
-    static_assert((std::is_convertible_v<Args&&, Params> && ...),
-                  "flowdsl: an argument given to args(...) does not convert to the call's parameter type");
-    detail::TypedSlots<Params...>::set_all(op().args, std::forward<Args>(values)...);
-    return *this;
-  }
-
-  /// \brief Binds argument `Index` alone (0: the first after the stream). Parameters.
-  template <std::size_t Index, class Arg>
-  LibraryNode& arg(Arg&& value) {
-    static_assert(Index < sizeof...(Params), "flowdsl: arg<Index>: the call has fewer parameters");
-    static_assert(std::is_convertible_v<Arg&&, std::tuple_element_t<Index, std::tuple<Params...>>>,
-                  "flowdsl: the value given to arg<Index>(...) does not convert to that parameter's type");
-    detail::TypedSlots<Params...>::template set<Index>(op().args, std::forward<Arg>(value));
-    return *this;
-  }
-
- private:
-  LibraryOp& op() { return detail::parameters<LibraryOp>(*this->state_, this->id_); }
+  using detail::TypedArguments<LibraryNode<Params...>, LibraryOp, NodeHandleBase<LibraryNode<Params...>>,
+                               Params...>::TypedArguments;
 };
 
 namespace detail {
@@ -106,40 +85,15 @@ struct TypedLookup<LibraryNode<Params...>> {
 }  // namespace detail
 
 /// \brief Handle to a library node of a registered library call (KernelRegistry::add_call):
-/// arguments set by parameter name, checked against the registered types at run time. This is
-/// how graphs read from JSON are built.
-class RegisteredLibraryNode : public NodeHandleBase<RegisteredLibraryNode> {
+/// arguments set by parameter name (set, set_bytes), checked against the registered types at run
+/// time. This is how graphs read from JSON are built.
+class RegisteredLibraryNode
+    : public detail::RegisteredArguments<RegisteredLibraryNode, LibraryOp, NodeHandleBase<RegisteredLibraryNode>> {
  public:
-  RegisteredLibraryNode(detail::GraphState* state, NodeId id, const KernelInfo* entry)
-      : NodeHandleBase(state, id), entry_(entry) {}
+  using RegisteredArguments::RegisteredArguments;
 
   /// \brief The registered call this node makes.
   const KernelInfo& entry() const noexcept { return *entry_; }
-
-  /// \brief Binds the parameter called `param` to `value`, of exactly its type (as for
-  /// RegisteredKernelNode::set). Parameters.
-  /// \throws UsageError naming the node and the parameter when there is no such parameter or
-  ///         the type differs.
-  template <class T>
-  RegisteredLibraryNode& set(std::string_view param, T value) {
-    static_assert(std::is_trivially_copyable_v<T>, "flowdsl: library call arguments must be trivially copyable");
-    const ParamType given = param_type_of<T>();
-    return set_slot(detail::registered_slot(*entry_, name(), param, &given, sizeof(T)), &value, sizeof(T));
-  }
-  /// \brief Binds the parameter called `param` to the `size` bytes at `value`. Parameters.
-  /// \throws UsageError naming the node and the parameter when there is no such parameter or
-  ///         `size` is not the parameter's size.
-  RegisteredLibraryNode& set_bytes(std::string_view param, const void* value, std::size_t size) {
-    return set_slot(detail::registered_slot(*entry_, name(), param, nullptr, size), value, size);
-  }
-
- private:
-  RegisteredLibraryNode& set_slot(std::size_t index, const void* value, std::size_t size) {
-    detail::parameters<LibraryOp>(*state_, id_).args.set(index, value, size);
-    return *this;
-  }
-
-  const KernelInfo* entry_;
 };
 
 /// \brief `library(...)` on graphs and bodies.
@@ -176,10 +130,7 @@ class LibraryOp::Factory {
     op.invoke = entry.call;
     op.call_name = entry.name;
     op.info = &entry;
-    for (const KernelParam& p : entry.params) {
-      const unsigned char zero[16] = {};
-      op.args.append(zero, p.type.size(), p.type.align(), /*bound=*/false, p.type.slot_kind());
-    }
+    op.args = unbound_arguments(entry);
     return static_cast<Builder&>(*this).template add<RegisteredLibraryNode>(std::move(name), std::move(op), &entry);
   }
 

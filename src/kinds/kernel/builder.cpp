@@ -55,13 +55,13 @@ std::size_t detail::parameter_index(const void* function, std::size_t params, co
   return index;
 }
 
-RegisteredKernelNode& RegisteredKernelNode::set_bytes(std::string_view param, const void* value, std::size_t size) {
-  return set_slot(detail::registered_slot(*kernel_, name(), param, nullptr, size), value, size);
-}
-
-RegisteredKernelNode& RegisteredKernelNode::set_slot(std::size_t index, const void* value, std::size_t size) {
-  detail::parameters<KernelOp>(*state_, id_).args.set(index, value, size);
-  return *this;
+ArgumentPack unbound_arguments(const KernelInfo& entry) {
+  ArgumentPack pack;
+  const unsigned char zero[16] = {};
+  for (const KernelParam& p : entry.params) {
+    pack.append(zero, p.type.size(), p.type.align(), /*bound=*/false, p.type.slot_kind());
+  }
+  return pack;
 }
 
 }  // namespace flowdsl
