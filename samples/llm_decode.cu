@@ -385,7 +385,7 @@ std::unique_ptr<Step> build_step(const Model& m, State& s, int tokens, int rows,
     if (!last.empty()) node.after(last);
     last = name;
   };
-  auto linear = [&](const std::string& name, int m_rows, int n, int k, const bf16* x, const bf16* w, bf16* y) {
+  auto cublaslt = [&](const std::string& name, int m_rows, int n, int k, const bf16* x, const bf16* w, bf16* y) {
     chain(fk::cublaslt_linear<bf16, bf16>(g, name, m_rows, n, k, x, w, nullptr, fk::Epilogue::none, y), name);
   };
   const int H = c.hidden, D = c.head_dim;
@@ -408,7 +408,7 @@ std::unique_ptr<Step> build_step(const Model& m, State& s, int tokens, int rows,
                             L.input_norm, L.qkv, s.qkv.get()),
             p + "qkv");
     } else {
-      linear(p + "qkv", tokens, c.qkv_out(), H, s.h.get(), L.qkv, s.qkv.get());
+      cublaslt(p + "qkv", tokens, c.qkv_out(), H, s.h.get(), L.qkv, s.qkv.get());
     }
     chain(fk::rope_kv_append(g, p + "rope", s.kv, batch, static_cast<const bf16*>(s.qkv.get()), s.inv_freq.get(), s.q.get(),
                              s.k_cache[std::size_t(l)].get(), s.v_cache[std::size_t(l)].get()),
@@ -429,7 +429,7 @@ std::unique_ptr<Step> build_step(const Model& m, State& s, int tokens, int rows,
             p + "down");
       continue;
     }
-    linear(p + "o", tokens, H, c.heads * D, s.attn.get(), L.o, s.o.get());
+    cublaslt(p + "o", tokens, H, c.heads * D, s.attn.get(), L.o, s.o.get());
     chain(fk::add_rms_norm(g, p + "post_norm", tokens, H, c.rms_norm_eps, s.x.get(), static_cast<const bf16*>(s.o.get()),
                            L.post_norm, s.h.get()),
           p + "post_norm");
@@ -437,12 +437,12 @@ std::unique_ptr<Step> build_step(const Model& m, State& s, int tokens, int rows,
     const std::size_t half = std::size_t(tokens) * c.intermediate;
     bf16* gate = s.gate_up.get();
     bf16* up = s.gate_up.get() + half;
-    linear(p + "gate", tokens, c.intermediate, H, s.h.get(), L.gate_up, gate);
-    linear(p + "up", tokens, c.intermediate, H, s.h.get(), L.gate_up + std::size_t(c.intermediate) * H, up);
+    cublaslt(p + "gate", tokens, c.intermediate, H, s.h.get(), L.gate_up, gate);
+    cublaslt(p + "up", tokens, c.intermediate, H, s.h.get(), L.gate_up + std::size_t(c.intermediate) * H, up);
     chain(fk::silu_mul(g, p + "act", std::int64_t(half), static_cast<const bf16*>(gate), static_cast<const bf16*>(up),
                        s.act.get()),
           p + "act");
-    linear(p + "down", tokens, H, c.intermediate, s.act.get(), L.down, s.mlp.get());
+    cublaslt(p + "down", tokens, H, c.intermediate, s.act.get(), L.down, s.mlp.get());
     const bf16* next_norm = l + 1 < c.layers ? m.layers[std::size_t(l) + 1].input_norm : m.final_norm;
     chain(fk::add_rms_norm(g, p + "next_norm", tokens, H, c.rms_norm_eps, s.x.get(), static_cast<const bf16*>(s.mlp.get()),
                            next_norm, s.h.get()),
@@ -458,7 +458,7 @@ std::unique_ptr<Step> build_step(const Model& m, State& s, int tokens, int rows,
     chain(fk::linear_norm(g, "lm_head", rows, c.vocab, H, c.rms_norm_eps, head_in, m.final_norm, m.lm_head, s.logits.get()),
           "lm_head");
   } else {
-    linear("lm_head", rows, c.vocab, H, head_in, m.lm_head, s.logits.get());
+    cublaslt("lm_head", rows, c.vocab, H, head_in, m.lm_head, s.logits.get());
   }
   i32* out = decode ? s.tokens.get() : s.next.get();
   if (temperature > 0.0f) {

@@ -39,6 +39,47 @@ std::size_t linear_mismatches(const std::vector<float>& got, int m, int n, int k
   return bad;
 }
 
+/// silu(gate) * up of each row of gate_up ([m, 2k]) as the kernels round it: silu to T, then the
+/// product to T (silu in float on the device and in double here may round to different T values).
+template <class T>
+std::vector<float> gated_rows(const std::vector<float>& gate_up, int m, int k) {
+  std::vector<float> act(std::size_t(m) * k);
+  for (int r = 0; r < m; ++r) {
+    for (int c = 0; c < k; ++c) {
+      const double g = gate_up[std::size_t(r) * 2 * k + c], u = gate_up[std::size_t(r) * 2 * k + k + c];
+      const float silu = to_float(from_float<T>(float(g / (1.0 + std::exp(-g)))));
+      act[std::size_t(r) * k + c] = to_float(from_float<T>(float(silu * u)));
+    }
+  }
+  return act;
+}
+
+/// The buffers of one linear node: x and w uploaded, y poisoned.
+template <class T>
+struct LinearBuffers {
+  DeviceBuffer<T> x, w, y;
+  LinearBuffers(const std::vector<float>& host_x, const std::vector<float>& host_w, std::size_t outputs)
+      : x(host_x.size()), w(host_w.size()), y(outputs) {
+    upload(x, host_x);
+    upload(w, host_w);
+    y.poison();
+  }
+  const T* input() const { return static_cast<const T*>(x.get()); }
+  const T* weights() const { return static_cast<const T*>(w.get()); }
+};
+
+/// Runs `graph` and checks y against input w^T (linear_mismatches).
+template <class T>
+void check_product(flowdsl::Graph& graph, const LinearBuffers<T>& buffers, int m, int n, int k,
+                   const std::vector<float>& input, const std::vector<float>& w, double rel) {
+  Runner runner;
+  runner.run(graph);
+  std::int64_t first = -1;
+  const std::size_t bad = linear_mismatches(download(buffers.y), m, n, k, input, w, rel, &first);
+  INFO("first mismatch at " << first);
+  CHECK(bad == 0);
+}
+
 struct Shape {
   int m, n, k;
 };
@@ -60,18 +101,10 @@ TEMPLATE_TEST_CASE("linear multiplies by weights in [out, in] layout", "[kernels
   for (const Shape s : shapes) {
     INFO("type " << type_name<T>() << ", m " << s.m << ", n " << s.n << ", k " << s.k);
     const std::vector<float> x = random_values<T>(std::size_t(s.m) * s.k, 31), w = random_values<T>(std::size_t(s.n) * s.k, 32);
-    DeviceBuffer<T> dx(x.size()), dw(w.size()), dy(std::size_t(s.m) * s.n);
-    upload(dx, x);
-    upload(dw, w);
-    dy.poison();
+    LinearBuffers<T> b(x, w, std::size_t(s.m) * s.n);
     flowdsl::Graph g;
-    fk::linear(g, "linear", s.m, s.n, s.k, static_cast<const T*>(dx.get()), static_cast<const T*>(dw.get()), dy.get());
-    Runner runner;
-    runner.run(g);
-    std::int64_t first = -1;
-    const std::size_t bad = linear_mismatches(download(dy), s.m, s.n, s.k, x, w, tolerance<T>(), &first);
-    INFO("first mismatch at " << first);
-    CHECK(bad == 0);
+    fk::linear(g, "linear", s.m, s.n, s.k, b.input(), b.weights(), b.y.get());
+    check_product(g, b, s.m, s.n, s.k, x, w, tolerance<T>());
   }
 }
 
@@ -81,28 +114,10 @@ TEMPLATE_TEST_CASE("linear_gated multiplies silu(gate) * up by the weights", "[k
     INFO("type " << type_name<T>() << ", m " << s.m << ", n " << s.n << ", k " << s.k);
     const std::vector<float> gate_up = random_values<T>(std::size_t(s.m) * 2 * s.k, 33, -3.0f, 3.0f),
                              w = random_values<T>(std::size_t(s.n) * s.k, 34);
-    // The activation as the kernel rounds it: silu to T, then the product to T.
-    std::vector<float> act(std::size_t(s.m) * s.k);
-    for (int r = 0; r < s.m; ++r) {
-      for (int c = 0; c < s.k; ++c) {
-        const double g = gate_up[std::size_t(r) * 2 * s.k + c], u = gate_up[std::size_t(r) * 2 * s.k + s.k + c];
-        const float silu = to_float(from_float<T>(float(g / (1.0 + std::exp(-g)))));
-        act[std::size_t(r) * s.k + c] = to_float(from_float<T>(float(silu * u)));
-      }
-    }
-    DeviceBuffer<T> dgu(gate_up.size()), dw(w.size()), dy(std::size_t(s.m) * s.n);
-    upload(dgu, gate_up);
-    upload(dw, w);
-    dy.poison();
+    LinearBuffers<T> b(gate_up, w, std::size_t(s.m) * s.n);
     flowdsl::Graph g;
-    fk::linear_gated(g, "down", s.m, s.n, s.k, static_cast<const T*>(dgu.get()), static_cast<const T*>(dw.get()), dy.get());
-    Runner runner;
-    runner.run(g);
-    std::int64_t first = -1;
-    // silu in float on the device and in double here may round to different T values.
-    const std::size_t bad = linear_mismatches(download(dy), s.m, s.n, s.k, act, w, 2 * tolerance<T>(), &first);
-    INFO("first mismatch at " << first);
-    CHECK(bad == 0);
+    fk::linear_gated(g, "down", s.m, s.n, s.k, b.input(), b.weights(), b.y.get());
+    check_product(g, b, s.m, s.n, s.k, gated_rows<T>(gate_up, s.m, s.k), w, 2 * tolerance<T>());
   }
 }
 
@@ -126,21 +141,13 @@ TEMPLATE_TEST_CASE("linear_norm multiplies rms_norm(x) * g by the weights", "[ke
         h[std::size_t(r) * s.k + c] = to_float(from_float<T>(v * g[std::size_t(c)]));
       }
     }
-    DeviceBuffer<T> dx(x.size()), dg(g.size()), dw(w.size()), dy(std::size_t(s.m) * s.n);
-    upload(dx, x);
+    LinearBuffers<T> b(x, w, std::size_t(s.m) * s.n);
+    DeviceBuffer<T> dg(g.size());
     upload(dg, g);
-    upload(dw, w);
-    dy.poison();
     flowdsl::Graph graph;
-    fk::linear_norm(graph, "qkv", s.m, s.n, s.k, eps, static_cast<const T*>(dx.get()), static_cast<const T*>(dg.get()),
-                    static_cast<const T*>(dw.get()), dy.get());
-    Runner runner;
-    runner.run(graph);
-    std::int64_t first = -1;
+    fk::linear_norm(graph, "qkv", s.m, s.n, s.k, eps, b.input(), static_cast<const T*>(dg.get()), b.weights(), b.y.get());
     // The scale in float here and in double in the reference may round a normalised value apart.
-    const std::size_t bad = linear_mismatches(download(dy), s.m, s.n, s.k, h, w, 2 * tolerance<T>(), &first);
-    INFO("first mismatch at " << first);
-    CHECK(bad == 0);
+    check_product(graph, b, s.m, s.n, s.k, h, w, 2 * tolerance<T>());
   }
 }
 
@@ -153,36 +160,20 @@ TEMPLATE_TEST_CASE("The residual forms add the rounded product into y", "[kernel
       const std::vector<float> x = random_values<T>(std::size_t(s.m) * width, 40, -3.0f, 3.0f),
                                w = random_values<T>(std::size_t(s.n) * s.k, 41),
                                y0 = random_values<T>(std::size_t(s.m) * s.n, 42, -4.0f, 4.0f);
-      std::vector<float> input(std::size_t(s.m) * s.k);
-      for (int r = 0; r < s.m; ++r) {
-        for (int c = 0; c < s.k; ++c) {
-          const double v = x[std::size_t(r) * width + c];
-          if (!gated_input) {
-            input[std::size_t(r) * s.k + c] = float(v);
-            continue;
-          }
-          const double u = x[std::size_t(r) * width + s.k + c];
-          const float silu = to_float(from_float<T>(float(v / (1.0 + std::exp(-v)))));
-          input[std::size_t(r) * s.k + c] = to_float(from_float<T>(float(silu * u)));
-        }
-      }
-      DeviceBuffer<T> dx(x.size()), dw(w.size()), dy(y0.size());
-      upload(dx, x);
-      upload(dw, w);
-      upload(dy, y0);
+      const std::vector<float> input = gated_input ? gated_rows<T>(x, s.m, s.k) : x;
+      LinearBuffers<T> b(x, w, y0.size());
+      upload(b.y, y0);
       flowdsl::Graph graph;
       if (gated_input) {
-        fk::linear_gated_residual(graph, "down", s.m, s.n, s.k, static_cast<const T*>(dx.get()),
-                                  static_cast<const T*>(dw.get()), dy.get());
+        fk::linear_gated_residual(graph, "down", s.m, s.n, s.k, b.input(), b.weights(), b.y.get());
       } else {
-        fk::linear_residual(graph, "o", s.m, s.n, s.k, static_cast<const T*>(dx.get()), static_cast<const T*>(dw.get()),
-                            dy.get());
+        fk::linear_residual(graph, "o", s.m, s.n, s.k, b.input(), b.weights(), b.y.get());
       }
       Runner runner;
       runner.run(graph);
       // y - y0 is the product, up to the roundings of the product and of the sum to T: within
       // the product's tolerance (as linear's) plus the sum's rounding, relative to |y0|.
-      const std::vector<float> got = download(dy);
+      const std::vector<float> got = download(b.y);
       std::vector<float> ax(input.size()), aw(w.size());
       for (std::size_t i = 0; i < input.size(); ++i) ax[i] = std::fabs(input[i]);
       for (std::size_t i = 0; i < w.size(); ++i) aw[i] = std::fabs(w[i]);
