@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "builder/registered_name.hpp"
 #include "scratch.hpp"
 
 namespace flowdsl::lowering {
@@ -110,7 +111,7 @@ ResolvedEdges resolve_edges(const Description& d, Diagnostics& diag, bool one_bo
     if (op->waits_for_producers) return true;
     const auto [it, added] = waits.try_emplace(op->function, false);
     if (added) {
-      const KernelInfo* info = op->info != nullptr ? op->info : KernelRegistry::global().find_function(op->function);
+      const KernelInfo* info = detail::registered_entry(op->info, op->function, &KernelRegistry::global());
       it->second = info != nullptr && info->waits_for_producers;
     }
     return it->second;

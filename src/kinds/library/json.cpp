@@ -3,8 +3,9 @@
 // its arguments by parameter name, as for kernels.
 #include <array>
 
-#include "json_facets.hpp"
+#include "builder/registered_name.hpp"
 #include "json_arguments.hpp"
+#include "json_facets.hpp"
 
 namespace flowdsl::io {
 
@@ -50,7 +51,7 @@ std::optional<NodeHandle> bind_json(Tag<LibraryOp>, const std::string& name, Com
 
 json describe_json(const LibraryOp& op, NodeDescriber& describer) {
   json fields = json::object();
-  const KernelInfo* entry = op.info != nullptr ? op.info : describer.registry().find_function(op.function);
+  const KernelInfo* entry = detail::registered_entry(op.info, op.function, &describer.registry());
   if (entry == nullptr || !entry->is_call()) {
     describer.problem("/call", "the library call (named " + quoted_name(call_name_of(op)) + ") is not registered");
     return fields;
