@@ -438,16 +438,15 @@ __device__ __forceinline__ void linear_body(std::int32_t m, std::int32_t n, std:
   if constexpr (mma_type<T>) {
     if (tiles) {
       __shared__ float sums[2 * 4 * linear_block];
-      const auto pass = [&](const LinearRows<T>& in, int rows, T* yt) {
+      for (std::int32_t row0 = 0; row0 < m; row0 += linear_tile_rows) {
+        const int rows = min(linear_tile_rows, m - row0);
+        const LinearRows<T> in = rows_at(row0, rows);
+        T* yt = y + row0 * std::int64_t{n};
         if (rows <= 8) {
           linear_tiles_pass<T, In, Residual, 1>(n, in, rows, w, yt, sums);
         } else {
           linear_tiles_pass<T, In, Residual, 2>(n, in, rows, w, yt, sums);
         }
-      };
-      for (std::int32_t row0 = 0; row0 < m; row0 += linear_tile_rows) {
-        const int rows = min(linear_tile_rows, m - row0);
-        pass(rows_at(row0, rows), rows, y + row0 * std::int64_t{n});
       }
       return;
     }
