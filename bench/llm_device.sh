@@ -21,6 +21,19 @@ fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 log "device: $(cat "$OUT/gpu.txt")"
 
+# llm_decode on a checkpoint (8 sequences, 40 tokens, its logits dumped), then the dump against
+# Hugging Face transformers: check_against_hf MODEL TAG LABEL, logs named by TAG.
+check_against_hf() {
+  local model=$1 tag=$2 label=$3 dump=/tmp/dump_$2
+  mkdir -p "$dump"
+  build/samples/llm_decode --model "$model" --batch 8 --prompt 48 --generate 40 --chunk 16 --dump "$dump" \
+    > "$OUT/sample_$tag.log" 2>&1
+  log "llm_decode $label, batch 8: exit $?; $(grep -E '^decode|^prefill' "$OUT/sample_$tag.log" | tr '\n' ' ')"
+  PYTHONUNBUFFERED=1 python3 scripts/check_llama_hf.py --model "$model" --dump "$dump" --json "$OUT/hf_check_$tag.json" \
+    > "$OUT/hf_check_$tag.log" 2>&1
+  log "check against transformers, $label: exit $?; $(tail -3 "$OUT/hf_check_$tag.log" | tr '\n' ' ')"
+}
+
 steps=${STEPS:-"kernels sample checkpoint hf trained graph bench torch memcheck"}
 for step in $steps; do
   case $step in
@@ -49,26 +62,14 @@ for step in $steps; do
       log "checkpoint llama-3.2-1b: exit $?; $(( ($(date +%s%N) - start) / 1000000 )) ms"
       ;;
     hf)
-      mkdir -p /tmp/dump
-      build/samples/llm_decode --model "$MODEL" --batch 8 --prompt 48 --generate 40 --chunk 16 --dump /tmp/dump \
-        > "$OUT/sample_1b.log" 2>&1
-      log "llm_decode 1B batch 8: exit $?; $(grep -E '^decode|^prefill' "$OUT/sample_1b.log" | tr '\n' ' ')"
-      PYTHONUNBUFFERED=1 python3 scripts/check_llama_hf.py --model "$MODEL" --dump /tmp/dump --json "$OUT/hf_check.json" \
-        > "$OUT/hf_check.log" 2>&1
-      log "check against transformers: exit $?; $(tail -3 "$OUT/hf_check.log" | tr '\n' ' ')"
+      check_against_hf "$MODEL" 1b "1B"
       ;;
     trained)
       # Random weights make greedy tokens a poor check (flat logits: near-ties flip): a tiny Llama
       # trained here on a rule it predicts confidently, saved by transformers, checked the same way.
       PYTHONUNBUFFERED=1 timeout 240 python3 scripts/train_tiny_llama.py --out /tmp/tiny_trained > "$OUT/train.log" 2>&1
       log "train a tiny Llama: exit $?; $(grep -E '^bf16 model' "$OUT/train.log")"
-      mkdir -p /tmp/dump_trained
-      build/samples/llm_decode --model /tmp/tiny_trained --batch 8 --prompt 48 --generate 40 --chunk 16 \
-        --dump /tmp/dump_trained > "$OUT/sample_trained.log" 2>&1
-      log "llm_decode trained tiny model, batch 8: exit $?; $(grep -E '^decode|^prefill' "$OUT/sample_trained.log" | tr '\n' ' ')"
-      PYTHONUNBUFFERED=1 python3 scripts/check_llama_hf.py --model /tmp/tiny_trained --dump /tmp/dump_trained \
-        --json "$OUT/hf_check_trained.json" > "$OUT/hf_check_trained.log" 2>&1
-      log "check against transformers, trained tiny model: exit $?; $(tail -3 "$OUT/hf_check_trained.log" | tr '\n' ' ')"
+      check_against_hf /tmp/tiny_trained trained "trained tiny model"
       ;;
     graph)
       # The decode step as a graph file (weights by safetensors reference), run by the tool: its
