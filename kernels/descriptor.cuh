@@ -218,4 +218,8 @@ void register_sampling(KernelRegistry& registry);
 void register_linear(KernelRegistry& registry);
 void register_cublaslt(KernelRegistry& registry);  // library calls (cublaslt.cpp)
 
+/// Multiprocessors of the current device (132 on an H100 or H200; 132 also without a device),
+/// asked of CUDA once per device: launch rules that size a grid to one resident wave.
+int multiprocessors();
+
 }  // namespace flowdsl::kernels::detail

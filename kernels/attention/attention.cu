@@ -10,11 +10,14 @@ namespace flowdsl::kernels {
 namespace detail {
 namespace {
 
-/// A block a token (rope_kv_append), striding over the tokens.
+/// rope_kv_append: a token's rotations over enough blocks for a thread a pair (at most 16), the
+/// tokens along x.
 struct ByToken : Descriptor {
   template <class... T, class... A>
-  static LaunchShape shape(i32 tokens, const A&...) {
-    return {blocks_for(tokens, 1), attention_block};
+  static LaunchShape shape(i32 tokens, i32 q_heads, i32 kv_heads, i32 head_dim, const A&...) {
+    const std::int64_t pairs = std::int64_t{std::max(q_heads, 0) + std::max(kv_heads, 0)} * std::max(head_dim / 2, 1);
+    const std::int64_t along = std::clamp<std::int64_t>((pairs + attention_block - 1) / attention_block, 1, 16);
+    return {Dim3(blocks_for(tokens, 1), static_cast<std::uint32_t>(along)), attention_block};
   }
 };
 

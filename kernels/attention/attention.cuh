@@ -40,12 +40,16 @@ __global__ void __launch_bounds__(attention_block)
   ::flowdsl::kernels::detail::programmatic_prologue();
   const std::int32_t half = head_dim / 2;
   const std::int32_t heads = q_heads + 2 * kv_heads;
+  // A token's work is spread over gridDim.y blocks (a thread a pair where they suffice), so that
+  // its loads are in flight together rather than one after another.
+  const std::int32_t first = static_cast<std::int32_t>(blockIdx.y * blockDim.x + threadIdx.x);
+  const std::int32_t stride = static_cast<std::int32_t>(gridDim.y * blockDim.x);
   for (std::int32_t t = static_cast<std::int32_t>(blockIdx.x); t < tokens; t += static_cast<std::int32_t>(gridDim.x)) {
     const std::int32_t pos = positions[t];
     const std::int32_t seq = seq_of_token[t];
     const T* in = qkv + static_cast<std::int64_t>(t) * heads * head_dim;
     // Rotations: query heads, then key heads; element j pairs with j + half.
-    for (std::int32_t i = static_cast<std::int32_t>(threadIdx.x); i < (q_heads + kv_heads) * half; i += blockDim.x) {
+    for (std::int32_t i = first; i < (q_heads + kv_heads) * half; i += stride) {
       const std::int32_t head = i / half, j = i % half;
       float s = 0.0f, c = 1.0f;
       sincosf(static_cast<float>(pos) * inv_freq[j], &s, &c);
@@ -66,7 +70,7 @@ __global__ void __launch_bounds__(attention_block)
     }
     // An odd head_dim leaves its last element unrotated, as a pair would need a partner.
     if (head_dim % 2 != 0) {
-      for (std::int32_t head = static_cast<std::int32_t>(threadIdx.x); head < q_heads + kv_heads; head += blockDim.x) {
+      for (std::int32_t head = first; head < q_heads + kv_heads; head += stride) {
         const T x = in[head * head_dim + head_dim - 1];
         if (head < q_heads) {
           q[(static_cast<std::int64_t>(t) * q_heads + head) * head_dim + head_dim - 1] = x;
@@ -79,7 +83,7 @@ __global__ void __launch_bounds__(attention_block)
     }
     // Values are appended as they are.
     const T* v_in = in + static_cast<std::int64_t>(q_heads + kv_heads) * head_dim;
-    for (std::int32_t i = static_cast<std::int32_t>(threadIdx.x); i < kv_heads * head_dim; i += blockDim.x) {
+    for (std::int32_t i = first; i < kv_heads * head_dim; i += stride) {
       const std::int32_t head = i / head_dim, d = i % head_dim;
       const std::int64_t slot =
           cache_slot(seq, pos, head, kv_heads, head_dim, page_size, pages_per_seq, sequences, pages, block_table);
@@ -378,30 +382,68 @@ __global__ void __launch_bounds__(attention_block, 3)
   }
 }
 
+/// The max (Max) or sum of `value` over the block, every thread given it. `scratch` holds a
+/// float a warp; the block waits before it is reused.
+template <bool Max>
+__device__ __forceinline__ float block_all_reduce(float value, float* scratch) {
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int warps = static_cast<int>(blockDim.x + 31) / 32;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float other = __shfl_xor_sync(0xffffffffu, value, o);
+    value = Max ? fmaxf(value, other) : value + other;
+  }
+  __syncthreads();  // an earlier reduction's scratch is read
+  if (lane == 0) scratch[warp] = value;
+  __syncthreads();
+  float total = scratch[0];
+  for (int w = 1; w < warps; ++w) total = Max ? fmaxf(total, scratch[w]) : total + scratch[w];
+  return total;
+}
+
+/// Splits whose weights attention_combine_kernel keeps in shared memory (more are recomputed).
+constexpr int attention_combine_cached = 256;
+
+/// A block a (token, query head): the splits' maxima and sums are read a thread a split, all
+/// at once, and each output element's weighted values with several loads in flight.
 template <class T>
 __global__ void __launch_bounds__(attention_block)
     attention_combine_kernel(std::int32_t tokens, std::int32_t q_heads, std::int32_t head_dim, std::int32_t splits,
                              const float* partial, T* out) {
   ::flowdsl::kernels::detail::programmatic_prologue();
+  __shared__ float scratch[attention_block / 32];
+  __shared__ float weight[attention_combine_cached];
+  const std::int64_t record_size = std::int64_t{head_dim} + 2;
   for (std::int64_t row = blockIdx.x; row < static_cast<std::int64_t>(tokens) * q_heads; row += gridDim.x) {
-    const float* records = partial + row * splits * (head_dim + 2);
+    const float* records = partial + row * splits * record_size;
     float max = -FLT_MAX;
-    for (int s = 0; s < splits; ++s) {
-      if (records[s * (head_dim + 2) + 1] > 0.0f) max = fmaxf(max, records[s * (head_dim + 2)]);
+    for (int s = static_cast<int>(threadIdx.x); s < splits; s += static_cast<int>(blockDim.x)) {
+      if (records[s * record_size + 1] > 0.0f) max = fmaxf(max, records[s * record_size]);
     }
+    max = block_all_reduce<true>(max, scratch);
+    // A split's weight: exp(its max - the max), 0 for a split that saw no position.
+    const auto weight_of = [&](int s) {
+      const float* record = records + s * record_size;
+      return record[1] > 0.0f ? __expf(record[0] - max) : 0.0f;
+    };
     float total = 0.0f;
-    for (int s = 0; s < splits; ++s) {
-      const float sum = records[s * (head_dim + 2) + 1];
-      if (sum > 0.0f) total += sum * __expf(records[s * (head_dim + 2)] - max);
+    for (int s = static_cast<int>(threadIdx.x); s < splits; s += static_cast<int>(blockDim.x)) {
+      const float w = weight_of(s);
+      if (s < attention_combine_cached) weight[s] = w;
+      total += records[s * record_size + 1] > 0.0f ? records[s * record_size + 1] * w : 0.0f;
     }
+    total = block_all_reduce<false>(total, scratch);  // its barrier also publishes the weights
     for (int d = static_cast<int>(threadIdx.x); d < head_dim; d += static_cast<int>(blockDim.x)) {
       float value = 0.0f;
+#pragma unroll 8
       for (int s = 0; s < splits; ++s) {
-        const float* record = records + s * (head_dim + 2);
-        if (record[1] > 0.0f) value = fmaf(record[2 + d], __expf(record[0] - max), value);
+        const float w = s < attention_combine_cached ? weight[s] : weight_of(s);
+        const float v = records[s * record_size + 2 + d];  // read whatever the weight, in flight together
+        value = fmaf(w > 0.0f ? v : 0.0f, w, value);
       }
       out[row * head_dim + d] = from_float<T>(total > 0.0f ? value / total : 0.0f);
     }
+    __syncthreads();  // the weights are read before the next row's are written
   }
 }
 

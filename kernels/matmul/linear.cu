@@ -9,13 +9,19 @@ namespace flowdsl::kernels {
 namespace detail {
 namespace {
 
-/// A warp an output feature (striding over the rest), enough blocks to cover n at most; on the
-/// tensor-core path (16-bit types, k a multiple of 32, more than one row) a block 16 features.
+/// A warp an output feature at a time (8 a block), or on the tensor-core path (16-bit types, k
+/// a multiple of 32, more than one row) a block 16 features at a time. The grid is one wave of
+/// resident blocks at most (linear_blocks_per_sm a multiprocessor), each block taking as many
+/// rounds as the others: a block's prologue (the norm's scales, the staged rows) is paid once
+/// for several rounds, and the last round is not a short one.
 struct ByFeature : Descriptor {
   template <class... T, class... A>
   static LaunchShape shape(i32 m, i32 n, i32 k, const A&...) {
     const bool tiles = sizeof...(T) > 0 && (mma_type<T> && ...) && k % 32 == 0 && m > 1;
-    return {blocks_for(n, tiles ? linear_tile_features : linear_block / 32), linear_block};
+    const std::int64_t units = blocks_for(n, tiles ? linear_tile_features : linear_block / 32);
+    const std::int64_t resident = std::int64_t{multiprocessors()} * linear_blocks_per_sm;
+    const std::int64_t rounds = (units + resident - 1) / resident;
+    return {blocks_for(units, rounds), linear_block};
   }
 };
 

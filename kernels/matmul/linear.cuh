@@ -47,7 +47,8 @@ namespace flowdsl::kernels::detail {
 
 constexpr int linear_block = 256;  ///< 8 warps
 constexpr int linear_rows = 8;     ///< rows of x a pass holds accumulators for
-constexpr int linear_unroll = 4;   ///< 16-byte weight loads a lane has in flight
+constexpr int linear_unroll = 4;   ///< 16-byte weight loads a lane has in flight (8 for one row)
+constexpr int linear_blocks_per_sm = 3;  ///< blocks a multiprocessor holds (the kernels' launch bounds)
 /// Shared memory for a pass's transformed rows: 8 rows of 2048 16-bit inputs, 1 row of 16384 (the
 /// tensor-core path's sums beside it keep the block under 48 KiB).
 constexpr int linear_stage_bytes = 32 * 1024;
@@ -206,8 +207,11 @@ __device__ __forceinline__ void linear_rows_pass(std::int32_t n, const LinearRow
   constexpr int V = 16 / sizeof(T);
   // 16-bit types take more than two rows here only where the tensor cores cannot (k not a
   // multiple of 32, unaligned rows): one load in flight keeps their registers, which the whole
-  // kernel is sized by, for the one-row pass.
-  constexpr int unroll = mma_type<T> && R > 2 ? 1 : linear_unroll;
+  // kernel is sized by, for the one-row pass. That pass, with its inputs as they are or staged,
+  // has room for twice the loads in flight (a decode step at batch 1 is this pass, reading
+  // weights at the copy rate).
+  constexpr bool light = R == 1 && (In == LinearInput::plain || In == LinearInput::staged);
+  constexpr int unroll = mma_type<T> && R > 2 ? 1 : light ? 2 * linear_unroll : linear_unroll;
   const std::int64_t k = in.k;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const std::int64_t warps = std::int64_t{gridDim.x} * (linear_block / 32);
@@ -467,14 +471,14 @@ __device__ __forceinline__ void linear_body(std::int32_t m, std::int32_t n, std:
 
 /// linear (plain x) and linear_gated, y = or += their product.
 template <class T, bool Gated, bool Residual>
-__global__ void __launch_bounds__(linear_block, 3)
+__global__ void __launch_bounds__(linear_block, linear_blocks_per_sm)
     linear_kernel(std::int32_t m, std::int32_t n, std::int32_t k, const T* x, const T* w, T* y) {
   linear_body<T, Gated ? LinearInput::gated : LinearInput::plain, Residual>(m, n, k, 0.0f, x, nullptr, w, y);
 }
 
 /// linear_norm: y = (rms_norm(x) · g) w^T.
 template <class T>
-__global__ void __launch_bounds__(linear_block, 3)
+__global__ void __launch_bounds__(linear_block, linear_blocks_per_sm)
     linear_norm_kernel(std::int32_t m, std::int32_t n, std::int32_t k, float eps, const T* x, const T* g, const T* w, T* y) {
   linear_body<T, LinearInput::normed, false>(m, n, k, eps, x, g, w, y);
 }

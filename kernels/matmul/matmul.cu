@@ -88,24 +88,6 @@ std::uint32_t wgmma_shared_bytes() {
   return static_cast<std::uint32_t>(limit >= wg::shared_bytes ? wg::shared_bytes : matmul_fallback_shared_bytes<T>());
 }
 
-/// Multiprocessors of the current device (132 on an H200), asked once per device.
-int multiprocessors() {
-  static std::atomic<int> counts[16] = {};  // per device; 0: not asked yet
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 16) {
-    (void)cudaGetLastError();
-    return 132;
-  }
-  if (const int known = counts[device].load(std::memory_order_relaxed); known > 0) return known;
-  int count = 0;
-  if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || count <= 0) {
-    (void)cudaGetLastError();
-    count = 132;
-  }
-  counts[device].store(count, std::memory_order_relaxed);
-  return count;
-}
-
 /// The most clusters of `size` blocks (along z) of the Hopper kernel that the current device runs
 /// at once, asked of CUDA once per device and size; 0 when it cannot say (no device). A cluster's
 /// blocks share a GPC, so on an H200 30 clusters of 4 fit, not 33.

@@ -68,15 +68,27 @@ __device__ __forceinline__ V group_reduce(V value, Op op) {
 }
 
 /// Calls f(column, value) for every element of a row, in 16-byte vectors when the row starts
-/// on a 16-byte boundary. `lane` in [0, TPR).
-template <int TPR, class T, class F>
+/// on a 16-byte boundary, `Unroll` loads of a thread in flight together (a lane's elements in
+/// column order all the same, so sums come out as a one-at-a-time loop's). `lane` in [0, TPR).
+template <int TPR, int Unroll = 8, class T, class F>
 __device__ __forceinline__ void for_each_in_row(const T* row, int cols, int lane, F&& f) {
   constexpr int V = 16 / sizeof(T);
   int start = 0;
   if (aligned<16>(row)) {
     const int vectors = cols / V;
     const Vec<T, V>* rv = reinterpret_cast<const Vec<T, V>*>(row);
-    for (int v = lane; v < vectors; v += TPR) {
+    int v = lane;
+    for (; v + (Unroll - 1) * TPR < vectors; v += Unroll * TPR) {
+      Vec<T, V> in[Unroll];
+#pragma unroll
+      for (int u = 0; u < Unroll; ++u) in[u] = rv[v + u * TPR];
+#pragma unroll
+      for (int u = 0; u < Unroll; ++u) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) f((v + u * TPR) * V + j, to_float(in[u].v[j]));
+      }
+    }
+    for (; v < vectors; v += TPR) {
       const Vec<T, V> value = rv[v];
 #pragma unroll
       for (int j = 0; j < V; ++j) f(v * V + j, to_float(value.v[j]));

@@ -55,6 +55,7 @@
 #include <cuda/functional>
 
 #include "../common.cuh"
+#include "../reduction/block_reduce.cuh"
 #include "draw.hpp"
 
 namespace flowdsl::kernels::detail {
@@ -118,37 +119,6 @@ __device__ __forceinline__ Mass top_p_target(float top_p, Mass total) {
   return wanted < 1.0 ? 1ull : wanted >= static_cast<double>(total) ? total : static_cast<Mass>(wanted);
 }
 
-/// Calls f(column, value) for every element of a row, as reduction's for_each_in_row does for a
-/// block, with sampling_unroll 16-byte loads of a thread in flight together.
-template <class T, class F>
-__device__ __forceinline__ void for_each_in_row_unrolled(const T* row, int cols, F&& f) {
-  constexpr int V = 16 / sizeof(T), U = sampling_unroll;
-  const int t = static_cast<int>(threadIdx.x);
-  int start = 0;
-  if (aligned<16>(row)) {
-    const int vectors = cols / V;
-    const Vec<T, V>* rv = reinterpret_cast<const Vec<T, V>*>(row);
-    int v = t;
-    for (; v + (U - 1) * sampling_block < vectors; v += U * sampling_block) {
-      Vec<T, V> in[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u) in[u] = rv[v + u * sampling_block];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-#pragma unroll
-        for (int j = 0; j < V; ++j) f((v + u * sampling_block) * V + j, to_float(in[u].v[j]));
-      }
-    }
-    for (; v < vectors; v += sampling_block) {
-      const Vec<T, V> in = rv[v];
-#pragma unroll
-      for (int j = 0; j < V; ++j) f(v * V + j, to_float(in.v[j]));
-    }
-    start = vectors * V;
-  }
-  for (int c = start + t; c < cols; c += sampling_block) f(c, to_float(row[c]));
-}
-
 /// Adds `w` to a 64-bit bin kept as a low and a high 32-bit word: shared memory adds 32-bit
 /// words natively (a 64-bit add may be a compare-and-swap loop), and the thread whose add carries
 /// out of the low word adds the carry to the high one. The sum is exact in any order.
@@ -181,7 +151,7 @@ __device__ Mass row_best(const T* row, int cols, SamplingStorage& s) {
   const auto keep_larger = [&](int c, float x) {
     best = max(best, Mass{logit_key(x)} << 32 | ~static_cast<std::uint32_t>(c));
   };
-  for_each_in_row_unrolled(row, cols, keep_larger);
+  for_each_in_row<sampling_block, sampling_unroll>(row, cols, static_cast<int>(threadIdx.x), keep_larger);
   best = SamplingStorage::Reduce(s.temp.reduce).Reduce(best, cuda::maximum<>{});
   if (threadIdx.x == 0) s.value = best;
   __syncthreads();
@@ -209,7 +179,7 @@ __device__ std::uint32_t select_threshold(const T* row, int cols, std::uint32_t 
     __syncthreads();
     unsigned* low = s.low[t % 32 % sampling_copies];
     unsigned* high = s.high[t % 32 % sampling_copies];
-    for_each_in_row_unrolled(row, cols, [&](int, float x) {
+    for_each_in_row<sampling_block, sampling_unroll>(row, cols, static_cast<int>(threadIdx.x), [&](int, float x) {
       const std::uint32_t key = logit_key(x);
       if (key >= floor && (key & chosen) == prefix) {
         const std::uint32_t digit = (key >> shift) & 0xffu;
