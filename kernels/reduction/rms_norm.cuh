@@ -19,14 +19,22 @@ constexpr int rms_cached_columns = 16;
 
 /// Normalises row `row` of `x` (already holding the residual sum where `Add`) into `y`.
 /// `cached` holds the thread's first columns as floats (column threadIdx.x + k * row_block).
+/// The weights are read before the block's sum (their loads in flight during it) and before any
+/// write: y could alias w as far as the compiler knows, so reads after a write would each wait.
 template <class T>
 __device__ __forceinline__ void rms_normalise_row(std::int64_t offset, int cols, float eps, const T* x, const T* w, T* y,
                                                   const float (&cached)[rms_cached_columns], float sum_squares) {
+  float weight[rms_cached_columns];
+#pragma unroll
+  for (int k = 0; k < rms_cached_columns; ++k) {
+    const int c = static_cast<int>(threadIdx.x) + k * row_block;
+    weight[k] = c < cols ? to_float(w[c]) : 0.0f;
+  }
   const float inverse = rsqrtf(group_reduce<row_block>(sum_squares, SumOp{}) / static_cast<float>(cols) + eps);
 #pragma unroll
   for (int k = 0; k < rms_cached_columns; ++k) {
     const int c = static_cast<int>(threadIdx.x) + k * row_block;
-    if (c < cols) y[offset + c] = from_float<T>(to_float(from_float<T>(cached[k] * inverse)) * to_float(w[c]));
+    if (c < cols) y[offset + c] = from_float<T>(to_float(from_float<T>(cached[k] * inverse)) * weight[k]);
   }
   for (int c = static_cast<int>(threadIdx.x) + rms_cached_columns * row_block; c < cols; c += row_block) {
     y[offset + c] = from_float<T>(to_float(from_float<T>(to_float(x[offset + c]) * inverse)) * to_float(w[c]));
@@ -61,17 +69,22 @@ __global__ void __launch_bounds__(row_block) add_rms_norm_kernel(std::int32_t ro
   ::flowdsl::kernels::detail::programmatic_prologue();
   for (std::int32_t row = static_cast<std::int32_t>(blockIdx.x); row < rows; row += static_cast<std::int32_t>(gridDim.x)) {
     const std::int64_t offset = static_cast<std::int64_t>(row) * cols;
-    float cached[rms_cached_columns];
+    // Every cached column's two inputs are read before the first sum is written (residual
+    // could alias x as far as the compiler knows: reads after a write would each wait for it).
+    float cached[rms_cached_columns], branch[rms_cached_columns];
+#pragma unroll
+    for (int k = 0; k < rms_cached_columns; ++k) {
+      const int c = static_cast<int>(threadIdx.x) + k * row_block;
+      cached[k] = c < cols ? to_float(residual[offset + c]) : 0.0f;
+      branch[k] = c < cols ? to_float(x[offset + c]) : 0.0f;
+    }
     float squares = 0.0f;
 #pragma unroll
     for (int k = 0; k < rms_cached_columns; ++k) {
       const int c = static_cast<int>(threadIdx.x) + k * row_block;
-      cached[k] = 0.0f;
-      if (c < cols) {
-        const T sum = from_float<T>(to_float(residual[offset + c]) + to_float(x[offset + c]));
-        residual[offset + c] = sum;
-        cached[k] = to_float(sum);
-      }
+      const T sum = from_float<T>(cached[k] + branch[k]);
+      cached[k] = c < cols ? to_float(sum) : 0.0f;
+      if (c < cols) residual[offset + c] = sum;
       squares += cached[k] * cached[k];
     }
     for (int c = static_cast<int>(threadIdx.x) + rms_cached_columns * row_block; c < cols; c += row_block) {
