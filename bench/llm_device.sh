@@ -7,6 +7,7 @@
 #
 #   bash bench/llm_device.sh                 (from the repository root, on the GPU machine)
 #   STEPS="bench torch" bash bench/llm_device.sh
+#   OLD=/tmp/before/llm_decode STEPS="ab ncu" bash bench/llm_device.sh   (a change's A/B, Nsight Compute)
 #
 # Writes under $OUT (default ./device-out) a log per step, the figures as JSON, and summary.txt.
 set -u
@@ -91,6 +92,30 @@ for step in $steps; do
         build/src/flowdsl profile -n 20 "/tmp/profile$batch/decode.json" > "$OUT/profile_b$batch.txt" 2>&1
         log "flowdsl profile, batch $batch: exit $?"
       done
+      ;;
+    ab)
+      # The step of the build carried beside this one (OLD=path of its llm_decode) and of this
+      # one, in one call: what a change did to the figures.
+      for bin in "${OLD:-}" build/samples/llm_decode; do
+        [ -x "$bin" ] || { log "ab: no binary at '$bin'"; continue; }
+        "$bin" --model "$MODEL" --bench --batches "${AB_BATCHES:-1,8,64}" --context 512 --steps 100 --runs 2 --profile 0 \
+          > "$OUT/ab_$(basename "$(dirname "$bin")")_$(basename "$bin").log" 2>&1
+        log "ab $bin: exit $?"
+        grep -E '^batch|^prefill' "$OUT/ab_$(basename "$(dirname "$bin")")_$(basename "$bin").log" >> "$OUT/summary.txt"
+      done
+      ;;
+    ncu)
+      # Nsight Compute's view of the batch-1 step (graph file at context 512): embed and the
+      # first two layers' kernels, then the LM head and argmax. Clocks left as they are.
+      build/samples/llm_decode --model "$MODEL" --batch 1 --generate 8 --graph-position 512 --write-graph /tmp/ncu1 \
+        > /dev/null 2>&1
+      sections="--section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis"
+      timeout 120 ncu --clock-control none $sections --launch-skip 0 --launch-count 15 \
+        build/src/flowdsl run -n 1 /tmp/ncu1/decode.json --out /tmp/ncu1/a > "$OUT/ncu_layers.txt" 2>&1
+      log "ncu, embed and layers 0-1: exit $?"
+      timeout 60 ncu --clock-control none $sections -k regex:'argmax|linear_norm' --launch-skip 32 --launch-count 2 \
+        build/src/flowdsl run -n 1 /tmp/ncu1/decode.json --out /tmp/ncu1/b > "$OUT/ncu_head.txt" 2>&1
+      log "ncu, LM head and argmax: exit $?"
       ;;
     bench)
       build/samples/llm_decode --model "$MODEL" --bench --batches 1,8,32,64 --context 512 --steps 100 --runs 3 \
