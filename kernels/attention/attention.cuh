@@ -26,6 +26,7 @@
 #include <cstdint>
 
 #include "../common.cuh"
+#include "../reduction/block_reduce.cuh"
 #include "attention_tiles.cuh"
 #include "paged_cache.cuh"
 
@@ -382,25 +383,6 @@ __global__ void __launch_bounds__(attention_block, 3)
   }
 }
 
-/// The max (Max) or sum of `value` over the block, every thread given it. `scratch` holds a
-/// float a warp; the block waits before it is reused.
-template <bool Max>
-__device__ __forceinline__ float block_all_reduce(float value, float* scratch) {
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int warps = static_cast<int>(blockDim.x + 31) / 32;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float other = __shfl_xor_sync(0xffffffffu, value, o);
-    value = Max ? fmaxf(value, other) : value + other;
-  }
-  __syncthreads();  // an earlier reduction's scratch is read
-  if (lane == 0) scratch[warp] = value;
-  __syncthreads();
-  float total = scratch[0];
-  for (int w = 1; w < warps; ++w) total = Max ? fmaxf(total, scratch[w]) : total + scratch[w];
-  return total;
-}
-
 /// Splits whose weights attention_combine_kernel keeps in shared memory (more are recomputed).
 constexpr int attention_combine_cached = 256;
 
@@ -411,7 +393,6 @@ __global__ void __launch_bounds__(attention_block)
     attention_combine_kernel(std::int32_t tokens, std::int32_t q_heads, std::int32_t head_dim, std::int32_t splits,
                              const float* partial, T* out) {
   ::flowdsl::kernels::detail::programmatic_prologue();
-  __shared__ float scratch[attention_block / 32];
   __shared__ float weight[attention_combine_cached];
   const std::int64_t record_size = std::int64_t{head_dim} + 2;
   for (std::int64_t row = blockIdx.x; row < static_cast<std::int64_t>(tokens) * q_heads; row += gridDim.x) {
@@ -420,7 +401,7 @@ __global__ void __launch_bounds__(attention_block)
     for (int s = static_cast<int>(threadIdx.x); s < splits; s += static_cast<int>(blockDim.x)) {
       if (records[s * record_size + 1] > 0.0f) max = fmaxf(max, records[s * record_size]);
     }
-    max = block_all_reduce<true>(max, scratch);
+    max = group_reduce<attention_block>(max, MaxOp{});
     // A split's weight: exp(its max - the max), 0 for a split that saw no position.
     const auto weight_of = [&](int s) {
       const float* record = records + s * record_size;
@@ -432,7 +413,7 @@ __global__ void __launch_bounds__(attention_block)
       if (s < attention_combine_cached) weight[s] = w;
       total += records[s * record_size + 1] > 0.0f ? records[s * record_size + 1] * w : 0.0f;
     }
-    total = block_all_reduce<false>(total, scratch);  // its barrier also publishes the weights
+    total = group_reduce<attention_block>(total, SumOp{});  // its barriers also publish the weights
     for (int d = static_cast<int>(threadIdx.x); d < head_dim; d += static_cast<int>(blockDim.x)) {
       float value = 0.0f;
 #pragma unroll 8

@@ -37,10 +37,11 @@ struct Sum2Op {
   __device__ float2 operator()(const float2& a, const float2& b) const { return make_float2(a.x + b.x, a.y + b.y); }
 };
 
-/// Reduces `value` over the TPR threads of this thread's row group (TPR = 32 or row_block).
+/// Reduces `value` over the TPR threads of this thread's row group: a warp (TPR = 32), or the
+/// whole block, of TPR threads (row_block for the row kernels); every thread gets the result.
 template <int TPR, class V, class Op>
 __device__ __forceinline__ V group_reduce(V value, Op op) {
-  static_assert(TPR == 32 || TPR == row_block, "a row group is a warp or the whole block");
+  static_assert(TPR == 32 || TPR % 32 == 0, "a row group is a warp or a whole block of warps");
   if constexpr (TPR == 32) {
     using WarpReduce = cub::WarpReduce<V>;
     __shared__ typename WarpReduce::TempStorage temp[row_block / 32];
@@ -55,7 +56,7 @@ __device__ __forceinline__ V group_reduce(V value, Op op) {
     for (int w = 0; w < static_cast<int>(sizeof(V) / 4); ++w) dst[w] = __shfl_sync(0xffffffffu, src[w], 0);
     return broadcast;
   } else {
-    using BlockReduce = cub::BlockReduce<V, row_block>;
+    using BlockReduce = cub::BlockReduce<V, TPR>;
     __shared__ typename BlockReduce::TempStorage temp;
     __shared__ V shared_result;
     const V result = BlockReduce(temp).Reduce(value, op);
