@@ -12,7 +12,7 @@ set(public_base error.hpp log.hpp scalar_type.hpp launch_report.hpp)
 set(public_builder chunked_list.hpp node_parts.hpp node_handle.hpp kinds.hpp kind_traits.hpp description.hpp graph.hpp registry.hpp extent.hpp argument_checks.hpp condition.hpp
                     node_timings.hpp)
 set(public_lower plan.hpp eager.hpp cuda_handles.hpp hazards.hpp fusion.hpp kernel_library.hpp)
-set(public_runtime runtime.hpp)
+set(public_runtime runtime.hpp family.hpp)
 set(public_profiler profiler.hpp)
 set(public_io compact_json.hpp json.hpp dot.hpp kernel_files.hpp flowdsl.hpp safetensors.hpp)
 

@@ -63,6 +63,9 @@ struct Description {
   /// Whether validation looks for nodes that touch the same bytes, one of them writing, with
   /// no path between them (docs/errors.md, "Hazards"). Not part of the topology.
   bool check_hazards = true;
+  /// Whether the runtime gives this graph executables of its own, never shared with another Graph
+  /// of equal topology (Graph::own_executable). Not part of the topology.
+  bool own_executable = false;
   /// Whether every full edge between two kernels that wait for their producers
   /// (KernelInfo::waits_for_producers: the built-in kernels) is made programmatic
   /// (Graph::programmatic_edges). Changes the plan and the topology.

@@ -8,6 +8,7 @@
 #include "flowdsl/cuda_handles.hpp"
 #include "flowdsl/description.hpp"
 #include "flowdsl/extent.hpp"
+#include "flowdsl/family.hpp"
 #include "flowdsl/fusion.hpp"
 #include "flowdsl/dot.hpp"
 #include "flowdsl/eager.hpp"

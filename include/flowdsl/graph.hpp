@@ -187,6 +187,13 @@ class Graph : public Builder<Graph>, public detail::Factories<Graph, Operation> 
   /// them writing, with no path between them (on by default; off for graphs that mean it,
   /// e.g. atomics into one buffer from parallel nodes). Not part of the topology.
   Graph& check_hazards(bool on);
+  /// \brief Whether the runtime gives this graph executables of its own, cached by the Graph and
+  /// never shared with another Graph of equal topology (off by default; graphs holding memory
+  /// nodes always get their own). For graphs launched in turn whose parameters differ in many
+  /// nodes, such as the batch buckets of a Family: sharing one executable would update those
+  /// nodes at every turn (and re-instantiate where a library node's recorded body differs).
+  /// Not part of the topology; graph files do not hold it.
+  Graph& own_executable(bool on);
   /// \brief Makes every edge between two kernels that wait for their producers (the built-in
   /// kernels: KernelInfo::waits_for_producers) programmatic, as if declared with
   /// `after(k, flowdsl::programmatic)` (off by default). Bodies included. Changes the topology.

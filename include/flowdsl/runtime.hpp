@@ -64,6 +64,12 @@ class Executable {
   /// (nothing recorded or freed around it): the runtime then makes a repeated launch's call
   /// itself, reading no more of this object. Null otherwise (the default).
   virtual cudaGraphExec_t direct_launch() const noexcept { return nullptr; }
+  /// \brief Device memory the executable took when it was instantiated and uploaded, in bytes:
+  /// its graph memory (alloc nodes) and what CUDA keeps for its nodes. The CUDA backend measures
+  /// the device's free memory before and after (cudaMemGetInfo, whose figures move by whole
+  /// pages of 2 MiB), so memory other threads took meanwhile counts too. 0 when the backend does
+  /// not measure it (the default).
+  virtual std::uint64_t device_memory() const noexcept { return 0; }
 };
 
 /// \brief Makes executables from lowered descriptions.
@@ -140,8 +146,8 @@ struct LaunchExplanation {
   std::vector<std::string> differences;
   std::size_t difference_count = 0;  ///< instantiated: every difference, including those not listed
   std::size_t closest_equal_nodes = 0;  ///< instantiated: nodes of equal structure in the closest executable
-  /// The graph holds memory nodes (alloc, free): only executables of this same Graph count, since
-  /// such executables are never shared.
+  /// The graph's executables are its own (it holds memory nodes, or Graph::own_executable): only
+  /// executables of this same Graph count.
   bool own_executables = false;
   /// Executables of this topology cached now (for a graph holding memory nodes: of this Graph).
   std::size_t executables = 0;
@@ -160,13 +166,14 @@ struct LaunchExplanation {
 struct RuntimeStatistics {
   std::uint64_t launches = 0;          ///< launches that reached the stream (counted once given their executable; one that fails is taken back)
   std::uint64_t hits = 0;              ///< launches that found their executable cached
-  std::uint64_t misses = 0;            ///< launches that instantiated a new executable
+  std::uint64_t misses = 0;            ///< launches that instantiated a new executable (and prepare() calls that did)
+  std::uint64_t prepared = 0;          ///< executables prepare() instantiated ahead of any launch (also in `misses`)
   std::uint64_t node_updates = 0;      ///< nodes updated in place
   std::uint64_t reinstantiations = 0;  ///< updates refused by CUDA, solved by re-instantiating
   std::uint64_t evictions = 0;         ///< executables dropped to stay within capacity
   std::uint64_t debug_launches = 0;    ///< launches run node by node in debug mode (also in `launches`)
-  /// Misses that made an executable for one Graph alone: its graph holds memory nodes (also in
-  /// `misses`).
+  /// Misses that made an executable for one Graph alone: its graph holds memory nodes or asked for
+  /// its own (Graph::own_executable) (also in `misses`).
   std::uint64_t private_executables = 0;
   /// Hits on an executable last synchronised with another Graph object: the parameters were
   /// compared value by value, and only the nodes that differ were updated (in `node_updates`).
@@ -211,7 +218,9 @@ GraphMemory graph_memory(int device);
 /// address per executable, and allows one executable at a time per native graph, so each such
 /// Graph gets an executable of its own, cached by (topology hash, Graph::uid()) and counted in
 /// RuntimeStatistics::private_executables. It stays cached until evicted or cleared, also after
-/// its Graph is gone, and holds its graph memory (graph_memory()) as long as it lives.
+/// its Graph is gone, and holds its graph memory (graph_memory()) as long as it lives. A Graph
+/// may ask for executables of its own too (Graph::own_executable); the same holds for them,
+/// except that their pool may hold several, as a shared one does.
 ///
 /// In debug mode (RuntimeOptions::debug) launches run node by node instead, checked after each
 /// node; see RuntimeOptions::debug.
@@ -243,6 +252,16 @@ class Runtime {
   LaunchReport launch(const Graph& graph, cudaStream_t stream = nullptr);
   /// \brief Launches `graph` on the stream `stream` owns (see make_stream); as above.
   LaunchReport launch(const Graph& graph, const StreamHandle& stream) { return launch(graph, stream.get()); }
+
+  /// \brief Makes `graph` ready to launch without launching it: instantiates and uploads (on
+  /// `stream`) its executable when none of its topology is cached, so that its first launch is a
+  /// hit or an update. For work that should not pay for instantiation later (a serving engine's
+  /// batch buckets, made up front). In debug mode it does nothing (LaunchKind::debug).
+  /// \return instantiated, or hit when an executable of the topology was cached already (its
+  ///         parameters are applied by the next launch, as always).
+  /// \throws ValidationError when the graph is invalid; CudaError when CUDA fails. The cache then
+  ///         holds the same executables.
+  LaunchReport prepare(const Graph& graph, cudaStream_t stream = nullptr);
 
   /// \brief Says what launch(graph, stream) would do now: hit, update (which nodes, and whether
   /// found by comparing values) or miss (how the closest cached executable differs, or that the

@@ -127,6 +127,12 @@ void GraphState::set_check_hazards(bool on) {
   plan_.reset();
 }
 
+void GraphState::set_own_executable(bool on) {
+  if (description_->own_executable == on) return;
+  edit().own_executable = on;
+  plan_.reset();  // a launch that finds its plan unchanged reuses its executable (Runtime::launch)
+}
+
 std::uint64_t GraphState::symbol(NodeId id) {
   const auto [it, added] = symbol_index_.emplace(id, static_cast<std::uint32_t>(description_->symbols.size()));
   if (added) {
@@ -384,6 +390,11 @@ Graph& Graph::output(std::string name, const void* ptr, std::size_t bytes) {
 
 Graph& Graph::check_hazards(bool on) {
   state_->set_check_hazards(on);
+  return *this;
+}
+
+Graph& Graph::own_executable(bool on) {
+  state_->set_own_executable(on);
   return *this;
 }
 

@@ -42,6 +42,7 @@ class GraphState {
   /// Marks the buffer named last as read after launches (Graph::output); the plan is dropped.
   void mark_output();
   void set_check_hazards(bool on);
+  void set_own_executable(bool on);
   void set_programmatic_edges(bool on);
   void set_fuse(bool on);
   /// The symbol standing for node `id`'s native value (symbol::make), made on first request.

@@ -18,7 +18,8 @@ namespace {
 class CudaExecutable final : public Executable {
  public:
   /// `unfreed`: the addresses of graph memory no free node of it releases.
-  CudaExecutable(lowering::Emitted emitted, NativeExecutable exec, std::vector<void*> unfreed)
+  CudaExecutable(lowering::Emitted emitted, NativeExecutable exec, std::vector<void*> unfreed,
+                 std::uint64_t device_memory)
       : handle_(exec.get()),
         leaves_memory_(!unfreed.empty()),
         graph_(std::move(emitted.graph)),
@@ -27,6 +28,7 @@ class CudaExecutable final : public Executable {
         context_(emitted.context),
         values_(std::move(emitted.values)),
         unfreed_(std::move(unfreed)),
+        device_memory_(device_memory),
         exec_(std::move(exec)) {}
 
   ~CudaExecutable() override { release_unfreed(); }
@@ -49,6 +51,7 @@ class CudaExecutable final : public Executable {
   const std::vector<cudaGraphNode_t>* native_nodes() const noexcept override { return &nodes_; }
   cudaGraphExec_t native_executable() const noexcept override { return exec_.get(); }
   cudaGraphExec_t direct_launch() const noexcept override { return leaves_memory_ ? nullptr : handle_; }
+  std::uint64_t device_memory() const noexcept override { return device_memory_; }
 
   void launch(cudaStream_t stream) override {
     check(cudaGraphLaunch(handle_, stream), "cudaGraphLaunch");
@@ -102,6 +105,7 @@ class CudaExecutable final : public Executable {
   std::vector<void*> unfreed_;          // graph memory no free node releases
   EventHandle last_launch_;  // recorded after each launch when unfreed_ is not empty, or when marked
   bool launched_ = false;
+  std::uint64_t device_memory_;
   NativeExecutable exec_;  // declared last, destroyed first
 };
 
@@ -139,6 +143,7 @@ class CudaBackend final : public Backend {
   }
 
   std::unique_ptr<Executable> instantiate(const Description& d, const Plan& plan, cudaStream_t stream) override {
+    const std::size_t free_before = free_memory();
     lowering::Emitted emitted = lowering::emit(d, plan, device_);
     std::vector<void*> unfreed;
     if (plan.graph_memory) {
@@ -177,10 +182,18 @@ class CudaBackend final : public Backend {
     if (code != cudaSuccess) {
       check(code, "cudaGraphInstantiateWithParams", culprit(d, plan, emitted, params.errNode_out).c_str());
     }
-    return std::make_unique<CudaExecutable>(std::move(emitted), std::move(owned), std::move(unfreed));
+    const std::size_t free_after = free_memory();
+    const std::uint64_t took = free_before > free_after ? free_before - free_after : 0;
+    return std::make_unique<CudaExecutable>(std::move(emitted), std::move(owned), std::move(unfreed), took);
   }
 
  private:
+  static std::size_t free_memory() {
+    std::size_t free = 0, total = 0;
+    check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+    return free;
+  }
+
   lowering::DeviceContext device_;  // limits, and kernel attributes learnt while emitting
 };
 

@@ -38,10 +38,15 @@ bool nodes_to_update(const detail::Member& member, const Graph& graph, const Pla
   return true;
 }
 
-// The cache key of a plan: its topology hash, and for graphs holding memory nodes, whose
-// executables are never shared, the Graph too.
+// Whether the executables of `graph` are its own: it holds memory nodes, or asked for them.
+bool own_executables(const Plan& plan, const Graph& graph) {
+  return plan.graph_memory || graph.description().own_executable;
+}
+
+// The cache key of a plan: its topology hash, and for graphs whose executables are their own,
+// the Graph too.
 std::uint64_t key_of(const Plan& plan, const Graph& graph) {
-  if (!plan.graph_memory) return plan.topology_hash;
+  if (!own_executables(plan, graph)) return plan.topology_hash;
   lowering::Hasher h;
   h.add(plan.topology_hash);
   h.add(graph.uid());
@@ -90,7 +95,7 @@ std::string LaunchExplanation::text() const {
            " of this topology may still run on other streams; another one is made";
   }
   if (differences.empty()) {
-    return own_executables ? "miss: no executable of this graph is cached (it holds memory nodes: its executables are its own)"
+    return own_executables ? "miss: no executable of this graph is cached (its executables are its own)"
                            : "miss: no executable is cached";
   }
   std::string text = "miss: the closest cached executable has " + plural(closest_equal_nodes, "equal node") + "; " +
@@ -231,9 +236,9 @@ const detail::Pool* Runtime::Impl::cached(const Plan& plan, const Graph& graph) 
 
 void Runtime::Impl::explain_miss(const Plan& plan, const Graph& graph, const lowering::StructureSummary& wanted,
                                  LaunchExplanation& out) const {
-  out.own_executables = plan.graph_memory;
+  out.own_executables = own_executables(plan, graph);
   cache.for_each([&](const detail::Pool& pool) {
-    if (plan.graph_memory && pool.owner != graph.uid()) return;  // never shared: no candidate
+    if (out.own_executables && pool.owner != graph.uid()) return;  // never shared: no candidate
     lowering::StructureComparison c = lowering::compare_structure(pool.structure(), wanted, explained_differences);
     const bool closer = out.differences.empty() || c.equal_nodes > out.closest_equal_nodes ||
                         (c.equal_nodes == out.closest_equal_nodes && c.difference_count < out.difference_count);
@@ -274,7 +279,7 @@ std::shared_ptr<detail::Member> Runtime::Impl::instantiate(const Graph& graph, c
   if (pool == nullptr) {
     pool = &cache.pool(key);
     pool->node_count = plan.position.size();
-    pool->owner = plan.graph_memory ? graph.uid() : 0;
+    pool->owner = own_executables(plan, graph) ? graph.uid() : 0;
     // Shared with the Graph rather than copied: it copies its description before a structural
     // change, and a plan is never changed.
     pool->description = detail::shared_description(graph.state());
@@ -290,7 +295,7 @@ std::shared_ptr<detail::Member> Runtime::Impl::instantiate(const Graph& graph, c
     FLOWDSL_DEBUG("evict executable {:016x}", evicted);
   }
   ++stats.misses;
-  if (plan.graph_memory) ++stats.private_executables;
+  if (own_executables(plan, graph)) ++stats.private_executables;
   return member;
 }
 
@@ -561,6 +566,23 @@ LaunchReport Runtime::launch(const Graph& graph, cudaStream_t stream) {
   return go.report;
 }
 
+LaunchReport Runtime::prepare(const Graph& graph, cudaStream_t stream) {
+  Impl& impl = *impl_;
+  std::lock_guard lock(impl.mutex);
+  if (impl.debug) return {LaunchKind::debug, 0};
+  const Plan& plan = graph.plan();
+  const std::uint64_t key = key_of(plan, graph);
+  if (const detail::Pool* pool = impl.cache.find(key); pool != nullptr) {
+    if (pool->node_count == plan.position.size()) return {LaunchKind::hit, 0};
+    impl.cache.erase(key);  // a 64-bit hash collision, as in Impl::prepare
+    impl.forget_recent();
+  }
+  impl.settle();
+  impl.instantiate(graph, plan, key, detail::StreamKey::of(stream), stream);
+  ++impl.stats.prepared;
+  return {LaunchKind::instantiated, 0};
+}
+
 LaunchExplanation Runtime::explain(const Graph& graph, cudaStream_t stream) const {
   std::lock_guard lock(impl_->mutex);
   impl_->settle();
@@ -577,7 +599,7 @@ LaunchExplanation Runtime::explain(const Graph& graph, cudaStream_t stream) cons
     impl_->explain_miss(plan, graph, lowering::summarize_structure(d, plan), out);
     return out;
   }
-  out.own_executables = plan.graph_memory;
+  out.own_executables = own_executables(plan, graph);
   out.executables = pool->members.size();
   detail::Choice choice = pool->choose(graph.uid(), detail::StreamKey::of(stream), impl_->bound(plan));
   if (choice.pick == detail::Pick::wait) choice = {pool->least_recent(), detail::Pick::busy};

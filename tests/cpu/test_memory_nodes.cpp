@@ -278,7 +278,7 @@ TEST_CASE("Graphs holding memory nodes get executables of their own", "[memory][
   REQUIRE(a.g.topology_hash() == b.g.topology_hash());
   CHECK(rt.launch(a.g).kind == flowdsl::LaunchKind::instantiated);
   CHECK(rt.explain(b.g).text() ==
-        "miss: no executable of this graph is cached (it holds memory nodes: its executables are its own)");
+        "miss: no executable of this graph is cached (its executables are its own)");
   CHECK(rt.launch(b.g).kind == flowdsl::LaunchKind::instantiated);
   CHECK(rt.launch(a.g).kind == flowdsl::LaunchKind::hit);  // its own, untouched by b
   CHECK(rt.launch(b.g).kind == flowdsl::LaunchKind::hit);

@@ -47,11 +47,15 @@ struct Record {
   std::atomic<int> overlaps{0};              // calls on one executable from two threads at once
   std::atomic<int> failing_launches{0};      // the next this many launch() calls throw CudaError
   std::atomic<int> failing_marks{0};         // the next this many mark_end() calls throw CudaError
+  std::uint64_t memory_per_node = 0;         // each executable's device_memory(): this much a node
+  std::atomic<int> failing_instantiations{0};  // the next this many instantiate() calls throw CudaError
 };
 
 class RecordingExecutable final : public flowdsl::Executable {
  public:
-  RecordingExecutable(Record& r, int number) : r_(r), number_(number) { ++r_.live; }
+  RecordingExecutable(Record& r, int number, std::uint64_t memory) : r_(r), number_(number), memory_(memory) {
+    ++r_.live;
+  }
   ~RecordingExecutable() override { --r_.live; }
   std::optional<std::string> update(const flowdsl::Description& d, const flowdsl::Plan& plan,
                                     flowdsl::NodeId id) override {
@@ -84,6 +88,7 @@ class RecordingExecutable final : public flowdsl::Executable {
     mark_ = r_.marks++;
   }
   bool ended() const override { return mark_ >= 0 && mark_ < r_.ended; }
+  std::uint64_t device_memory() const noexcept override { return memory_; }
 
  private:
   // Counts a call that starts while another call on this executable runs.
@@ -97,6 +102,7 @@ class RecordingExecutable final : public flowdsl::Executable {
 
   Record& r_;
   int number_;
+  std::uint64_t memory_;
   int mark_ = -1;
   mutable std::atomic<bool> busy_{false};
 };
@@ -104,9 +110,13 @@ class RecordingExecutable final : public flowdsl::Executable {
 class RecordingBackend final : public flowdsl::Backend {
  public:
   explicit RecordingBackend(Record& r) : r_(r) {}
-  std::unique_ptr<flowdsl::Executable> instantiate(const flowdsl::Description&, const flowdsl::Plan&,
+  std::unique_ptr<flowdsl::Executable> instantiate(const flowdsl::Description& d, const flowdsl::Plan&,
                                                    cudaStream_t) override {
-    return std::make_unique<RecordingExecutable>(r_, r_.instantiations++);
+    if (r_.failing_instantiations > 0) {
+      --r_.failing_instantiations;
+      throw flowdsl::CudaError(cudaErrorMemoryAllocation, "cudaGraphInstantiateWithParams");
+    }
+    return std::make_unique<RecordingExecutable>(r_, r_.instantiations++, r_.memory_per_node * d.nodes.size());
   }
 
  private:
