@@ -8,6 +8,7 @@
 #   bash bench/llm_device.sh                 (from the repository root, on the GPU machine)
 #   STEPS="bench torch" bash bench/llm_device.sh
 #   OLD=/tmp/before/llm_decode STEPS="ab ncu" bash bench/llm_device.sh   (a change's A/B, Nsight Compute)
+#   STEPS=family bash bench/llm_device.sh   (the step's family of batch buckets beside PyTorch's bucket pool)
 #
 # Writes under $OUT (default ./device-out) a log per step, the figures as JSON, and summary.txt.
 set -u
@@ -35,7 +36,7 @@ check_against_hf() {
   log "check against transformers, $label: exit $?; $(tail -3 "$OUT/hf_check_$tag.log" | tr '\n' ' ')"
 }
 
-steps=${STEPS:-"kernels sample checkpoint hf trained graph bench torch memcheck"}
+steps=${STEPS:-"kernels sample checkpoint hf trained graph bench torch family memcheck"}
 for step in $steps; do
   case $step in
     kernels)
@@ -122,6 +123,19 @@ for step in $steps; do
         --profile "${PROFILE:-20}" --json "$OUT/flowdsl_decode.json" > "$OUT/bench.log" 2>&1
       log "flowdsl bench: exit $?"
       cat "$OUT/bench.log" >> "$OUT/summary.txt"
+      ;;
+    family)
+      # The decode step as a family of buckets 1 .. 256 (made ready up front, memory of each
+      # executable, each bucket's step), beside PyTorch capturing the same 9 buckets into one pool.
+      build/samples/llm_decode --model "$MODEL" --family 256 --programmatic --context 512 --steps 50 --runs 3 \
+        --json "$OUT/flowdsl_family.json" > "$OUT/family.log" 2>&1
+      log "flowdsl family: exit $?"
+      cat "$OUT/family.log" >> "$OUT/summary.txt"
+      PYTHONUNBUFFERED=1 timeout 300 python3 bench/llm_decode_torch.py --model "$MODEL" --batches 1 --context 512 \
+        --runs 1 --repeat 20 --no-compile --prefill-seqs 0 --bucket-pool --pool-buckets 1,2,4,8,16,32,64,128,256 \
+        --json "$OUT/torch_family.json" > "$OUT/torch_family.log" 2>&1
+      log "torch bucket pool: exit $?"
+      tail -14 "$OUT/torch_family.log" >> "$OUT/summary.txt"
       ;;
     torch_graphs)
       # PyTorch's eager step and CUDA graphs (no torch.compile: see torch_compile), and the bucket pool.

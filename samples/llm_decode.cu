@@ -36,6 +36,7 @@
 
 #include "common.cuh"
 #include "flowdsl/cublaslt.hpp"
+#include "flowdsl/family.hpp"
 #include "flowdsl/json.hpp"
 #include "flowdsl/kernels.hpp"
 #include "flowdsl/profiler.hpp"
@@ -360,6 +361,13 @@ struct State {
     block_table = sample::device_copy(pages);
   }
   fk::DecodeTokens batch(int count) const { return {count, positions.get(), seq_of_token.get(), block_table.get()}; }
+  /// Bytes of the activations and the workspace: what a step's graphs share, the cache aside.
+  std::size_t activation_bytes() const {
+    std::size_t bytes = workspace.bytes() + inv_freq.bytes();
+    for (const auto* a : {&tokens, &positions, &seq_of_token, &last_index, &next}) bytes += a->bytes();
+    for (const auto* a : {&x, &h, &qkv, &q, &attn, &o, &gate_up, &act, &mlp, &hlast, &logits}) bytes += a->bytes();
+    return bytes;
+  }
 };
 
 /// One step's graph: `tokens` tokens (a decode step: one a sequence; a prefill chunk: several)
@@ -605,6 +613,7 @@ struct Options {
   int dump_logits = -1, context = 512, steps = 100, runs = 3, prefill_seqs = 8, prefill_chunk = 64;
   float temperature = 0.0f, top_p = 1.0f;
   int top_k = 0;
+  int family = 0;  // bench: the decode step as a family of buckets 1, 2, 4, ... up to this
   unsigned seed = 1;
 };
 
@@ -997,6 +1006,103 @@ void bench(const Options& o, const Model& m, double read_ms) {
   if (!o.json_path.empty()) std::ofstream(o.json_path) << out.dump(1);
 }
 
+std::size_t free_device_bytes() {
+  std::size_t free = 0, total = 0;
+  SAMPLE_CHECK(cudaMemGetInfo(&free, &total));
+  return free;
+}
+
+/// The decode step as a flowdsl::Family over the buckets 1, 2, 4, ... --family, every bucket on
+/// one State sized for the largest: built and made ready up front, each phase timed; the device
+/// memory of each executable, of the family, and of the activations they share (the weights and
+/// the KV cache aside); then each bucket's step timed through the family.
+void bench_family(const Options& o, const Model& m) {
+  const Config& c = m.config;
+  auto stream = flowdsl::make_stream();
+  const std::vector<int> buckets = flowdsl::Family::powers_of_two(o.family);
+  const int largest = buckets.back();
+  const int capacity = o.context + (o.steps + 3) * o.runs + 8;
+  State s(c, largest, largest, capacity, o.page_size, o.seed);
+  std::vector<i32> tok(static_cast<std::size_t>(largest)), pos(static_cast<std::size_t>(largest), o.context),
+      seq(static_cast<std::size_t>(largest));
+  std::mt19937 rng(o.seed);
+  for (int b = 0; b < largest; ++b) {
+    tok[std::size_t(b)] = std::uniform_int_distribution<int>(0, c.vocab - 1)(rng);
+    seq[std::size_t(b)] = b;
+  }
+  put(s.tokens, tok);
+  put(s.seq_of_token, seq);
+  const auto reset = [&] { put(s.positions, pos); };
+  reset();
+  SAMPLE_CHECK(cudaDeviceSynchronize());
+
+  flowdsl::RuntimeOptions options;
+  options.capacity = std::max<std::size_t>(options.capacity, 2 * buckets.size());
+  flowdsl::Runtime runtime(options);
+  flowdsl::Family family(runtime, buckets, [&](int b) {
+    flowdsl::Graph g = std::move(build_step(m, s, b, b, true, pick(o, b), 0.0f, 0, 1.0f, o.seed, nullptr)->g);
+    g.programmatic_edges(o.programmatic);
+    return g;
+  });
+  const std::size_t free_before = free_device_bytes();
+  const auto t0 = Clock::now();
+  family.prepare(stream.get());
+  SAMPLE_CHECK(cudaStreamSynchronize(stream.get()));
+  const double ready_ms = ms_since(t0);
+  const std::size_t took = free_before - std::min(free_before, free_device_bytes());
+  const flowdsl::FamilyStatistics fs = family.statistics();
+  const double activations = double(s.activation_bytes());
+  const double mib = 1024.0 * 1024.0;
+  double build_ms = 0, instantiate_ms = 0;
+  for (const auto& b : fs.buckets) build_ms += b.build_ms, instantiate_ms += b.instantiate_ms;
+  std::printf("family of %zu buckets (1 .. %d, %s%s): ready in %.2f ms (built %.2f, instantiated and uploaded %.2f)\n",
+              buckets.size(), largest, o.linear.c_str(), o.programmatic ? ", programmatic" : "", ready_ms, build_ms,
+              instantiate_ms);
+  std::printf("device memory beyond weights and KV cache: activations %.1f MiB (shared), executables %.1f MiB "
+              "(the largest %.1f MiB); family %.1f MiB = %.3fx its largest bucket alone; device free memory fell "
+              "by %.1f MiB\n",
+              activations / mib, double(fs.device_memory) / mib, double(fs.largest_device_memory) / mib,
+              (activations + double(fs.device_memory)) / mib,
+              (activations + double(fs.device_memory)) / (activations + double(fs.largest_device_memory)),
+              double(took) / mib);
+  nlohmann::json out;
+  out["buckets"] = buckets;
+  out["ready_ms"] = ready_ms;
+  out["build_ms"] = build_ms;
+  out["instantiate_ms"] = instantiate_ms;
+  out["activation_bytes"] = s.activation_bytes();
+  out["executable_bytes"] = fs.device_memory;
+  out["largest_executable_bytes"] = fs.largest_device_memory;
+  out["free_memory_drop_bytes"] = took;
+  auto start = flowdsl::make_event(), stop = flowdsl::make_event();
+  for (const auto& b : fs.buckets) {
+    std::vector<double> ms;
+    for (int r = 0; r < o.runs; ++r) {
+      reset();
+      for (int i = 0; i < 3; ++i) family.launch(b.bucket, stream.get());
+      SAMPLE_CHECK(cudaEventRecord(start.get(), stream.get()));
+      for (int i = 0; i < o.steps; ++i) family.launch(b.bucket, stream.get());
+      SAMPLE_CHECK(cudaEventRecord(stop.get(), stream.get()));
+      SAMPLE_CHECK(cudaEventSynchronize(stop.get()));
+      float elapsed = 0;
+      SAMPLE_CHECK(cudaEventElapsedTime(&elapsed, start.get(), stop.get()));
+      ms.push_back(double(elapsed) / o.steps);
+    }
+    std::printf("bucket %3d: built %.2f ms, instantiated %.2f ms, executable %.2f MiB, %.3f ms a step\n", b.bucket,
+                b.build_ms, b.instantiate_ms, double(b.device_memory) / mib, median(ms));
+    out["per_bucket"][std::to_string(b.bucket)] = {{"build_ms", b.build_ms},
+                                                   {"instantiate_ms", b.instantiate_ms},
+                                                   {"executable_bytes", b.device_memory},
+                                                   {"ms", ms},
+                                                   {"median_ms", median(ms)}};
+  }
+  const flowdsl::RuntimeStatistics rs = runtime.statistics();
+  std::printf("runtime: %llu launches, %llu instantiations (%llu up front), %llu node updates\n",
+              static_cast<unsigned long long>(rs.launches), static_cast<unsigned long long>(rs.misses),
+              static_cast<unsigned long long>(rs.prepared), static_cast<unsigned long long>(rs.node_updates));
+  if (!o.json_path.empty()) std::ofstream(o.json_path) << out.dump(1);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -1027,6 +1133,9 @@ int main(int argc, char** argv) {
   app.add_option("--runs", o.runs, "bench: runs");
   app.add_option("--prefill-seqs", o.prefill_seqs, "bench: sequences of the prefill chunk");
   app.add_option("--prefill-chunk", o.prefill_chunk, "bench: tokens a sequence of the prefill chunk");
+  app.add_option("--family", o.family,
+                 "bench the decode step as a family of batch buckets 1, 2, 4, ... up to this: made ready up front "
+                 "(timed by phase), device memory of each executable, each bucket's step");
   app.add_option("--json", o.json_path, "bench: figures as JSON");
   app.add_option("--profile", o.profile,
                  "bench: profile this many launches of each batch's fastest step and of the prefill chunk (CUPTI), "
@@ -1049,6 +1158,10 @@ int main(int argc, char** argv) {
     if (!o.graph_folder.empty()) {
       if (o.model.empty()) throw std::runtime_error("--write-graph needs --model (weights by safetensors reference)");
       write_graph(o.graph_folder, o.model, m, o.batch, o.generate, o.graph_position, o.page_size, o.programmatic);
+      return 0;
+    }
+    if (o.family > 0) {
+      bench_family(o, m);
       return 0;
     }
     if (o.bench) {

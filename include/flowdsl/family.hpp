@@ -57,6 +57,9 @@ class Family {
  public:
   /// \brief Makes the graph of a bucket: one that takes up to `bucket` rows.
   using Builder = std::function<Graph(int bucket)>;
+  /// \brief Gives the graph of a bucket that the caller keeps too (a Python object's graph): the
+  /// family holds it as long as it lives, and the caller may set its parameters between launches.
+  using SharedBuilder = std::function<std::shared_ptr<Graph>(int bucket)>;
 
   /// \param runtime launches the family's graphs; must outlive it. Its capacity should hold every
   ///        bucket (a warning is logged otherwise: evicted buckets are instantiated again).
@@ -65,6 +68,9 @@ class Family {
   /// \throws UsageError when the buckets are empty, not positive or not increasing, or build is
   ///         empty
   Family(Runtime& runtime, std::vector<int> buckets, Builder build);
+  /// \brief A family whose builder gives graphs it shares with the caller; as above, and
+  /// \throws UsageError also when the builder gives a null graph (when it is called).
+  Family(Runtime& runtime, std::vector<int> buckets, SharedBuilder build);
   ~Family();
   Family(const Family&) = delete;
   Family& operator=(const Family&) = delete;

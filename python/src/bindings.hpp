@@ -138,6 +138,7 @@ void drain_device();
 void bind_errors(nb::module_& m);    // errors.cpp: the exception types and their translation
 void bind_graph(nb::module_& m);     // graph.cpp: Graph, Node, Body, graph files, the registry
 void bind_runtime(nb::module_& m);   // runtime.cpp: Runtime, LaunchReport, streams
+void bind_family(nb::module_& m);    // family.cpp: Family, the graphs of a step's batch buckets
 void bind_profiler(nb::module_& m);  // profiler.cpp: Profiler
 void bind_bench(nb::module_& m);     // bench.cpp: flowdsl._flowdsl._bench, the launch bench's timing loops (in-tree builds)
 

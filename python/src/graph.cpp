@@ -634,6 +634,10 @@ void bind_graph(nb::module_& m) {
           "what it writes there.")
       .def("check_hazards", [](PyGraph& self, bool on) { self.graph.check_hazards(on); return &self; }, "on"_a,
            nb::rv_policy::reference)
+      .def("own_executable", [](PyGraph& self, bool on) { self.graph.own_executable(on); return &self; }, "on"_a,
+           nb::rv_policy::reference,
+           "Executables of its own, never shared with another Graph of equal topology (graphs launched in\n"
+           "turn whose parameters differ, such as a Family's buckets).")
       .def("programmatic_edges", [](PyGraph& self, bool on) { self.graph.programmatic_edges(on); return &self; }, "on"_a,
            nb::rv_policy::reference, "Makes every edge between built-in kernels programmatic.")
       .def("fuse", [](PyGraph& self, bool on) {

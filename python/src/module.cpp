@@ -13,6 +13,7 @@ NB_MODULE(_flowdsl, m) {
   bind_errors(m);
   bind_graph(m);
   bind_runtime(m);
+  bind_family(m);
   bind_profiler(m);
 #ifdef FLOWDSL_PYTHON_BENCH
   bind_bench(m);  // in-tree builds only (python/CMakeLists.txt)

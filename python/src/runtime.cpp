@@ -174,6 +174,21 @@ void bind_runtime(nb::module_& m) {
           "Launches the graph on `stream` (None: the legacy default stream; an int handle, a torch or CuPy\n"
           "stream) with the GIL released. Returns a LaunchReport (kind, nodes_updated, reason).")
       .def(
+          "prepare",
+          [](Runtime& self, const PyGraph& g, nb::handle stream) {
+            const cudaStream_t s = stream_of(stream);
+            (void)g.graph.plan();
+            LaunchReport r;
+            {
+              nb::gil_scoped_release release;
+              r = self.prepare(g.graph, s);
+            }
+            return launch_report(std::move(r));
+          },
+          "graph"_a, "stream"_a = nb::none(),
+          "Instantiates and uploads the graph's executable on `stream` when none of its topology is cached,\n"
+          "launching nothing: its first launch is then a hit. Returns a LaunchReport ('instantiated' or 'hit').")
+      .def(
           "explain",
           [](const Runtime& self, const PyGraph& g, nb::handle stream) { return self.explain(g.graph, stream_of(stream)).text(); },
           "graph"_a, "stream"_a = nb::none(), "What the next launch would do and why, as text.")
@@ -189,6 +204,8 @@ void bind_runtime(nb::module_& m) {
             d["value_diffs"] = s.value_diffs;
             d["busy_misses"] = s.busy_misses;
             d["busy_launches"] = s.busy_launches;
+            d["prepared"] = s.prepared;
+            d["private_executables"] = s.private_executables;
             return d;
           }, "Counters: launches, hits, misses, node updates, re-instantiations, evictions, ...");
 }

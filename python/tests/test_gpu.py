@@ -234,3 +234,50 @@ def test_a_fused_chain_gives_the_unfused_bytes_and_updates_without_compiling():
     assert torch.equal(y_plain, y_fused)
     assert flowdsl.fused_kernel_statistics()["compilations"] == compiled
     assert rt.stats["reinstantiations"] == 0
+
+
+def test_a_family_runs_each_batch_on_its_bucket_graph_made_up_front_or_lazily():
+    cols, largest = 1000, 16
+    x = torch.randn(largest * cols, device="cuda")
+    y = poisoned(largest * cols)
+    built, graphs, nodes = [], {}, {}
+
+    def step(bucket):
+        built.append(bucket)
+        g = graphs[bucket] = flowdsl.Graph()
+        nodes[bucket] = g.kernel("scale", "scale.f32", n=bucket * cols, a=3.0, x=x, y=y)
+        return g
+
+    stream = torch.cuda.current_stream()
+    for up_front in (False, True):
+        built.clear()
+        rt = flowdsl.Runtime()
+        family = flowdsl.Family(rt, flowdsl.Family.powers_of_two(largest), step)
+        assert family.buckets == [1, 2, 4, 8, 16]
+        if up_front:
+            family.prepare(stream=stream)
+            assert sorted(built) == family.buckets and rt.stats["prepared"] == 5
+        for batch in (3, 1, 16, 9, 4, 3):
+            y.fill_(float("nan"))
+            report = family.launch(batch, stream=stream)
+            assert report.kind in (("hit",) if up_front else ("hit", "instantiated"))
+            stream.synchronize()
+            rows = family.bucket_for(batch) * cols
+            torch.testing.assert_close(y[:rows], 3.0 * x[:rows])
+            assert torch.isnan(y[rows:]).all()
+        assert rt.stats["node_updates"] == 0
+        stats = family.stats
+        assert [b["bucket"] for b in stats["buckets"]] == [1, 2, 4, 8, 16]
+        assert all(b["ready"] == (up_front or b["launches"] > 0) for b in stats["buckets"])
+
+    # The bucket's Graph is the builder's object: a parameter set on it reaches the next launch.
+    assert family.graph_for(5) is graphs[8]
+    nodes[8].set(a=-1.0)
+    y.fill_(float("nan"))
+    assert family.launch(5, stream=stream).kind == "updated"
+    stream.synchronize()
+    torch.testing.assert_close(y[: 8 * cols], -x[: 8 * cols])
+    with pytest.raises(flowdsl.UsageError, match="batch 17 exceeds the largest bucket, 16"):
+        family.launch(17)
+    with pytest.raises(flowdsl.UsageError, match="not a flowdsl.Graph"):
+        flowdsl.Family(rt, [1], lambda b: None).launch(1)

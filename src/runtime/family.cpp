@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <optional>
 #include <string>
 #include <utility>
 
@@ -32,14 +31,14 @@ std::string list(const std::vector<int>& values) {
 struct Family::Impl {
   struct Bucket {
     int size = 0;
-    std::optional<Graph> graph;
+    std::shared_ptr<Graph> graph;
     std::uint64_t launches = 0;
     double build_ms = 0;
     double instantiate_ms = 0;
   };
 
   Runtime* runtime;
-  Builder build;
+  SharedBuilder build;
   std::vector<int> sizes;
   std::vector<Bucket> buckets;
 
@@ -56,7 +55,9 @@ struct Family::Impl {
   Graph& built(Bucket& b) {
     if (!b.graph) {
       const auto start = Clock::now();
-      b.graph.emplace(build(b.size));
+      std::shared_ptr<Graph> g = build(b.size);
+      if (!g) throw UsageError("flowdsl: family: the builder gave no graph for bucket " + std::to_string(b.size));
+      b.graph = std::move(g);
       // Buckets launched in turn would otherwise share one executable per topology and update
       // whatever differs at every turn.
       b.graph->own_executable(true);
@@ -73,7 +74,13 @@ struct Family::Impl {
   }
 };
 
-Family::Family(Runtime& runtime, std::vector<int> buckets, Builder build) {
+Family::Family(Runtime& runtime, std::vector<int> buckets, Builder build)
+    : Family(runtime, std::move(buckets), build ? SharedBuilder([build = std::move(build)](int b) {
+      return std::make_shared<Graph>(build(b));
+    })
+                                                : SharedBuilder()) {}
+
+Family::Family(Runtime& runtime, std::vector<int> buckets, SharedBuilder build) {
   if (buckets.empty()) throw UsageError("flowdsl: family: no bucket");
   for (std::size_t i = 0; i < buckets.size(); ++i) {
     if (buckets[i] <= 0 || (i > 0 && buckets[i] <= buckets[i - 1])) {
@@ -131,7 +138,7 @@ FamilyStatistics Family::statistics() const {
   for (const Impl::Bucket& b : impl_->buckets) {
     BucketStatistics s;
     s.bucket = b.size;
-    s.built = b.graph.has_value();
+    s.built = b.graph != nullptr;
     s.launches = b.launches;
     s.build_ms = b.build_ms;
     s.instantiate_ms = b.instantiate_ms;

@@ -2,6 +2,8 @@
 // A family of graphs, one per batch bucket, through a recording backend: the bucket a batch
 // runs, lazy and up-front instantiation, executables of their own, the memory reported, and
 // bad buckets, batches and builders, without a GPU.
+#include <functional>
+#include <memory>
 #include <stdexcept>
 #include <vector>
 
@@ -220,4 +222,30 @@ TEST_CASE("Runtime::prepare makes a graph's first launch a hit, and does nothing
   CHECK(s.misses == 2);
   CHECK(s.private_executables == 1);
   CHECK(s.launches == 4);
+}
+
+TEST_CASE("A family shares graphs the caller keeps: their parameter changes reach the next launch",
+          "[family][shared]") {
+  Record r;
+  auto rt = make_runtime(r, 16);
+  std::vector<std::shared_ptr<flowdsl::Graph>> kept;
+  std::vector<std::function<void(float)>> set_scale;  // of each kept graph's node
+  flowdsl::Family family(rt, {2, 4}, [&](int b) -> std::shared_ptr<flowdsl::Graph> {
+    if (b == 4 && kept.empty()) return nullptr;  // a builder that gives nothing
+    auto g = std::make_shared<flowdsl::Graph>();
+    auto k = g->kernel("scale", scale).grid(1).block(32).args(x, 2.0f, b);
+    set_scale.push_back([k](float a) mutable { k.arg<1>(a); });
+    kept.push_back(g);
+    return g;
+  });
+  CHECK_THROWS_WITH(family.launch(3), contains("the builder gave no graph for bucket 4"));
+  CHECK(family.launch(1).kind == flowdsl::LaunchKind::instantiated);
+  REQUIRE(kept.size() == 1);
+  CHECK(&family.graph_for(2) == kept[0].get());
+  CHECK(kept[0]->description().own_executable);
+  set_scale[0](3.0f);
+  const auto report = family.launch(2);
+  CHECK(report.kind == flowdsl::LaunchKind::updated);
+  CHECK(report.nodes_updated == 1);
+  CHECK(family.launch(4).kind == flowdsl::LaunchKind::instantiated);
 }

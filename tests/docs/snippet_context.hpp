@@ -27,6 +27,7 @@ void scale_kernel(float* x, float a, int n);
 extern flowdsl::Graph g;
 extern flowdsl::Runtime runtime;
 extern cudaStream_t stream;
+flowdsl::Graph decode_step(int bucket);  // docs/architecture.md, families of batch buckets
 extern std::shared_ptr<spdlog::logger> my_logger;
 
 // README.md and docs/architecture.md: scale n floats on the device.
