@@ -412,6 +412,25 @@ KernelNode<const i32*, i32, Condition> condition_bucket(Into g, std::string name
 /// node, or once before launches that add up).
 KernelNode<i32*> count(Into g, std::string name, i32* counter);
 
+/// \brief Ahead of a decode loop (a WHILE whose body is a decode step, then decode_loop_step):
+/// step[0] = 0, and `loop` = 1 when steps > 0 and a sequence has tokens remaining
+/// (remaining[b] > 0), else 0. Declare the WHILE with ConditionDefault{0} and this kernel before
+/// it. One block. Registered as "decode_loop.begin.i32".
+KernelNode<i32, i32, const i32*, i32*, Condition> decode_loop_begin(Into g, std::string name, i32 sequences, i32 steps,
+                                                                    const i32* remaining, i32* step, Condition loop);
+/// \brief The last node of a decode loop's body, after the step's argmax (or sampler) wrote each
+/// sequence's next token into tokens[b]. A sequence with tokens remaining takes it:
+/// out[b * steps + step[0]] = tokens[b], positions[b] += 1, remaining[b] -= 1, or 0 when the token
+/// is end_token (a negative end_token matches none); one without writes -1 there and its position
+/// stays (the step still computes its row: its cache write lands on its own next slot, or on none
+/// past its pages). Then step[0] += 1, and `loop` = 1 while a sequence has tokens remaining and
+/// fewer than `steps` steps ran. The host reads out (and remaining) after the launch: up to
+/// `steps` tokens a sequence for one launch, in the columns before step[0]. One block; a step[0]
+/// outside 0 .. steps - 1 changes nothing and ends the loop. Registered as "decode_loop.step.i32".
+KernelNode<i32, i32, i32, const i32*, i32*, i32*, i32*, i32*, Condition> decode_loop_step(
+    Into g, std::string name, i32 sequences, i32 steps, i32 end_token, const i32* tokens, i32* positions, i32* remaining,
+    i32* out, i32* step, Condition loop);
+
 // ---------------------------------------------------------------- registry -------------------
 
 /// \brief Registers every built-in kernel under a stable name ("axpy.f32", "cast.f32.bf16",

@@ -20,6 +20,15 @@ struct OneWarpF32 : OneWarp {
 struct OneWarpI32 : OneWarp {
   using instances = Instances<Types<i32>>;
 };
+/// One block of decode_loop_block threads, whatever the arguments (a thread a sequence, strided).
+struct DecodeLoopBlock : Descriptor {
+  using instances = Instances<Types<i32>>;
+  static constexpr bool grid_exact = true;
+  template <class... T, class... A>
+  static LaunchShape shape(const A&...) {
+    return {1, decode_loop_block};
+  }
+};
 
 #define FLOWDSL_CONDITION_KERNELS(X)                                                                                   \
   X(ConditionGreater, OneWarpF32, "condition.greater", "cond = value[0] > threshold ? 1 : 0 (NaN: 0); one warp",      \
@@ -34,7 +43,15 @@ struct OneWarpI32 : OneWarp {
     condition_bucket_kernel<T...>, "count: 1", "cases", "cond")                                                     \
   X(Count, OneWarpI32, "count",                                                                                    \
     "counter[0] += 1: how often the body holding it ran (a WHILE's iterations, a SWITCH case taken); one warp",        \
-    count_kernel<T...>, "counter: 1")
+    count_kernel<T...>, "counter: 1")                                                                                  \
+  X(DecodeLoopBegin, DecodeLoopBlock, "decode_loop.begin",                                                             \
+    "step[0] = 0; cond = 1 when steps > 0 and a sequence has tokens remaining, else 0; one block",                    \
+    decode_loop_begin_kernel<T...>, "sequences", "steps", "remaining: sequences", "step: 1", "cond")                   \
+  X(DecodeLoopStep, DecodeLoopBlock, "decode_loop.step",                                                               \
+    "each sequence with tokens remaining takes tokens[b] into out[b, step], advances, stops at end_token or its last " \
+    "token; cond = any going on and step < steps; one block",                                                          \
+    decode_loop_step_kernel<T...>, "sequences", "steps", "end_token", "tokens: sequences", "positions: sequences",     \
+    "remaining: sequences", "out: sequences * steps", "step: 1", "cond")
 FLOWDSL_CONDITION_KERNELS(FLOWDSL_KERNEL)
 }  // namespace
 
@@ -59,6 +76,18 @@ KernelNode<const i32*, i32, Condition> condition_bucket(Into g, std::string name
 
 KernelNode<i32*> count(Into g, std::string name, i32* counter) {
   return detail::declare<detail::Count, i32>(g, std::move(name), counter);
+}
+
+KernelNode<i32, i32, const i32*, i32*, Condition> decode_loop_begin(Into g, std::string name, i32 sequences, i32 steps,
+                                                                    const i32* remaining, i32* step, Condition loop) {
+  return detail::declare<detail::DecodeLoopBegin, i32>(g, std::move(name), sequences, steps, remaining, step, loop);
+}
+
+KernelNode<i32, i32, i32, const i32*, i32*, i32*, i32*, i32*, Condition> decode_loop_step(
+    Into g, std::string name, i32 sequences, i32 steps, i32 end_token, const i32* tokens, i32* positions, i32* remaining,
+    i32* out, i32* step, Condition loop) {
+  return detail::declare<detail::DecodeLoopStep, i32>(g, std::move(name), sequences, steps, end_token, tokens, positions,
+                                                      remaining, out, step, loop);
 }
 
 }  // namespace flowdsl::kernels

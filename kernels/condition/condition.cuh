@@ -61,4 +61,58 @@ __global__ void __launch_bounds__(condition_block) count_kernel(T* counter) {
   if (threadIdx.x == 0) counter[0] += 1;
 }
 
+// A decode loop: a WHILE whose body is a decode step (its argmax or sampler writing each
+// sequence's next token over its input) followed by decode_loop_step. One block, a thread per
+// sequence and stride; a barrier gathers whether any sequence goes on, then thread 0 sets the
+// condition.
+constexpr std::uint32_t decode_loop_block = 256;
+
+/// Ahead of the loop: step[0] = 0; the loop runs when steps > 0 and a sequence may still make a
+/// token (remaining[b] > 0).
+template <class T>
+__global__ void __launch_bounds__(decode_loop_block)
+    decode_loop_begin_kernel(T sequences, T steps, const T* remaining, T* step, Condition loop) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
+  bool going = false;
+  for (T b = static_cast<T>(threadIdx.x); b < sequences; b += static_cast<T>(blockDim.x)) going |= remaining[b] > 0;
+  going = __syncthreads_or(going);
+  if (threadIdx.x != 0) return;
+  step[0] = 0;
+  loop.set(going && steps > 0 ? 1u : 0u);
+}
+
+/// After each step: a sequence with tokens remaining takes the one its step made (tokens[b]):
+/// out[b, step] = it, its position advances, and it stops at the end token or its last token;
+/// one without writes -1 and stays where it is (its step's cache write lands on its own next
+/// slot, or nowhere past its pages). The loop goes on while a sequence may still make a token and
+/// fewer than `steps` steps ran. A step[0] outside 0 .. steps - 1 changes nothing and ends the loop.
+template <class T>
+__global__ void __launch_bounds__(decode_loop_block)
+    decode_loop_step_kernel(T sequences, T steps, T end_token, const T* tokens, T* positions, T* remaining, T* out,
+                            T* step, Condition loop) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
+  const T s = step[0];  // read by every thread before thread 0 writes it, after the barrier
+  if (s < 0 || s >= steps) {  // not a step of this loop (a counter set from outside): nothing taken
+    if (threadIdx.x == 0) loop.set(0u);
+    return;
+  }
+  bool going = false;
+  for (T b = static_cast<T>(threadIdx.x); b < sequences; b += static_cast<T>(blockDim.x)) {
+    T left = remaining[b];
+    T token = -1;
+    if (left > 0) {
+      token = tokens[b];
+      positions[b] += 1;
+      left = token == end_token ? 0 : left - 1;
+      remaining[b] = left;
+    }
+    out[std::int64_t{b} * steps + s] = token;
+    going |= left > 0;
+  }
+  going = __syncthreads_or(going);
+  if (threadIdx.x != 0) return;
+  step[0] = s + 1;
+  loop.set(going && s + 1 < steps ? 1u : 0u);
+}
+
 }  // namespace flowdsl::kernels::detail

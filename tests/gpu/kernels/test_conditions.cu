@@ -163,3 +163,192 @@ TEST_CASE("The condition kernels are registered by name with a condition paramet
   CHECK(op.launch.block.volume() == 32);
   CHECK(op.kernel_name == "condition.less");
 }
+
+namespace {
+
+/// What out holds where a decode loop wrote nothing (it writes tokens, and -1 for a sequence
+/// without tokens remaining).
+constexpr std::int32_t unwritten = -7;
+
+/// A stand-in for a decode step: each row's next token from its token and position, over 50
+/// tokens, written over its input as the argmax writes it.
+__global__ void fake_step_kernel(std::int32_t rows, std::int32_t* tokens, const std::int32_t* positions) {
+  for (std::int32_t b = blockIdx.x * blockDim.x + threadIdx.x; b < rows; b += gridDim.x * blockDim.x) {
+    tokens[b] = (tokens[b] * 31 + 7 + positions[b]) % 50;
+  }
+}
+
+/// The sequences of a decode loop, on the device and as the host model runs them.
+struct DecodeLoop {
+  DecodeLoop(std::int32_t rows_, std::int32_t steps_, std::int32_t end_token_)
+      : rows(rows_), steps(steps_), end_token(end_token_), tokens(std::size_t(rows_)), positions(std::size_t(rows_)),
+        remaining(std::size_t(rows_)), out(std::size_t(rows_) * std::size_t(steps_)), step(1), iterations(1) {
+    auto zero = g.memset("zero", iterations.get(), 0, 1, 4);
+    auto loop = g.while_loop("decode", flowdsl::ConditionDefault{0});
+    auto begin = fk::decode_loop_begin(g, "begin", rows, steps, remaining.get(), step.get(), loop.condition()).after(zero);
+    loop.after(begin);
+    auto fake = loop.body().kernel("step", fake_step_kernel).launch(2, 128).args(rows, tokens.get(),
+                                                                                 static_cast<const std::int32_t*>(positions.get()));
+    auto counted = fk::count(loop.body(), "count", iterations.get()).after(fake);
+    fk::decode_loop_step(loop.body(), "advance", rows, steps, end_token, tokens.get(), positions.get(), remaining.get(),
+                         out.get(), step.get(), loop.condition())
+        .after(counted);
+  }
+
+  /// One launch on the host: what out, tokens, positions, remaining and step hold after it (out
+  /// keeps what it held where the loop wrote nothing), and the iterations it ran.
+  struct State {
+    std::vector<std::int32_t> tokens, positions, remaining, out;
+    std::int32_t step = 0, iterations = 0;
+  };
+  State model(State s) const {
+    s.step = 0;
+    s.iterations = 0;
+    const auto going = [&] {
+      for (std::int32_t r : s.remaining) {
+        if (r > 0) return true;
+      }
+      return false;
+    };
+    bool loop = steps > 0 && going();
+    while (loop) {
+      ++s.iterations;
+      for (std::int32_t b = 0; b < rows; ++b) {
+        std::int32_t& t = s.tokens[std::size_t(b)];
+        t = (t * 31 + 7 + s.positions[std::size_t(b)]) % 50;
+      }
+      for (std::int32_t b = 0; b < rows; ++b) {
+        std::int32_t token = -1;
+        std::int32_t& left = s.remaining[std::size_t(b)];
+        if (left > 0) {
+          token = s.tokens[std::size_t(b)];
+          ++s.positions[std::size_t(b)];
+          left = token == end_token ? 0 : left - 1;
+        }
+        s.out[std::size_t(b) * std::size_t(steps) + std::size_t(s.step)] = token;
+      }
+      ++s.step;
+      loop = going() && s.step < steps;
+    }
+    return s;
+  }
+
+  State download() const {
+    return {tokens.download(), positions.download(), remaining.download(), out.download(), step.download()[0],
+            iterations.download()[0]};
+  }
+
+  std::int32_t rows, steps, end_token;
+  DeviceBuffer<std::int32_t> tokens, positions, remaining, out, step, iterations;
+  flowdsl::Graph g;
+};
+
+/// Runs `launches` launches of `t` from `start`, each checked against the model.
+void check_launches(DecodeLoop& t, DecodeLoop::State start, int launches) {
+  Runner runner;
+  t.tokens.upload(start.tokens);
+  t.positions.upload(start.positions);
+  t.remaining.upload(start.remaining);
+  DecodeLoop::State want = start;
+  for (int launch = 0; launch < launches; ++launch) {
+    INFO("launch " << launch);
+    t.out.upload(std::vector<std::int32_t>(t.out.size(), unwritten));
+    want.out.assign(t.out.size(), unwritten);
+    want = t.model(want);
+    runner.run(t.g);
+    const DecodeLoop::State got = t.download();
+    CHECK(got.iterations == want.iterations);
+    CHECK(got.step == want.step);
+    CHECK(got.out == want.out);
+    CHECK(got.tokens == want.tokens);
+    CHECK(got.positions == want.positions);
+    CHECK(got.remaining == want.remaining);
+  }
+}
+
+DecodeLoop::State start_of(std::int32_t rows, std::mt19937& rng, std::int32_t max_remaining) {
+  DecodeLoop::State s;
+  for (std::int32_t b = 0; b < rows; ++b) {
+    s.tokens.push_back(std::uniform_int_distribution<std::int32_t>(0, 49)(rng));
+    s.positions.push_back(std::uniform_int_distribution<std::int32_t>(0, 500)(rng));
+    s.remaining.push_back(std::uniform_int_distribution<std::int32_t>(0, max_remaining)(rng));
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("A decode loop stops each sequence at its end token or its length limit, continued across launches",
+          "[kernels][condition][decode_loop]") {
+  std::mt19937 rng(47);
+  for (const std::int32_t rows : {1, 8, 300}) {  // 300: more sequences than the block's threads
+    INFO(rows << " sequences");
+    DecodeLoop t(rows, 16, 3);
+    check_launches(t, start_of(rows, rng, 40), 4);
+  }
+}
+
+TEST_CASE("A decode loop whose sequences all end at once, or none end, runs as many steps as they need",
+          "[kernels][condition][decode_loop]") {
+  std::mt19937 rng(53);
+  SECTION("every sequence reaches its limit at the same step") {
+    DecodeLoop t(8, 16, -1);
+    DecodeLoop::State s = start_of(8, rng, 0);
+    s.remaining.assign(8, 5);
+    check_launches(t, s, 1);
+    CHECK(t.iterations.download()[0] == 5);
+    CHECK(t.step.download()[0] == 5);
+  }
+  SECTION("no sequence ends: the loop runs `steps` steps a launch") {
+    DecodeLoop t(8, 16, -1);
+    DecodeLoop::State s = start_of(8, rng, 0);
+    s.remaining.assign(8, 1000);
+    check_launches(t, s, 2);
+    CHECK(t.iterations.download()[0] == 16);
+  }
+  SECTION("no sequence has a token left: the body never runs") {
+    DecodeLoop t(8, 16, 3);
+    DecodeLoop::State s = start_of(8, rng, 0);
+    s.remaining.assign(8, 0);
+    check_launches(t, s, 1);
+    CHECK(t.iterations.download()[0] == 0);
+  }
+  SECTION("every sequence makes the end token on its first step") {
+    DecodeLoop t(4, 16, 7);
+    DecodeLoop::State s;
+    s.positions = {0, 0, 0, 0};
+    s.tokens = {0, 0, 0, 0};  // (0 * 31 + 7 + 0) % 50 = 7: the end token
+    s.remaining = {9, 9, 9, 9};
+    check_launches(t, s, 1);
+    CHECK(t.iterations.download()[0] == 1);
+    CHECK(t.remaining.download() == std::vector<std::int32_t>{0, 0, 0, 0});
+  }
+}
+
+TEST_CASE("decode_loop.step changes nothing for a step outside its range and ends the loop",
+          "[kernels][condition][decode_loop]") {
+  // A step counter set from outside (a graph file's buffer): nothing taken, nothing written.
+  DeviceBuffer<std::int32_t> tokens(4), positions(4), remaining(4), out(4 * 2), step(1), iterations(1);
+  for (const std::int32_t s : {-1, 2, 2147483647}) {
+    INFO("step " << s);
+    tokens.upload({1, 2, 3, 4});
+    positions.upload({0, 0, 0, 0});
+    remaining.upload({5, 5, 5, 5});
+    step.upload({s});
+    iterations.upload({0});
+    out.upload(std::vector<std::int32_t>(out.size(), unwritten));
+    flowdsl::Graph g;
+    auto loop = g.while_loop("decode", flowdsl::ConditionDefault{1});
+    auto counted = fk::count(loop.body(), "count", iterations.get());
+    fk::decode_loop_step(loop.body(), "advance", 4, 2, -1, tokens.get(), positions.get(), remaining.get(), out.get(),
+                         step.get(), loop.condition())
+        .after(counted);
+    Runner runner;
+    runner.run(g);
+    CHECK(iterations.download()[0] == 1);
+    CHECK(out.download() == std::vector<std::int32_t>(8, unwritten));
+    CHECK(step.download()[0] == s);
+    CHECK(positions.download() == std::vector<std::int32_t>{0, 0, 0, 0});
+    CHECK(remaining.download() == std::vector<std::int32_t>{5, 5, 5, 5});
+  }
+}
