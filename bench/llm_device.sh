@@ -9,6 +9,7 @@
 #   STEPS="bench torch" bash bench/llm_device.sh
 #   OLD=/tmp/before/llm_decode STEPS="ab ncu" bash bench/llm_device.sh   (a change's A/B, Nsight Compute)
 #   STEPS=family bash bench/llm_device.sh   (the step's family of batch buckets beside PyTorch's bucket pool)
+#   STEPS=loop bash bench/llm_device.sh     (64 decode steps a launch on the device beside 64 host launches)
 #
 # Writes under $OUT (default ./device-out) a log per step, the figures as JSON, and summary.txt.
 set -u
@@ -36,17 +37,17 @@ check_against_hf() {
   log "check against transformers, $label: exit $?; $(tail -3 "$OUT/hf_check_$tag.log" | tr '\n' ' ')"
 }
 
-steps=${STEPS:-"kernels sample checkpoint hf trained graph bench torch family memcheck"}
+steps=${STEPS:-"kernels sample checkpoint hf trained graph bench torch family loop memcheck"}
 for step in $steps; do
   case $step in
     kernels)
-      build/tests/test_kernels "[decoder],[sampling]" > "$OUT/kernels.log" 2>&1
-      log "test_kernels [decoder],[sampling]: exit $?; $(grep -E 'test cases|All tests passed' "$OUT/kernels.log" | tail -1)"
+      build/tests/test_kernels "[decoder],[sampling],[decode_loop]" > "$OUT/kernels.log" 2>&1
+      log "test_kernels [decoder],[sampling],[decode_loop]: exit $?; $(grep -E 'test cases|All tests passed' "$OUT/kernels.log" | tail -1)"
       ;;
     memcheck)
-      timeout "${MEMCHECK_TIMEOUT:-300}" compute-sanitizer --tool memcheck build/tests/test_kernels "[decoder],[sampling]" \
+      timeout "${MEMCHECK_TIMEOUT:-300}" compute-sanitizer --tool memcheck build/tests/test_kernels "[decoder],[sampling],[decode_loop]" \
         > "$OUT/memcheck.log" 2>&1
-      log "memcheck [decoder],[sampling]: exit $?; $(grep -E 'ERROR SUMMARY|test cases' "$OUT/memcheck.log" | tail -2 | tr '\n' ' ')"
+      log "memcheck [decoder],[sampling],[decode_loop]: exit $?; $(grep -E 'ERROR SUMMARY|test cases' "$OUT/memcheck.log" | tail -2 | tr '\n' ' ')"
       compute-sanitizer --tool racecheck build/tests/test_kernels "[sampling]" > "$OUT/racecheck.log" 2>&1
       log "racecheck [sampling]: exit $?; $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/racecheck.log" | tail -1)"
       ;;
@@ -55,6 +56,10 @@ for step in $steps; do
                   "--temperature 0.8 --top-k 40 --top-p 0.9"; do
         build/samples/llm_decode $args > "$OUT/sample.log" 2>&1
         log "llm_decode $args: exit $?; $(grep -E '^check|^decode' "$OUT/sample.log" | tr '\n' ' ')"
+      done
+      for args in "--loop 16 --batches 1,3,12" "--loop 9 --batches 5 --linear gemv --programmatic"; do
+        build/samples/llm_decode $args --runs 1 > "$OUT/sample_loop.log" 2>&1
+        log "llm_decode $args: exit $?; $(grep -E 'differ' "$OUT/sample_loop.log" | tr '\n' ' ')"
       done
       ;;
     checkpoint)
@@ -136,6 +141,14 @@ for step in $steps; do
         --json "$OUT/torch_family.json" > "$OUT/torch_family.log" 2>&1
       log "torch bucket pool: exit $?"
       tail -14 "$OUT/torch_family.log" >> "$OUT/summary.txt"
+      ;;
+    loop)
+      # 64 decode steps in one launch (a WHILE on the device) beside 64 launches from the host:
+      # tokens checked equal (also with an end token and length limits), GPU and host time.
+      build/samples/llm_decode --model "$MODEL" --loop 64 --batches 1,8 --programmatic --context 512 --runs 3 \
+        --json "$OUT/flowdsl_loop.json" > "$OUT/loop.log" 2>&1
+      log "flowdsl device loop: exit $?"
+      cat "$OUT/loop.log" >> "$OUT/summary.txt"
       ;;
     torch_graphs)
       # PyTorch's eager step and CUDA graphs (no torch.compile: see torch_compile), and the bucket pool.

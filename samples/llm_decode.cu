@@ -380,15 +380,13 @@ struct Step {
   bool decode = true;
 };
 
-std::unique_ptr<Step> build_step(const Model& m, State& s, int tokens, int rows, bool decode, LinearKind kind,
-                                 float temperature, int top_k, float top_p, std::uint64_t seed, const i32* sample_step) {
+/// Declares one step's nodes into `g` (a graph, or the body of a decode loop) after the node
+/// named `last` (none when empty), as build_step describes; a decode step advances its positions
+/// when `advance`. Returns the name of its last node.
+std::string declare_step(flowdsl::kernels::Into g, const Model& m, State& s, int tokens, int rows, bool decode,
+                         bool advance, LinearKind kind, float temperature, int top_k, float top_p, std::uint64_t seed,
+                         const i32* sample_step, std::string last = {}) {
   const Config& c = m.config;
-  auto step = std::make_unique<Step>();
-  step->tokens = tokens;
-  step->rows = rows;
-  step->decode = decode;
-  flowdsl::Graph& g = step->g;
-  std::string last;  // the node the next one runs after
   auto chain = [&](auto&& node, const std::string& name) {
     if (!last.empty()) node.after(last);
     last = name;
@@ -476,8 +474,41 @@ std::unique_ptr<Step> build_step(const Model& m, State& s, int tokens, int rows,
   } else {
     chain(fk::row_argmax(g, "argmax", rows, c.vocab, static_cast<const bf16*>(s.logits.get()), out), "argmax");
   }
-  if (decode) chain(fk::advance_positions(g, "advance", tokens, s.positions.get()), "advance");
+  if (decode && advance) chain(fk::advance_positions(g, "advance", tokens, s.positions.get()), "advance");
+  return last;
+}
+
+std::unique_ptr<Step> build_step(const Model& m, State& s, int tokens, int rows, bool decode, LinearKind kind,
+                                 float temperature, int top_k, float top_p, std::uint64_t seed, const i32* sample_step) {
+  auto step = std::make_unique<Step>();
+  step->tokens = tokens;
+  step->rows = rows;
+  step->decode = decode;
+  declare_step(step->g, m, s, tokens, rows, decode, true, kind, temperature, top_k, top_p, seed, sample_step);
   return step;
+}
+
+/// Up to `steps` decode steps of `batch` sequences in one launch: decode_loop_begin, then a WHILE
+/// whose body is the decode step and decode_loop_step. remaining[b] says how many tokens sequence
+/// b may still make; the tokens land in out ([batch, steps], -1 where a sequence made none) and
+/// step[0] says how many steps ran.
+struct LoopState {
+  DeviceArray<i32> remaining, out, step;
+  LoopState(int batch, int steps)
+      : remaining(std::size_t(batch)), out(std::size_t(batch) * std::size_t(steps)), step(1) {}
+};
+
+flowdsl::Graph build_loop(const Model& m, State& s, LoopState& l, int batch, int steps, i32 end_token, LinearKind kind) {
+  flowdsl::Graph g;
+  auto loop = g.while_loop("decode", flowdsl::ConditionDefault{0});
+  auto begin = fk::decode_loop_begin(g, "begin", batch, steps, static_cast<const i32*>(l.remaining.get()), l.step.get(),
+                                     loop.condition());
+  loop.after(begin);
+  const std::string last = declare_step(loop.body(), m, s, batch, batch, true, false, kind, 0.0f, 0, 1.0f, 0, nullptr);
+  fk::decode_loop_step(loop.body(), "loop_step", batch, steps, end_token, static_cast<const i32*>(s.tokens.get()),
+                       s.positions.get(), l.remaining.get(), l.out.get(), l.step.get(), loop.condition())
+      .after(last);
+  return g;
 }
 
 }  // namespace
@@ -614,6 +645,7 @@ struct Options {
   float temperature = 0.0f, top_p = 1.0f;
   int top_k = 0;
   int family = 0;  // bench: the decode step as a family of buckets 1, 2, 4, ... up to this
+  int loop = 0;    // bench: this many decode steps a launch in a loop on the device, beside host launches
   unsigned seed = 1;
 };
 
@@ -1103,6 +1135,127 @@ void bench_family(const Options& o, const Model& m) {
   if (!o.json_path.empty()) std::ofstream(o.json_path) << out.dump(1);
 }
 
+/// What a decode loop launch should write for sequence b: the tokens the host's launches made,
+/// up to its limit and its first end token (included), then -1.
+std::vector<i32> expected_loop_out(const std::vector<std::vector<i32>>& made, const std::vector<i32>& limit, i32 end_token,
+                                   int steps) {
+  const std::size_t batch = limit.size();
+  std::vector<i32> out(batch * std::size_t(steps), -1);
+  for (std::size_t b = 0; b < batch; ++b) {
+    for (int i = 0; i < std::min(steps, limit[b]); ++i) {
+      const i32 token = made[std::size_t(i)][b];
+      out[b * std::size_t(steps) + std::size_t(i)] = token;
+      if (token == end_token) break;
+    }
+  }
+  return out;
+}
+
+/// --loop N at each of --batches: N decode steps launched one by one from the host, then as one
+/// launch of a loop on the device; the loop's tokens must equal the host launches', also with an
+/// end token and per-sequence length limits. Times both (GPU time a step, host time a launch).
+bool bench_loop(const Options& o, const Model& m) {
+  const Config& c = m.config;
+  const int N = o.loop;
+  auto stream = flowdsl::make_stream();
+  flowdsl::Runtime runtime;
+  auto start = flowdsl::make_event(), stop = flowdsl::make_event();
+  nlohmann::json out;
+  bool ok = true;
+  for (const int B : parse_list(o.batches)) {
+    State s(c, B, B, o.context + N + 8, o.page_size, o.seed);
+    LoopState l(B, N);
+    const auto rows = static_cast<std::size_t>(B);
+    std::vector<i32> tok(rows), pos(rows, o.context), seq(rows);
+    std::mt19937 rng(o.seed + unsigned(B));
+    for (int b = 0; b < B; ++b) tok[std::size_t(b)] = std::uniform_int_distribution<int>(0, c.vocab - 1)(rng), seq[std::size_t(b)] = b;
+    put(s.seq_of_token, seq);
+    const std::vector<i32> all_steps(rows, N);
+    const auto reset = [&](const std::vector<i32>& remaining) {
+      put(s.tokens, tok);
+      put(s.positions, pos);
+      put(l.remaining, remaining);
+      SAMPLE_CHECK(cudaDeviceSynchronize());
+    };
+    const LinearKind kind = pick(o, B);
+    auto step = build_step(m, s, B, B, true, kind, 0.0f, 0, 1.0f, o.seed, nullptr);
+    step->g.programmatic_edges(o.programmatic);
+
+    // The host's launches, each step's tokens read back: what the loop must make.
+    reset(all_steps);
+    std::vector<std::vector<i32>> made;
+    for (int i = 0; i < N; ++i) {
+      runtime.launch(step->g, stream.get());
+      SAMPLE_CHECK(cudaStreamSynchronize(stream.get()));
+      made.push_back(get(s.tokens, std::size_t(B)));
+    }
+    // The loop, as many steps, then with an end token (the token sequence 0 made halfway) and
+    // limits of 1 .. N tokens.
+    std::vector<i32> limits(rows);
+    for (int b = 0; b < B; ++b) limits[std::size_t(b)] = 1 + (b * 7) % N;
+    const i32 end_token = made[std::size_t(N / 2)][0];
+    struct Case {
+      const char* what;
+      i32 end;
+      const std::vector<i32>* remaining;
+    };
+    nlohmann::json row;
+    for (const Case& k : {Case{"all steps", -1, &all_steps}, Case{"end token and limits", end_token, &limits}}) {
+      flowdsl::Graph loop = build_loop(m, s, l, B, N, k.end, kind);
+      loop.programmatic_edges(o.programmatic);
+      reset(*k.remaining);
+      put(l.out, std::vector<i32>(std::size_t(B) * std::size_t(N), -2));
+      runtime.launch(loop, stream.get());
+      SAMPLE_CHECK(cudaStreamSynchronize(stream.get()));
+      const std::vector<i32> want = expected_loop_out(made, *k.remaining, k.end, N);
+      const std::vector<i32> got = get(l.out, want.size());
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < want.size(); ++i) wrong += got[i] != want[i];
+      std::printf("batch %3d, loop of %d steps (%s): %zu of %zu tokens differ from the host launches'\n", B, N, k.what,
+                  wrong, want.size());
+      row["check"][k.what] = wrong;
+      ok = ok && wrong == 0;
+      if (k.end >= 0) continue;
+
+      // Timed: N host launches against one launch of the loop, `runs` times each.
+      std::vector<double> host_gpu, host_cpu, loop_gpu, loop_cpu;
+      for (int r = 0; r < o.runs; ++r) {
+        reset(all_steps);
+        SAMPLE_CHECK(cudaEventRecord(start.get(), stream.get()));
+        auto t0 = Clock::now();
+        for (int i = 0; i < N; ++i) runtime.launch(step->g, stream.get());
+        host_cpu.push_back(ms_since(t0) * 1e3 / N);
+        SAMPLE_CHECK(cudaEventRecord(stop.get(), stream.get()));
+        SAMPLE_CHECK(cudaEventSynchronize(stop.get()));
+        float ms = 0;
+        SAMPLE_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+        host_gpu.push_back(double(ms) / N);
+
+        reset(all_steps);
+        SAMPLE_CHECK(cudaEventRecord(start.get(), stream.get()));
+        t0 = Clock::now();
+        runtime.launch(loop, stream.get());
+        loop_cpu.push_back(ms_since(t0) * 1e3 / N);
+        SAMPLE_CHECK(cudaEventRecord(stop.get(), stream.get()));
+        SAMPLE_CHECK(cudaEventSynchronize(stop.get()));
+        SAMPLE_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+        loop_gpu.push_back(double(ms) / N);
+      }
+      const double tokens_host = B / median(host_gpu) * 1e3, tokens_loop = B / median(loop_gpu) * 1e3;
+      std::printf("batch %3d, %d steps: host launches %.3f ms a step (%.0f tokens/s), host CPU %.2f us a launch; "
+                  "device loop %.3f ms a step (%.0f tokens/s, %.3fx), host CPU %.3f us a step (%.4f us a token)\n",
+                  B, N, median(host_gpu), tokens_host, median(host_cpu), median(loop_gpu), tokens_loop,
+                  tokens_loop / tokens_host, median(loop_cpu), median(loop_cpu) / B);
+      row["host"] = {{"gpu_ms_per_step", host_gpu}, {"cpu_us_per_launch", host_cpu}};
+      row["loop"] = {{"gpu_ms_per_step", loop_gpu}, {"cpu_us_per_step", loop_cpu}};
+    }
+    out["batches"][std::to_string(B)] = row;
+  }
+  out["steps"] = N;
+  if (!o.json_path.empty()) std::ofstream(o.json_path) << out.dump(1);
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -1136,6 +1289,9 @@ int main(int argc, char** argv) {
   app.add_option("--family", o.family,
                  "bench the decode step as a family of batch buckets 1, 2, 4, ... up to this: made ready up front "
                  "(timed by phase), device memory of each executable, each bucket's step");
+  app.add_option("--loop", o.loop,
+                 "bench this many decode steps in one launch (a WHILE on the device) beside as many launches from the "
+                 "host, at each of --batches: tokens checked equal, end tokens and length limits, GPU and host time");
   app.add_option("--json", o.json_path, "bench: figures as JSON");
   app.add_option("--profile", o.profile,
                  "bench: profile this many launches of each batch's fastest step and of the prefill chunk (CUPTI), "
@@ -1163,6 +1319,9 @@ int main(int argc, char** argv) {
     if (o.family > 0) {
       bench_family(o, m);
       return 0;
+    }
+    if (o.loop > 0) {
+      return bench_loop(o, m) ? 0 : 1;
     }
     if (o.bench) {
       bench(o, m, read_ms);
