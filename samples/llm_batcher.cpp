@@ -68,6 +68,12 @@ int Batcher::running() const noexcept {
   return static_cast<int>(std::count_if(slots_.begin(), slots_.end(), [](const Sequence& s) { return s.active; }));
 }
 
+std::int64_t Batcher::request_in(int slot) const noexcept {
+  if (slot < 0 || slot >= limits_.slots) return -1;
+  const Sequence& s = slots_[static_cast<std::size_t>(slot)];
+  return s.active ? s.request.id : -1;
+}
+
 void Batcher::admit() {
   // In arrival order: the first request that does not fit waits, and so do those behind it (no
   // overtaking, so a long prompt is not starved by short ones).

@@ -96,6 +96,8 @@ class Batcher {
   const BatcherLimits& limits() const noexcept { return limits_; }
   std::size_t waiting() const noexcept { return waiting_.size(); }
   int running() const noexcept;
+  /// \brief The id of the request in `slot`, or -1 when it holds none (or is not a slot).
+  std::int64_t request_in(int slot) const noexcept;
 
  private:
   struct Sequence {

@@ -103,6 +103,10 @@ TEST_CASE("Admission waits for a slot and for pages, in arrival order", "[llm][b
   p = b.plan();
   CHECK(b.running() == 2);
   CHECK(b.waiting() == 0);
+  CHECK(b.request_in(0) == 1);
+  CHECK(b.request_in(1) == 3);  // request 2's slot, taken by request 3
+  CHECK(b.request_in(2) == -1);
+  CHECK(b.request_in(-1) == -1);
   CHECK_THROWS_AS(b.complete(p, {}), std::invalid_argument);  // tokens must match the samples
 }
 
