@@ -10,6 +10,7 @@
 #   OLD=/tmp/before/llm_decode STEPS="ab ncu" bash bench/llm_device.sh   (a change's A/B, Nsight Compute)
 #   STEPS=family bash bench/llm_device.sh   (the step's family of batch buckets beside PyTorch's bucket pool)
 #   STEPS=loop bash bench/llm_device.sh     (64 decode steps a launch on the device beside 64 host launches)
+#   STEPS=serving bash bench/llm_device.sh  (llm_serving at several arrival rates)
 #
 # Writes under $OUT (default ./device-out) a log per step, the figures as JSON, and summary.txt.
 set -u
@@ -149,6 +150,13 @@ for step in $steps; do
         --json "$OUT/flowdsl_loop.json" > "$OUT/loop.log" 2>&1
       log "flowdsl device loop: exit $?"
       cat "$OUT/loop.log" >> "$OUT/summary.txt"
+      ;;
+    serving)
+      # Poisson arrivals, continuous batching, the family of step graphs over token buckets.
+      timeout 400 build/samples/llm_serving --model "$MODEL" --rates "${RATES:-8,16,32,64}" --requests "${REQUESTS:-100}" \
+        --json "$OUT/flowdsl_serving.json" > "$OUT/serving.log" 2>&1
+      log "flowdsl serving: exit $?"
+      cat "$OUT/serving.log" >> "$OUT/summary.txt"
       ;;
     torch_graphs)
       # PyTorch's eager step and CUDA graphs (no torch.compile: see torch_compile), and the bucket pool.
