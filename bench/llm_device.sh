@@ -11,6 +11,7 @@
 #   STEPS=family bash bench/llm_device.sh   (the step's family of batch buckets beside PyTorch's bucket pool)
 #   STEPS=loop bash bench/llm_device.sh     (64 decode steps a launch on the device beside 64 host launches)
 #   STEPS=serving bash bench/llm_device.sh  (llm_serving at several arrival rates)
+#   STEPS=coldstart bash bench/llm_device.sh  (buckets 1 .. 256 as one graph file: process start to ready)
 #
 # Writes under $OUT (default ./device-out) a log per step, the figures as JSON, and summary.txt.
 set -u
@@ -89,6 +90,21 @@ for step in $steps; do
       build/src/flowdsl run -n 16 /tmp/graph/decode.json --out /tmp/graph/out >> "$OUT/graph.log" 2>&1
       log "flowdsl run -n 16 decode.json: exit $?; $(( ($(date +%s%N) - start) / 1000000 )) ms from process start"
       python3 -c "import numpy as np; a = np.load('/tmp/graph/out/tokens.npy'); b = np.load('/tmp/graph/expected_tokens.npy'); print('graph file tokens', 'EQUAL' if (a == b).all() else 'DIFFER', a.tolist(), b.tolist())" \
+        >> "$OUT/summary.txt" 2>&1
+      ;;
+    coldstart)
+      # Every bucket 1 .. 256 in one graph file (a SWITCH picking the bucket of batch.npy), from
+      # process start to the first launch's end, three times: the load phases (weights upload
+      # apart) and the instantiation of all buckets; its tokens against the C++ graph's.
+      rm -rf /tmp/family && build/samples/llm_decode --model "$MODEL" --batch 8 --generate 4 --family 256 \
+        --programmatic --write-graph /tmp/family > "$OUT/coldstart.log" 2>&1
+      log "llm_decode --write-graph --family 256: exit $?; $(tail -1 "$OUT/coldstart.log")"
+      for run in 1 2 3; do
+        start=$(date +%s%N)
+        build/src/flowdsl run -n 4 /tmp/family/decode.json --out /tmp/family/out > "$OUT/coldstart_$run.log" 2>&1
+        log "flowdsl run family graph ($run): exit $?; $(( ($(date +%s%N) - start) / 1000000 )) ms from process start; $(grep -E '^load|^launch 1|^first launch' "$OUT/coldstart_$run.log" | tr '\n' ' ')"
+      done
+      python3 -c "import numpy as np; a = np.load('/tmp/family/out/tokens.npy')[:8]; b = np.load('/tmp/family/expected_tokens.npy')[:8]; print('family graph file tokens', 'EQUAL' if (a == b).all() else 'DIFFER', a.tolist(), b.tolist())" \
         >> "$OUT/summary.txt" 2>&1
       ;;
     profile)

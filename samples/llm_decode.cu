@@ -164,7 +164,7 @@ class HostDecoder {
 /// C++ graph makes in `steps` launches as expected_tokens.npy: `flowdsl run -n steps decode.json
 /// --out DIR` must write the same DIR/tokens.npy.
 void write_graph(const std::string& folder, const std::string& model_folder, const Model& m, int batch, int steps,
-                 int position, int page_size, bool programmatic);
+                 int position, int page_size, bool programmatic, int family);
 
 struct Options {
   std::string model;  // empty: a random tiny model in memory
@@ -562,6 +562,59 @@ void bench(const Options& o, const Model& m, double read_ms) {
   if (!o.json_path.empty()) std::ofstream(o.json_path) << out.dump(1);
 }
 
+/// The family's buckets as one executable holding a SWITCH that condition_bucket steers from the
+/// batch on the device: made ready (timed, its device memory), each bucket's tokens after one
+/// step checked equal to the family's, each bucket's step timed.
+void compare_switch(const Options& o, const Model& m, State& s, flowdsl::Family& family, flowdsl::Runtime& runtime,
+                    cudaStream_t stream, const std::function<void()>& reset, nlohmann::json& out) {
+  try {
+    DeviceArray<i32> count(1);
+    put(count, std::vector<i32>{1});
+    flowdsl::Graph sw = build_switch(m, s, family.buckets(), count.get(), [&](int b) { return pick(o, b); });
+    sw.programmatic_edges(o.programmatic);
+    const auto t0 = Clock::now();
+    runtime.prepare(sw, stream);
+    SAMPLE_CHECK(cudaStreamSynchronize(stream));
+    const double ready_ms = ms_since(t0);
+    std::uint64_t bytes = 0;
+    runtime.inspect_executable(sw, [&](const flowdsl::Executable& e) { bytes = e.device_memory(); });
+    std::printf("SWITCH over the same buckets, one executable: ready in %.2f ms, %.2f MiB\n", ready_ms,
+                double(bytes) / (1024.0 * 1024.0));
+    out["ready_ms"] = ready_ms;
+    out["executable_bytes"] = bytes;
+    auto start = flowdsl::make_event(), stop = flowdsl::make_event();
+    for (const int b : family.buckets()) {
+      put(count, std::vector<i32>{b});
+      reset();
+      family.launch(b, stream);
+      SAMPLE_CHECK(cudaStreamSynchronize(stream));
+      const std::vector<i32> want = get(s.tokens, std::size_t(b));
+      reset();
+      runtime.launch(sw, stream);
+      SAMPLE_CHECK(cudaStreamSynchronize(stream));
+      const std::vector<i32> got = get(s.tokens, std::size_t(b));
+      std::vector<double> ms;
+      for (int r = 0; r < o.runs; ++r) {
+        reset();
+        for (int i = 0; i < 3; ++i) runtime.launch(sw, stream);
+        SAMPLE_CHECK(cudaEventRecord(start.get(), stream));
+        for (int i = 0; i < o.steps; ++i) runtime.launch(sw, stream);
+        SAMPLE_CHECK(cudaEventRecord(stop.get(), stream));
+        SAMPLE_CHECK(cudaEventSynchronize(stop.get()));
+        float elapsed = 0;
+        SAMPLE_CHECK(cudaEventElapsedTime(&elapsed, start.get(), stop.get()));
+        ms.push_back(double(elapsed) / o.steps);
+      }
+      std::printf("SWITCH bucket %3d: %.3f ms a step; tokens %s the family's\n", b, median(ms),
+                  got == want ? "equal" : "DIFFER from");
+      out["per_bucket"][std::to_string(b)] = {{"ms", ms}, {"median_ms", median(ms)}, {"tokens_equal", got == want}};
+    }
+  } catch (const std::exception& e) {
+    std::printf("SWITCH over the buckets: %s\n", e.what());
+    out["error"] = e.what();
+  }
+}
+
 std::size_t free_device_bytes() {
   std::size_t free = 0, total = 0;
   SAMPLE_CHECK(cudaMemGetInfo(&free, &total));
@@ -586,9 +639,11 @@ void bench_family(const Options& o, const Model& m) {
     tok[std::size_t(b)] = std::uniform_int_distribution<int>(0, c.vocab - 1)(rng);
     seq[std::size_t(b)] = b;
   }
-  put(s.tokens, tok);
   put(s.seq_of_token, seq);
-  const auto reset = [&] { put(s.positions, pos); };
+  const auto reset = [&] {
+    put(s.tokens, tok);
+    put(s.positions, pos);
+  };
   reset();
   SAMPLE_CHECK(cudaDeviceSynchronize());
 
@@ -652,6 +707,7 @@ void bench_family(const Options& o, const Model& m) {
                                                    {"ms", ms},
                                                    {"median_ms", median(ms)}};
   }
+  if ((largest & (largest - 1)) == 0) compare_switch(o, m, s, family, runtime, stream.get(), reset, out["switch"]);
   const flowdsl::RuntimeStatistics rs = runtime.statistics();
   std::printf("runtime: %llu launches, %llu instantiations (%llu up front), %llu node updates\n",
               static_cast<unsigned long long>(rs.launches), static_cast<unsigned long long>(rs.misses),
@@ -822,7 +878,8 @@ int main(int argc, char** argv) {
                  "time summed by node role");
   app.add_option("--write-graph", o.graph_folder,
                  "write the decode step of --batch sequences as a graph file (decode.json) into this folder, with "
-                 "the tokens of --generate launches (needs --model)");
+                 "the tokens of --generate launches (needs --model); with --family, every bucket 1, 2, 4, ... in one "
+                 "graph, a SWITCH picking the bucket of --batch (batch.npy)");
   app.add_option("--graph-position", o.graph_position, "--write-graph: the position the sequences start at");
   CLI11_PARSE(app, argc, argv);
   if (o.dump_logits < 0 || o.dump_logits > o.generate) o.dump_logits = o.generate;
@@ -837,7 +894,8 @@ int main(int argc, char** argv) {
                 double(m.memory.bytes()) / 1e9);
     if (!o.graph_folder.empty()) {
       if (o.model.empty()) throw std::runtime_error("--write-graph needs --model (weights by safetensors reference)");
-      write_graph(o.graph_folder, o.model, m, o.batch, o.generate, o.graph_position, o.page_size, o.programmatic);
+      write_graph(o.graph_folder, o.model, m, o.batch, o.generate, o.graph_position, o.page_size, o.programmatic,
+                  o.family);
       return 0;
     }
     if (o.family > 0) {
@@ -861,18 +919,26 @@ int main(int argc, char** argv) {
 namespace {
 
 void write_graph(const std::string& folder, const std::string& model_folder, const Model& m, int batch, int steps,
-                 int position, int page_size, bool programmatic) {
+                 int position, int page_size, bool programmatic, int family) {
   const Config& c = m.config;
-  State s(c, batch, batch, position + steps + 1, page_size, 1);
-  std::vector<i32> tok(static_cast<std::size_t>(batch)), pos(static_cast<std::size_t>(batch), position),
-      seq(static_cast<std::size_t>(batch));
-  for (int b = 0; b < batch; ++b) tok[std::size_t(b)] = (b * 7919 + 13) % c.vocab, seq[std::size_t(b)] = b;
+  // With a family: every bucket 1, 2, 4, ... `family` in one graph, a SWITCH picking the bucket
+  // of count[0] (batch.npy), on buffers sized for the largest.
+  const int rows = family > 0 ? family : batch;
+  if (family > 0 && batch > family) throw std::runtime_error("--batch exceeds the largest bucket of --family");
+  State s(c, rows, rows, position + steps + 1, page_size, 1);
+  std::vector<i32> tok(static_cast<std::size_t>(rows)), pos(static_cast<std::size_t>(rows), position),
+      seq(static_cast<std::size_t>(rows));
+  for (int b = 0; b < rows; ++b) tok[std::size_t(b)] = (b * 7919 + 13) % c.vocab, seq[std::size_t(b)] = b;
   const std::vector<i32> table = get(s.block_table, s.block_table.size());
   put(s.tokens, tok);
   put(s.positions, pos);
   put(s.seq_of_token, seq);
-  auto step = build_step(m, s, batch, batch, true, LinearKind::gemv, 0.0f, 0, 1.0f, 0, nullptr);
-  step->g.programmatic_edges(programmatic);
+  DeviceArray<i32> count(1);
+  put(count, std::vector<i32>{batch});
+  flowdsl::Graph g = family > 0 ? build_switch(m, s, flowdsl::Family::powers_of_two(family), count.get(),
+                                               [](int) { return LinearKind::gemv; })
+                                : std::move(build_step(m, s, batch, batch, true, LinearKind::gemv, 0.0f, 0, 1.0f, 0, nullptr)->g);
+  g.programmatic_edges(programmatic);
 
   // Every pointer of the graph as a buffer: weights by tensor name, inputs from .npy files.
   std::vector<flowdsl::BufferSpec> buffers;
@@ -926,8 +992,10 @@ void write_graph(const std::string& folder, const std::string& model_folder, con
     add(name, array->get(), ScalarType::bf16, array->size());
   }
   add("mlp", s.mlp.get(), ScalarType::bf16, s.mlp.size());
+  if (family > 0) add("count", count.get(), ScalarType::i32, 1, {}, "batch.npy");
   const flowdsl::GraphSpec spec =
-      flowdsl::describe_graph(step->g, "llm_decode", buffers, addresses, flowdsl::KernelRegistry::global());
+      flowdsl::describe_graph(g, family > 0 ? "llm_decode_family" : "llm_decode", buffers, addresses,
+                              flowdsl::KernelRegistry::global());
   std::filesystem::create_directories(folder);
   std::ofstream(folder + "/decode.json") << flowdsl::to_json_text(spec);
   write_ints(folder + "/tokens.npy", tok);
@@ -935,11 +1003,12 @@ void write_graph(const std::string& folder, const std::string& model_folder, con
   write_ints(folder + "/seq_of_token.npy", seq);
   write_ints(folder + "/block_table.npy", table);
   write_npy(folder + "/inv_freq.npy", get(s.inv_freq, s.inv_freq.size()), {s.inv_freq.size()});
+  if (family > 0) write_ints(folder + "/batch.npy", {batch});
 
   // The tokens the same graph makes in C++.
   auto stream = flowdsl::make_stream();
   flowdsl::Runtime runtime;
-  for (int i = 0; i < steps; ++i) runtime.launch(step->g, stream.get());
+  for (int i = 0; i < steps; ++i) runtime.launch(g, stream.get());
   SAMPLE_CHECK(cudaStreamSynchronize(stream.get()));
   write_ints(folder + "/expected_tokens.npy", get(s.tokens, s.tokens.size()));
   std::printf("wrote %s/decode.json (%zu buffers, %zu nodes) and the tokens of %d launches, expected_tokens.npy\n",

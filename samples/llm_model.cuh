@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -491,6 +492,26 @@ inline flowdsl::Graph build_loop(const Model& m, State& s, LoopState& l, int bat
   fk::decode_loop_step(loop.body(), "loop_step", batch, steps, end_token, static_cast<const i32*>(s.tokens.get()),
                        s.positions.get(), l.remaining.get(), l.out.get(), l.step.get(), loop.condition())
       .after(last);
+  return g;
+}
+
+/// Every bucket's decode step in one executable: condition_bucket picks, from count[0] (the
+/// batch), the body of a SWITCH holding the step of the smallest bucket that holds it. `buckets`
+/// are 1, 2, 4, ... (what condition_bucket picks among); each body's step advances its positions.
+inline flowdsl::Graph build_switch(const Model& m, State& s, const std::vector<int>& buckets, const i32* count,
+                                   const std::function<LinearKind(int)>& kind_for) {
+  for (std::size_t i = 0; i < buckets.size(); ++i) {
+    if (buckets[i] != 1 << i) throw std::runtime_error("a SWITCH over buckets takes 1, 2, 4, ... (powers of two)");
+  }
+  flowdsl::Graph g;
+  auto bucket = g.switch_cases("bucket", static_cast<std::uint32_t>(buckets.size()));
+  auto decide = fk::condition_bucket(g, "decide", count, static_cast<i32>(buckets.size()), bucket.condition());
+  bucket.after(decide);
+  for (std::size_t i = 0; i < buckets.size(); ++i) {
+    const int b = buckets[i];
+    declare_step(bucket.body(static_cast<std::uint32_t>(i)), m, s, b, b, true, true, kind_for(b), 0.0f, 0, 1.0f, 0,
+                 nullptr);
+  }
   return g;
 }
 
