@@ -173,6 +173,10 @@ for step in $steps; do
         --json "$OUT/flowdsl_serving.json" > "$OUT/serving.log" 2>&1
       log "flowdsl serving: exit $?"
       cat "$OUT/serving.log" >> "$OUT/summary.txt"
+      PYTHONUNBUFFERED=1 timeout 400 python3 bench/llm_serving_torch.py --model "$MODEL" --rates "${RATES:-8,16,32,64}" \
+        --requests "${REQUESTS:-100}" --json "$OUT/torch_serving.json" > "$OUT/torch_serving.log" 2>&1
+      log "torch serving (per-bucket CUDA graphs): exit $?"
+      tail -6 "$OUT/torch_serving.log" >> "$OUT/summary.txt"
       ;;
     torch_graphs)
       # PyTorch's eager step and CUDA graphs (no torch.compile: see torch_compile), and the bucket pool.
