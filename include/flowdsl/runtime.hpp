@@ -67,8 +67,9 @@ class Executable {
   /// \brief Device memory the executable took when it was instantiated and uploaded, in bytes:
   /// its graph memory (alloc nodes) and what CUDA keeps for its nodes. The CUDA backend measures
   /// the device's free memory before and after (cudaMemGetInfo, whose figures move by whole
-  /// pages of 2 MiB), so memory other threads took meanwhile counts too. 0 when the backend does
-  /// not measure it (the default).
+  /// pages of 2 MiB), so memory other threads took meanwhile counts too; for a graph holding
+  /// memory nodes it waits for the upload on the stream first. 0 when the backend does not
+  /// measure it (the default).
   virtual std::uint64_t device_memory() const noexcept { return 0; }
 };
 

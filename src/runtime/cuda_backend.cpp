@@ -182,6 +182,9 @@ class CudaBackend final : public Backend {
     if (code != cudaSuccess) {
       check(code, "cudaGraphInstantiateWithParams", culprit(d, plan, emitted, params.errNode_out).c_str());
     }
+    // Graph memory is mapped by the upload, which runs on the stream: waited for, so that it counts
+    // (only such executables pay for the wait).
+    if (plan.graph_memory) check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     const std::size_t free_after = free_memory();
     const std::uint64_t took = free_before > free_after ? free_before - free_after : 0;
     return std::make_unique<CudaExecutable>(std::move(emitted), std::move(owned), std::move(unfreed), took);
