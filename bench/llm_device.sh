@@ -168,15 +168,20 @@ for step in $steps; do
       cat "$OUT/loop.log" >> "$OUT/summary.txt"
       ;;
     serving)
-      # Poisson arrivals, continuous batching, the family of step graphs over token buckets.
+      # Poisson arrivals, continuous batching, the family of step graphs over token buckets (C++).
       timeout 400 build/samples/llm_serving --model "$MODEL" --rates "${RATES:-8,16,32,64}" --requests "${REQUESTS:-100}" \
         --json "$OUT/flowdsl_serving.json" > "$OUT/serving.log" 2>&1
       log "flowdsl serving: exit $?"
       cat "$OUT/serving.log" >> "$OUT/summary.txt"
-      PYTHONUNBUFFERED=1 timeout 400 python3 bench/llm_serving_torch.py --model "$MODEL" --rates "${RATES:-8,16,32,64}" \
-        --requests "${REQUESTS:-100}" --json "$OUT/torch_serving.json" > "$OUT/torch_serving.log" 2>&1
-      log "torch serving (per-bucket CUDA graphs): exit $?"
-      tail -6 "$OUT/torch_serving.log" >> "$OUT/summary.txt"
+      # The same workload from Python, one loop for both: flowdsl's family on torch tensors, then
+      # PyTorch's per-bucket CUDA graphs.
+      for engine in flowdsl torch; do
+        PYTHONPATH=build/python PYTHONUNBUFFERED=1 timeout 400 python3 bench/llm_serving.py --model "$MODEL" \
+          --engine $engine --rates "${RATES:-8,16,32,64}" --requests "${REQUESTS:-100}" \
+          --json "$OUT/py_serving_$engine.json" > "$OUT/py_serving_$engine.log" 2>&1
+        log "python serving, $engine: exit $?"
+        tail -6 "$OUT/py_serving_$engine.log" >> "$OUT/summary.txt"
+      done
       ;;
     torch_graphs)
       # PyTorch's eager step and CUDA graphs (no torch.compile: see torch_compile), and the bucket pool.

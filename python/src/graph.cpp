@@ -749,6 +749,26 @@ void bind_graph(nb::module_& m) {
         return out;
       },
       "name"_a, "The parameters of a registered kernel: (name, type) pairs, e.g. ('x', 'const f32*').");
+  m.def(
+      "attention_splits",
+      [](std::int32_t tokens, std::int32_t q_heads, std::int32_t kv_heads, std::int32_t head_dim, std::int32_t page_size,
+         std::int32_t pages_per_seq, std::int32_t sequences, std::int32_t pages, std::int32_t max_context) {
+        kernels::PagedKv kv;
+        kv.q_heads = q_heads;
+        kv.kv_heads = kv_heads;
+        kv.head_dim = head_dim;
+        kv.page_size = page_size;
+        kv.pages_per_seq = pages_per_seq;
+        kv.sequences = sequences;
+        kv.pages = pages;
+        const kernels::AttentionSplits s = kernels::attention_splits(tokens, kv, max_context);
+        return std::pair<std::int32_t, std::int32_t>(s.splits, s.split_len);
+      },
+      "tokens"_a, "q_heads"_a, "kv_heads"_a, "head_dim"_a, "page_size"_a, "pages_per_seq"_a, "sequences"_a, "pages"_a,
+      "max_context"_a,
+      "(splits, split_len) for decode_attention_partial.<t> over `tokens` tokens of contexts up to max_context,\n"
+      "as the C++ launcher decode_attention picks them; the workspace ('partial') holds\n"
+      "tokens * q_heads * splits * (head_dim + 2) floats.");
 }
 
 }  // namespace flowdsl::python
