@@ -345,3 +345,11 @@ def test_a_process_that_ends_while_nvrtc_starts_exits_cleanly():
         ended = subprocess.run([sys.executable, "-c", "import flowdsl; flowdsl.Graph().fuse(True)"],
                                capture_output=True, timeout=120)
         assert ended.returncode == 0, ended.stderr.decode(errors="replace")
+
+
+@pytest.mark.parametrize("tokens", [1, 8, 64, 256])
+def test_attention_splits_cover_the_context_as_the_launcher_picks_them(tokens):
+    splits, split_len = flowdsl.attention_splits(tokens, q_heads=32, kv_heads=8, head_dim=64, page_size=16,
+                                                 pages_per_seq=64, sequences=64, pages=4096, max_context=1024)
+    assert splits >= 1 and split_len >= 1
+    assert splits * split_len >= 1024  # every position of the longest context falls in a split
