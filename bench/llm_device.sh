@@ -102,7 +102,7 @@ for step in $steps; do
       for run in 1 2 3; do
         start=$(date +%s%N)
         build/src/flowdsl run -n 4 /tmp/family/decode.json --out /tmp/family/out > "$OUT/coldstart_$run.log" 2>&1
-        log "flowdsl run family graph ($run): exit $?; $(( ($(date +%s%N) - start) / 1000000 )) ms from process start; $(grep -E '^load|^launch 1|^first launch' "$OUT/coldstart_$run.log" | tr '\n' ' ')"
+        log "flowdsl run family graph ($run): exit $?; $(( ($(date +%s%N) - start) / 1000000 )) ms from process start; $(grep -E '^load|^ready|^launch 1|^first launch' "$OUT/coldstart_$run.log" | tr '\n' ' ')"
       done
       python3 -c "import numpy as np; a = np.load('/tmp/family/out/tokens.npy')[:8]; b = np.load('/tmp/family/expected_tokens.npy')[:8]; print('family graph file tokens', 'EQUAL' if (a == b).all() else 'DIFFER', a.tolist(), b.tolist())" \
         >> "$OUT/summary.txt" 2>&1
