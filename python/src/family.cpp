@@ -29,6 +29,18 @@ class PyFamily {
   Family& family() { return family_; }
   const Family& family() const { return family_; }
 
+  // For Python's garbage collector: the builder (often a bound method of an object that holds
+  // this family: a cycle) and the graphs it gave.
+  int traverse(visitproc visit, void* arg) const {
+    Py_VISIT(build_.ptr());
+    for (const auto& entry : graphs_) Py_VISIT(entry.second.ptr());
+    return 0;
+  }
+  void clear() {
+    build_ = nb::callable();
+    graphs_.clear();
+  }
+
   // The Python Graph of the bucket holding `batch`, built now (with the GIL) when it was not.
   nb::object graph_for(int batch) {
     family_.graph_for(batch);
@@ -57,6 +69,7 @@ class PyFamily {
  private:
   // Called by the family, with the GIL held (graph_for and prepare build before releasing it).
   std::shared_ptr<Graph> graph_of(int bucket) {
+    if (!build_.is_valid()) usage("family: its builder was released (the family is being collected)");
     nb::object g = build_(bucket);
     if (!nb::isinstance<PyGraph>(g)) {
       usage("family: the builder gave " + nb::cast<std::string>(nb::str(g.type())) + " for bucket " +
@@ -71,6 +84,19 @@ class PyFamily {
   std::map<int, nb::object> graphs_;  // each bucket's Graph as the builder gave it
   Family family_;                     // declared last: made once the members it calls back into are
 };
+
+int family_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self)) return 0;
+  return nb::inst_ptr<PyFamily>(self)->traverse(visit, arg);
+}
+int family_clear(PyObject* self) {
+  nb::inst_ptr<PyFamily>(self)->clear();
+  return 0;
+}
+PyType_Slot family_slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(family_traverse)},
+                              {Py_tp_clear, reinterpret_cast<void*>(family_clear)},
+                              {0, nullptr}};
 
 nb::dict bucket_dict(const BucketStatistics& b) {
   nb::dict d;
@@ -90,7 +116,8 @@ void bind_family(nb::module_& m) {
   nb::class_<PyFamily>(m, "Family",
                        "The graphs of one step for a set of batch buckets (1, 2, 4, ...): a launch for a batch runs the\n"
                        "graph of the smallest bucket that holds it. build(bucket) gives a bucket's Graph on its first\n"
-                       "use, or for every bucket at once with prepare(); each gets executables of its own.")
+                       "use, or for every bucket at once with prepare(); each gets executables of its own.",
+                       nb::type_slots(family_slots))
       .def(nb::init<Runtime&, std::vector<int>, nb::callable>(), "runtime"_a, "buckets"_a, "build"_a,
            nb::keep_alive<1, 2>(),
            "runtime: launches the graphs (kept alive by the family); buckets: positive, increasing;\n"

@@ -281,3 +281,27 @@ def test_a_family_runs_each_batch_on_its_bucket_graph_made_up_front_or_lazily():
         family.launch(17)
     with pytest.raises(flowdsl.UsageError, match="not a flowdsl.Graph"):
         flowdsl.Family(rt, [1], lambda b: None).launch(1)
+
+
+def test_a_family_whose_builder_is_a_method_of_its_owner_is_collected():
+    import gc
+    import weakref
+
+    class Owner:
+        def __init__(self):
+            self.x = torch.randn(4096, device="cuda")
+            self.y = torch.empty_like(self.x)
+            self.family = flowdsl.Family(flowdsl.Runtime(), [1, 2], self.build)  # a cycle: family -> build -> self
+
+        def build(self, bucket):
+            g = flowdsl.Graph()
+            g.kernel("scale", "scale.f32", n=2048 * bucket, a=2.0, x=self.x, y=self.y)
+            return g
+
+    owner = Owner()
+    owner.family.launch(2)
+    torch.cuda.synchronize()
+    gone = weakref.ref(owner)
+    del owner
+    gc.collect()
+    assert gone() is None
