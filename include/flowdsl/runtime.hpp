@@ -185,6 +185,9 @@ struct RuntimeStatistics {
   /// Launches given an executable that might still run a launch on another stream, because every
   /// one of their topology might and the pool was full: CUDA ran them one after the other.
   std::uint64_t busy_launches = 0;
+  /// Device memory of the executables cached now, in bytes (Executable::device_memory of each):
+  /// a gauge, not a counter.
+  std::uint64_t executable_bytes = 0;
 };
 
 /// \brief Graph memory of a device (CUDA's cudaDeviceGetGraphMemAttribute): what alloc nodes of

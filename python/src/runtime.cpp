@@ -206,6 +206,7 @@ void bind_runtime(nb::module_& m) {
             d["busy_launches"] = s.busy_launches;
             d["prepared"] = s.prepared;
             d["private_executables"] = s.private_executables;
+            d["executable_bytes"] = s.executable_bytes;
             return d;
           }, "Counters: launches, hits, misses, node updates, re-instantiations, evictions, ...");
 }

@@ -229,11 +229,12 @@ int run(const std::string& file, const RunOptions& run_options) {
   const flowdsl::RuntimeStatistics s = runtime.statistics();
   std::printf(
       "cache: launches=%llu hits=%llu misses=%llu node_updates=%llu reinstantiations=%llu evictions=%llu "
-      "debug_launches=%llu private_executables=%llu\n",
+      "debug_launches=%llu private_executables=%llu executable_bytes=%llu\n",
       static_cast<unsigned long long>(s.launches), static_cast<unsigned long long>(s.hits),
       static_cast<unsigned long long>(s.misses), static_cast<unsigned long long>(s.node_updates),
       static_cast<unsigned long long>(s.reinstantiations), static_cast<unsigned long long>(s.evictions),
-      static_cast<unsigned long long>(s.debug_launches), static_cast<unsigned long long>(s.private_executables));
+      static_cast<unsigned long long>(s.debug_launches), static_cast<unsigned long long>(s.private_executables),
+      static_cast<unsigned long long>(s.executable_bytes));
   if (graph.description().fuse) {
     const flowdsl::Plan& plan = graph.plan();
     std::size_t groups = 0, fused = 0;

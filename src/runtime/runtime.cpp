@@ -641,6 +641,9 @@ bool Runtime::inspect_executable(const Graph& graph, const std::function<void(co
 RuntimeStatistics Runtime::statistics() const {
   std::lock_guard lock(impl_->mutex);
   RuntimeStatistics s = impl_->stats;
+  impl_->cache.for_each([&](const detail::Pool& pool) {
+    for (const auto& member : pool.members) s.executable_bytes += member->executable->device_memory();
+  });
   for (const Impl::Recent& r : impl_->recent) {
     const std::uint64_t repeated = r.launches.load(std::memory_order_relaxed);
     s.hits += repeated;

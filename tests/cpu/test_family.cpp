@@ -122,10 +122,12 @@ TEST_CASE("The family reports each bucket's device memory and the total", "[fami
   CHECK(s.device_memory == 2000 + 3000 + 5000 + 9000);
   CHECK(s.largest_device_memory == 9000);
   for (const auto& b : s.buckets) CHECK(b.ready);
+  CHECK(rt.statistics().executable_bytes == 19000);  // the runtime's gauge agrees
 
   rt.clear();  // the runtime dropped them: nothing is held
   s = family.statistics();
   CHECK(s.device_memory == 0);
+  CHECK(rt.statistics().executable_bytes == 0);
   for (const auto& b : s.buckets) {
     CHECK(b.built);
     CHECK(!b.ready);
