@@ -39,6 +39,9 @@
 #include "flowdsl/family.hpp"
 #include "flowdsl/json.hpp"
 #include "flowdsl/kernels.hpp"
+#ifdef FLOWDSL_HAS_NCCL
+#include "flowdsl/nccl.hpp"
+#endif
 #include "flowdsl/profiler.hpp"
 #include "flowdsl/rope.hpp"
 #include "flowdsl/runtime.hpp"
@@ -180,6 +183,7 @@ struct Options {
   int top_k = 0;
   int family = 0;  // bench: the decode step as a family of buckets 1, 2, 4, ... up to this
   int loop = 0;    // bench: this many decode steps a launch in a loop on the device, beside host launches
+  bool ranks = false;  // tensor parallel over the ranks the launcher started (generation and --bench)
   unsigned seed = 1;
 };
 
@@ -219,7 +223,7 @@ void write_npy(const std::string& path, const std::vector<T>& values, const std:
 void write_ints(const std::string& path, const std::vector<i32>& values) { write_npy(path, values, {values.size()}); }
 
 /// Prefill by chunks, then decode; --check and --dump. Returns false when the check fails.
-bool generate(const Options& o, const Model& m) {
+bool generate(const Options& o, const Model& m, const Model& part, const Parallel* tp) {
   const Config& c = m.config;
   const int B = o.batch;
   std::mt19937 rng(o.seed);
@@ -231,14 +235,14 @@ bool generate(const Options& o, const Model& m) {
     longest = std::max(longest, length);
   }
   const int max_context = o.max_context > 0 ? o.max_context : longest + o.generate + 1;
-  State s(c, B, std::max(B * o.chunk, B), max_context, o.page_size, o.seed);
+  State s(part.config, B, std::max(B * o.chunk, B), max_context, o.page_size, o.seed);
   auto stream = flowdsl::make_stream();
   flowdsl::Runtime runtime;
   DeviceArray<i32> sample_step(1);
   SAMPLE_CHECK(cudaMemset(sample_step.get(), 0, sizeof(i32)));
   const auto build = [&](int tokens, int rows, bool decode) {
-    auto step = build_step(m, s, tokens, rows, decode, pick(o, tokens), o.temperature, o.top_k, o.top_p, o.seed,
-                           sample_step.get());
+    auto step = build_step(part, s, tokens, rows, decode, pick(o, tokens), o.temperature, o.top_k, o.top_p, o.seed,
+                           sample_step.get(), tp);
     step->g.programmatic_edges(o.programmatic);
     return step;
   };
@@ -314,7 +318,7 @@ bool generate(const Options& o, const Model& m) {
     std::printf(" ...\n");
   }
 
-  if (!o.dump.empty()) {
+  if (!o.dump.empty() && (tp == nullptr || tp->rank == 0)) {  // every rank makes the same tokens: rank 0 writes
     nlohmann::json j;
     j["prompts"] = prompts;
     j["generated"] = generated;
@@ -464,7 +468,7 @@ void profile_step(flowdsl::Runtime& runtime, const Step& step, cudaStream_t stre
 
 /// Decode steps of every batch in --batches at --context, each linear kind, with and without
 /// programmatic edges; the prefill chunk; the HBM floor.
-void bench(const Options& o, const Model& m, double read_ms) {
+void bench(const Options& o, const Model& m, double read_ms, const Parallel* tp) {
   const Config& c = m.config;
   auto stream = flowdsl::make_stream();
   const double tb_s = copy_bandwidth(stream.get());
@@ -497,7 +501,7 @@ void bench(const Options& o, const Model& m, double read_ms) {
       for (const bool programmatic : {false, true}) {
         reset();
         const auto t0 = Clock::now();
-        auto step = build_step(m, s, B, B, true, kind, 0.0f, 0, 1.0f, o.seed, nullptr);
+        auto step = build_step(m, s, B, B, true, kind, 0.0f, 0, 1.0f, o.seed, nullptr, tp);
         step->g.programmatic_edges(programmatic);
         const double declare_ms = ms_since(t0);
         const auto t1 = Clock::now();
@@ -517,7 +521,7 @@ void bench(const Options& o, const Model& m, double read_ms) {
     }
     if (o.profile > 1) {
       reset();
-      auto step = build_step(m, s, B, B, true, best.first, 0.0f, 0, 1.0f, o.seed, nullptr);
+      auto step = build_step(m, s, B, B, true, best.first, 0.0f, 0, 1.0f, o.seed, nullptr, tp);
       step->g.programmatic_edges(best.second);
       const std::string title = "batch " + std::to_string(B) + " (" +
                                 (best.first == LinearKind::gemv ? "gemv" : "cublaslt") +
@@ -545,7 +549,7 @@ void bench(const Options& o, const Model& m, double read_ms) {
     nlohmann::json row;
     for (const LinearKind kind : {LinearKind::gemv, LinearKind::cublaslt}) {
       if (kind == LinearKind::gemv && T > 64) continue;  // the matrix-vector kernel is not for 512 rows
-      auto step = build_step(m, s, T, S, false, kind, 0.0f, 0, 1.0f, o.seed, nullptr);
+      auto step = build_step(m, s, T, S, false, kind, 0.0f, 0, 1.0f, o.seed, nullptr, tp);
       step->g.programmatic_edges(true);
       runtime.launch(step->g, stream.get());
       SAMPLE_CHECK(cudaStreamSynchronize(stream.get()));
@@ -559,7 +563,7 @@ void bench(const Options& o, const Model& m, double read_ms) {
     }
     out["prefill"] = row;
   }
-  if (!o.json_path.empty()) std::ofstream(o.json_path) << out.dump(1);
+  if (!o.json_path.empty() && (tp == nullptr || tp->rank == 0)) std::ofstream(o.json_path) << out.dump(1);
 }
 
 /// The family's buckets as one executable holding a SWITCH that condition_bucket steers from the
@@ -881,11 +885,25 @@ int main(int argc, char** argv) {
                  "the tokens of --generate launches (needs --model); with --family, every bucket 1, 2, 4, ... in one "
                  "graph, a SWITCH picking the bucket of --batch (batch.npy)");
   app.add_option("--graph-position", o.graph_position, "--write-graph: the position the sequences start at");
+#ifdef FLOWDSL_HAS_NCCL
+  app.add_flag("--ranks", o.ranks,
+               "tensor parallel over the ranks the launcher started (NCCL_NVLS_ENABLE=0 mpirun -np 2 llm_decode --ranks "
+               "...; one process: one rank): heads and MLP columns split, two all-reduces a layer; generation, "
+               "--check and --bench");
+#endif
   CLI11_PARSE(app, argc, argv);
   if (o.dump_logits < 0 || o.dump_logits > o.generate) o.dump_logits = o.generate;
   if (!sample::have_device()) return sample::skipped;
   try {
     fk::ensure_builtins();
+#ifdef FLOWDSL_HAS_NCCL
+    // The communicator first: it picks this rank's GPU. Rank 0 alone speaks.
+    std::optional<flowdsl::nccl::Communicator> comm;
+    if (o.ranks) {
+      comm.emplace();
+      if (comm->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr) return 1;
+    }
+#endif
     double read_ms = 0;
     Model m = o.model.empty() ? random_model(Config{}, o.seed, o.check) : load_model(o.model, o.check, read_ms);
     const Config& c = m.config;
@@ -905,11 +923,33 @@ int main(int argc, char** argv) {
     if (o.loop > 0) {
       return bench_loop(o, m) ? 0 : 1;
     }
+    // This rank's part of the model and how its partial sums meet the other ranks'.
+    Model part;
+    Parallel tp;
+    const Parallel* split = nullptr;
+#ifdef FLOWDSL_HAS_NCCL
+    if (comm) {
+      if (!o.graph_folder.empty() || o.family > 0 || o.loop > 0 || o.temperature > 0.0f) {
+        throw std::runtime_error("--ranks runs greedy generation, --check and --bench");
+      }
+      part = shard(m, comm->rank(), comm->size());
+      tp.rank = comm->rank();
+      tp.world = comm->size();
+      tp.sum = [&](fk::Into g, const std::string& name, bf16* data, std::size_t count) -> flowdsl::NodeHandle {
+        return flowdsl::nccl::all_reduce(g, name, *comm, data, data, count, ncclBfloat16, ncclSum);
+      };
+      split = &tp;
+      std::printf("tensor parallel over %d rank%s: %d/%d heads, %d MLP columns a rank; %.2f GB of weights a rank\n",
+                  tp.world, tp.world == 1 ? "" : "s", part.config.heads, part.config.kv_heads, part.config.intermediate,
+                  double(part.bytes_per_step) / 1e9);
+    }
+#endif
+    const Model& graph_model = split != nullptr ? part : m;
     if (o.bench) {
-      bench(o, m, read_ms);
+      bench(o, graph_model, read_ms, split);
       return 0;
     }
-    return generate(o, m) ? 0 : 1;
+    return generate(o, m, graph_model, split) ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "llm_decode: %s\n", e.what());
     return 1;

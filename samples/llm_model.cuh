@@ -354,6 +354,78 @@ struct State {
   }
 };
 
+/// A step split over ranks (tensor parallel): this rank, how many, and how a partial sum of `count`
+/// bf16 elements is summed across them in place (an NCCL all-reduce node, declared into `g` as
+/// `name`). The model given with it is this rank's shard().
+struct Parallel {
+  int rank = 0, world = 1;
+  std::function<flowdsl::NodeHandle(flowdsl::kernels::Into g, const std::string& name, bf16* data, std::size_t count)> sum;
+};
+
+/// This rank's part of `full` split over `world` ranks: its share of the query and key/value heads
+/// (rows of the fused qkv matrix) and of the MLP's columns (rows of gate and of up), and the
+/// matching columns of the output and down projections, copied into an allocation of its own;
+/// the embedding, the norms and the LM head stay whole (pointers into `full`, which must outlive
+/// the part). Its config counts this rank's heads and columns.
+/// \throws std::runtime_error when the heads, key/value heads or MLP columns do not divide by world.
+inline Model shard(const Model& full, int rank, int world) {
+  const Config& c = full.config;
+  if (world < 1 || c.heads % world != 0 || c.kv_heads % world != 0 || c.intermediate % world != 0) {
+    throw std::runtime_error(std::to_string(world) + " ranks do not divide " + std::to_string(c.heads) + " heads, " +
+                             std::to_string(c.kv_heads) + " key/value heads and " + std::to_string(c.intermediate) +
+                             " MLP columns");
+  }
+  Model m;
+  m.config = c;
+  m.config.heads = c.heads / world;
+  m.config.kv_heads = c.kv_heads / world;
+  m.config.intermediate = c.intermediate / world;
+  const Config& p = m.config;
+  const std::size_t H = std::size_t(c.hidden), D = std::size_t(c.head_dim), E = sizeof(bf16);
+  const std::size_t qkv = std::size_t(p.qkv_out()) * H, o = H * std::size_t(p.heads) * D,
+                    gate_up = 2 * std::size_t(p.intermediate) * H, down = H * std::size_t(p.intermediate);
+  const std::size_t per_layer = qkv + o + gate_up + down;
+  m.memory = DeviceArray<bf16>(per_layer * std::size_t(c.layers));
+  const auto rows = [&](bf16* to, const bf16* from, std::size_t first, std::size_t count) {
+    SAMPLE_CHECK(cudaMemcpy(to, from + first * H, count * H * E, cudaMemcpyDeviceToDevice));
+  };
+  // A [H, columns] block of a row-major [H, of] matrix, from column `first`.
+  const auto columns = [&](bf16* to, const bf16* from, std::size_t first, std::size_t count, std::size_t of) {
+    SAMPLE_CHECK(cudaMemcpy2D(to, count * E, from + first, of * E, count * E, H, cudaMemcpyDeviceToDevice));
+  };
+  const std::size_t r = std::size_t(rank), q_rows = std::size_t(p.heads) * D, kv_rows = std::size_t(p.kv_heads) * D;
+  const std::size_t I = std::size_t(p.intermediate);
+  for (int l = 0; l < c.layers; ++l) {
+    const Model::Layer& F = full.layers[std::size_t(l)];
+    bf16* at = m.memory.get() + per_layer * std::size_t(l);
+    Model::Layer L{};
+    L.input_norm = F.input_norm;
+    L.post_norm = F.post_norm;
+    bf16* w = at;
+    rows(w, F.qkv, r * q_rows, q_rows);                                                        // q
+    rows(w + q_rows * H, F.qkv, std::size_t(c.heads) * D + r * kv_rows, kv_rows);              // k
+    rows(w + (q_rows + kv_rows) * H, F.qkv, std::size_t(c.heads + c.kv_heads) * D + r * kv_rows, kv_rows);  // v
+    L.qkv = w;
+    w += qkv;
+    columns(w, F.o, r * q_rows, q_rows, std::size_t(c.heads) * D);
+    L.o = w;
+    w += o;
+    rows(w, F.gate_up, r * I, I);                                     // gate
+    rows(w + I * H, F.gate_up, std::size_t(c.intermediate) + r * I, I);  // up
+    L.gate_up = w;
+    w += gate_up;
+    columns(w, F.down, r * I, I, std::size_t(c.intermediate));
+    L.down = w;
+    m.layers.push_back(L);
+  }
+  m.embed = full.embed;
+  m.final_norm = full.final_norm;
+  m.lm_head = full.lm_head;
+  // What this rank reads a step: its part of every layer, the norms, the whole LM head.
+  m.bytes_per_step = E * (std::size_t(c.layers) * (per_layer + 2 * H) + H + std::size_t(c.vocab) * H);
+  return m;
+}
+
 /// One step's graph: `tokens` tokens (a decode step: one a sequence; a prefill chunk: several)
 /// through every layer, then the LM head on `rows` rows and the next token of each. A decode
 /// step's rows are its tokens and its next tokens overwrite its input, positions advancing; a
@@ -369,11 +441,19 @@ struct Step {
 /// when `advance`. Returns the name of its last node.
 inline std::string declare_step(flowdsl::kernels::Into g, const Model& m, State& s, int tokens, int rows, bool decode,
                          bool advance, LinearKind kind, float temperature, int top_k, float top_p, std::uint64_t seed,
-                         const i32* sample_step, std::string last = {}) {
+                         const i32* sample_step, std::string last = {}, const Parallel* tp = nullptr) {
   const Config& c = m.config;
-  auto chain = [&](auto&& node, const std::string& name) {
+  // Split over ranks, the projections back to the hidden size (o, down) give partial sums: each
+  // is summed across the ranks in place. Where the kernel adds its product into x, rank 0 adds
+  // and the others write theirs over x, so that the sum is x plus every rank's part.
+  const bool split = tp != nullptr && tp->sum;
+  const bool adds = !split || tp->rank == 0;
+  auto chain = [&](auto&& node, const std::string& name) -> void {
     if (!last.empty()) node.after(last);
     last = name;
+  };
+  auto sum = [&](bf16* data, const std::string& name) {
+    if (split) chain(tp->sum(g, name, data, std::size_t(tokens) * std::size_t(c.hidden)), name);
   };
   auto cublaslt = [&](const std::string& name, int m_rows, int n, int k, const bf16* x, const bf16* w, bf16* y) {
     chain(fk::cublaslt_linear<bf16, bf16>(g, name, m_rows, n, k, x, w, nullptr, fk::Epilogue::none, y), name);
@@ -409,17 +489,27 @@ inline std::string declare_step(flowdsl::kernels::Into g, const Model& m, State&
     attention.after(last);
     last = p + "attention";
     if (fused) {
-      chain(fk::linear_residual(g, p + "o", tokens, H, c.heads * D, static_cast<const bf16*>(s.attn.get()), L.o, s.x.get()),
-            p + "o");
+      const bf16* attn = s.attn.get();
+      if (adds) {
+        chain(fk::linear_residual(g, p + "o", tokens, H, c.heads * D, attn, L.o, s.x.get()), p + "o");
+      } else {
+        chain(fk::linear(g, p + "o", tokens, H, c.heads * D, attn, L.o, s.x.get()), p + "o");
+      }
+      sum(s.x.get(), p + "o.sum");
       chain(fk::linear_norm(g, p + "gate_up", tokens, 2 * c.intermediate, H, c.rms_norm_eps,
                             static_cast<const bf16*>(s.x.get()), L.post_norm, L.gate_up, s.gate_up.get()),
             p + "gate_up");
-      chain(fk::linear_gated_residual(g, p + "down", tokens, H, c.intermediate, static_cast<const bf16*>(s.gate_up.get()),
-                                      L.down, s.x.get()),
-            p + "down");
+      const bf16* gate_up = s.gate_up.get();
+      if (adds) {
+        chain(fk::linear_gated_residual(g, p + "down", tokens, H, c.intermediate, gate_up, L.down, s.x.get()), p + "down");
+      } else {
+        chain(fk::linear_gated(g, p + "down", tokens, H, c.intermediate, gate_up, L.down, s.x.get()), p + "down");
+      }
+      sum(s.x.get(), p + "down.sum");
       continue;
     }
     cublaslt(p + "o", tokens, H, c.heads * D, s.attn.get(), L.o, s.o.get());
+    sum(s.o.get(), p + "o.sum");
     chain(fk::add_rms_norm(g, p + "post_norm", tokens, H, c.rms_norm_eps, s.x.get(), static_cast<const bf16*>(s.o.get()),
                            L.post_norm, s.h.get()),
           p + "post_norm");
@@ -433,6 +523,7 @@ inline std::string declare_step(flowdsl::kernels::Into g, const Model& m, State&
                        s.act.get()),
           p + "act");
     cublaslt(p + "down", tokens, H, c.intermediate, s.act.get(), L.down, s.mlp.get());
+    sum(s.mlp.get(), p + "down.sum");
     const bf16* next_norm = l + 1 < c.layers ? m.layers[std::size_t(l) + 1].input_norm : m.final_norm;
     chain(fk::add_rms_norm(g, p + "next_norm", tokens, H, c.rms_norm_eps, s.x.get(), static_cast<const bf16*>(s.mlp.get()),
                            next_norm, s.h.get()),
@@ -463,12 +554,13 @@ inline std::string declare_step(flowdsl::kernels::Into g, const Model& m, State&
 }
 
 inline std::unique_ptr<Step> build_step(const Model& m, State& s, int tokens, int rows, bool decode, LinearKind kind,
-                                 float temperature, int top_k, float top_p, std::uint64_t seed, const i32* sample_step) {
+                                 float temperature, int top_k, float top_p, std::uint64_t seed, const i32* sample_step,
+                                 const Parallel* tp = nullptr) {
   auto step = std::make_unique<Step>();
   step->tokens = tokens;
   step->rows = rows;
   step->decode = decode;
-  declare_step(step->g, m, s, tokens, rows, decode, true, kind, temperature, top_k, top_p, seed, sample_step);
+  declare_step(step->g, m, s, tokens, rows, decode, true, kind, temperature, top_k, top_p, seed, sample_step, {}, tp);
   return step;
 }
 
