@@ -48,11 +48,11 @@ struct Buffers {
   }
 
   std::vector<flowdsl::BufferSpec> specs(std::size_t out_count = std::size_t(sequences) * steps) const {
-    const auto spec = [](const char* name, flowdsl::ScalarType type, std::size_t count) {
+    const auto spec = [](const char* name, flowdsl::ScalarType type, std::size_t elements) {
       flowdsl::BufferSpec b;
       b.name = name;
       b.type = type;
-      b.count = count;
+      b.count = elements;
       return b;
     };
     using flowdsl::ScalarType;
