@@ -117,18 +117,26 @@ cudaStream_t stream_of(nb::handle stream);
 using Report = nb::typed<nb::object, LaunchReport>;
 Report launch_report(LaunchReport&& r);
 
-/// Launches `g` through `launcher` (a Runtime or a Profiler) on the Python stream object, the GIL
-/// released while CUDA enqueues; validation errors are raised before, with the GIL held.
-template <class Launcher>
-Report launch_on(Launcher& launcher, const PyGraph& g, nb::handle stream) {
+/// Calls `enqueue(stream)` (a launch, or making an executable ready) for `g` on the Python stream
+/// object with the GIL released while CUDA works; validation errors are raised before, with the
+/// GIL held.
+template <class Enqueue>
+Report enqueue_for(const PyGraph& g, nb::handle stream, Enqueue&& enqueue) {
   const cudaStream_t s = stream_of(stream);
   (void)g.graph.plan();
   LaunchReport r;
   {
     nb::gil_scoped_release release;
-    r = launcher.launch(g.graph, s);
+    r = enqueue(s);
   }
   return launch_report(std::move(r));
+}
+
+/// Launches `g` through `launcher` (a Runtime or a Profiler) on the Python stream object, as
+/// enqueue_for does.
+template <class Launcher>
+Report launch_on(Launcher& launcher, const PyGraph& g, nb::handle stream) {
+  return enqueue_for(g, stream, [&](cudaStream_t s) { return launcher.launch(g.graph, s); });
 }
 
 /// Waits for the device to finish everything (a bench's drain before each timed call).

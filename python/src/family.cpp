@@ -55,15 +55,8 @@ class PyFamily {
   }
 
   Report launch(int batch, nb::handle stream) {
-    const cudaStream_t s = stream_of(stream);
-    const PyGraph& g = nb::cast<const PyGraph&>(graph_for(batch));
-    (void)g.graph.plan();  // validation errors raised with the GIL held
-    LaunchReport r;
-    {
-      nb::gil_scoped_release release;
-      r = family_.launch(batch, s);
-    }
-    return launch_report(std::move(r));
+    const PyGraph& g = nb::cast<const PyGraph&>(graph_for(batch));  // built with the GIL
+    return enqueue_for(g, stream, [&](cudaStream_t s) { return family_.launch(batch, s); });
   }
 
  private:

@@ -176,14 +176,7 @@ void bind_runtime(nb::module_& m) {
       .def(
           "prepare",
           [](Runtime& self, const PyGraph& g, nb::handle stream) {
-            const cudaStream_t s = stream_of(stream);
-            (void)g.graph.plan();
-            LaunchReport r;
-            {
-              nb::gil_scoped_release release;
-              r = self.prepare(g.graph, s);
-            }
-            return launch_report(std::move(r));
+            return enqueue_for(g, stream, [&](cudaStream_t s) { return self.prepare(g.graph, s); });
           },
           "graph"_a, "stream"_a = nb::none(),
           "Instantiates and uploads the graph's executable on `stream` when none of its topology is cached,\n"
