@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "counter_hash.hpp"
+#include "reduction/argmax_key.hpp"
 #include "sampling/draw.hpp"
 
 namespace flowdsl::kernels::reference {
@@ -86,6 +87,15 @@ std::vector<std::int32_t> row_argmax(int rows, int cols, const Floats& x) {
   return out;
 }
 
+std::vector<std::uint64_t> row_argmax_key(int rows, int cols, int first, const Floats& x) {
+  const std::vector<std::int32_t> index = row_argmax(rows, cols, x);
+  std::vector<std::uint64_t> keys(std::size_t(rows), 0);
+  for (int r = 0; r < rows; ++r) {
+    if (index[r] >= 0) keys[r] = detail::argmax_key(x[std::size_t(r) * cols + index[r]], std::int64_t{first} + index[r]);
+  }
+  return keys;
+}
+
 double sum(const Floats& x, double* abs_sum) {
   long double total = 0, magnitude = 0;
   for (float v : x) {
@@ -153,6 +163,15 @@ Floats gather_rows(int cols, const std::vector<std::int32_t>& index, int src_row
     for (int c = 0; c < cols; ++c) out[r * cols + c] = in[std::size_t(index[r]) * cols + c];
   }
   return out;
+}
+
+Floats gather_rows_from(int cols, const std::vector<std::int32_t>& index, int first, int src_rows, const Floats& in) {
+  std::vector<std::int32_t> local(index.size());
+  for (std::size_t r = 0; r < index.size(); ++r) {
+    const std::int64_t at = std::int64_t{index[r]} - first;
+    local[r] = at >= 0 && at < src_rows ? static_cast<std::int32_t>(at) : -1;
+  }
+  return gather_rows(cols, local, src_rows, in);
 }
 
 Floats heat2d_step(int nx, int ny, float alpha, const Floats& u, double* residual) {

@@ -32,6 +32,8 @@ std::vector<double> row_sum(int rows, int cols, const Floats& x);
 Floats row_max(int rows, int cols, const Floats& x);
 /// \brief First index of the largest element of each row; -1 for an empty row.
 std::vector<std::int32_t> row_argmax(int rows, int cols, const Floats& x);
+/// row_argmax's answers as argmax keys (kernels/reduction/argmax_key.hpp) of first + the index.
+std::vector<std::uint64_t> row_argmax_key(int rows, int cols, int first, const Floats& x);
 /// \brief Sum in long double, and the sum of absolute values (the scale of its rounding error).
 double sum(const Floats& x, double* abs_sum = nullptr);
 /// \brief Row-wise softmax, max-subtracted, in double: finite for any finite input.
@@ -47,6 +49,8 @@ Padded pad(int batch, int width, float pad_value, const Floats& values, const st
 /// \brief Packed rows from a padded tensor (see kernels::crop); offsets.back() elements.
 Floats crop(int batch, int width, float pad_value, const Floats& padded, const std::vector<std::int32_t>& offsets);
 Floats gather_rows(int cols, const std::vector<std::int32_t>& index, int src_rows, const Floats& in);
+/// gather_rows of the table rows first .. first + src_rows, which `in` holds alone.
+Floats gather_rows_from(int cols, const std::vector<std::int32_t>& index, int first, int src_rows, const Floats& in);
 
 /// \brief One heat-diffusion step (see kernels::heat2d_step); *residual = ||u' - u||_2.
 Floats heat2d_step(int nx, int ny, float alpha, const Floats& u, double* residual);

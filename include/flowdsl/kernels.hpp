@@ -105,6 +105,17 @@ template <class T> KernelNode<i32, i32, const T*, float*> row_max(Into g, std::s
 template <class T> KernelNode<i32, i32, const T*, float*> row_mean(Into g, std::string name, i32 rows, i32 cols, const T* x, float* out);
 /// \brief out[r] = index of the largest element of row r (the first one on ties; -1 if empty).
 template <class T> KernelNode<i32, i32, const T*, i32*> row_argmax(Into g, std::string name, i32 rows, i32 cols, const T* x, i32* out);
+/// \brief keys[r] = the argmax key of row r: its largest value and first + the index of its first
+/// occurrence in one u64 that orders as the argmax does (0 for an empty row). A row split by
+/// columns over ranks, each rank passing the first column it holds, meets in a max all-reduce of
+/// the keys (nccl::all_reduce with ncclUint64, ncclMax); argmax_key_token then gives the index
+/// in the whole row, the first on ties as row_argmax. Indices up to 2^31 - 2; rows without NaN.
+/// \throws UsageError for a negative first.
+template <class T>
+KernelNode<i32, i32, i32, const T*, u64*> row_argmax_key(Into g, std::string name, i32 rows, i32 cols, i32 first, const T* x,
+                                                         u64* keys);
+/// \brief out[r] = the index keys[r] holds (row_argmax_key's; -1 for the key of an empty row).
+KernelNode<i32, const u64*, i32*> argmax_key_token(Into g, std::string name, i32 rows, const u64* keys, i32* out);
 
 /// \brief Partial sums per block, then one block adds them: deterministic for a given n and
 /// grid (no atomics), accumulated in double.
@@ -282,6 +293,14 @@ KernelNode<i32, i32, float, const T*, const i32*, T*> crop(Into g, std::string n
 template <class T>
 KernelNode<i32, i32, const i32*, i32, const T*, T*> gather_rows(Into g, std::string name, i32 count, i32 cols, const i32* index,
                                                                i32 src_rows, const T* in, T* out);
+/// \brief gather_rows from the rows first .. first + src_rows of a larger table, which `in` holds
+/// alone: out[r, :] = in[index[r] - first, :], zeros for an index outside that range. Ranks that
+/// each hold a share of an embedding (split by vocabulary) gather their rows, and a sum
+/// all-reduce gives every rank the whole gather.
+template <class T>
+KernelNode<i32, i32, const i32*, i32, i32, const T*, T*> gather_rows_from(Into g, std::string name, i32 count, i32 cols,
+                                                                         const i32* index, i32 first, i32 src_rows,
+                                                                         const T* in, T* out);
 
 // ---------------------------------------------------------------- simulation -----------------
 

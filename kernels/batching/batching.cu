@@ -25,7 +25,11 @@ struct ByChunk : Descriptor {
   X(Crop, ByChunk, "crop", "inverse of pad: rows of [batch, width] back to values[offsets[b] ..]", crop_kernel<T...>, \
     "batch", "width", "pad_value", "in: batch * width", "offsets: batch + 1", "values: offsets[batch]")                                                          \
   X(GatherRows, ByChunk, "gather_rows", "out[r, :] = in[index[r], :] (zeros for an index out of range)",               \
-    gather_rows_kernel<T...>, "count", "cols", "index: count", "src_rows", "in: src_rows * cols", "out: count * cols")
+    gather_rows_kernel<T...>, "count", "cols", "index: count", "src_rows", "in: src_rows * cols", "out: count * cols")  \
+  X(GatherRowsFrom, ByChunk, "gather_rows_from",                                                                      \
+    "out[r, :] = in[index[r] - first, :] (zeros for an index outside first .. first + src_rows)",                   \
+    gather_rows_from_kernel<T...>, "count", "cols", "index: count", "first", "src_rows", "in: src_rows * cols",      \
+    "out: count * cols")
 FLOWDSL_BATCHING_KERNELS(FLOWDSL_KERNEL)
 }  // namespace
 
@@ -48,8 +52,16 @@ KernelNode<i32, i32, const i32*, i32, const T*, T*> gather_rows(Into g, std::str
   return detail::declare<detail::GatherRows, T>(g, std::move(name), count, cols, index, src_rows, in, out);
 }
 
+template <class T>
+KernelNode<i32, i32, const i32*, i32, i32, const T*, T*> gather_rows_from(Into g, std::string name, i32 count, i32 cols,
+                                                                         const i32* index, i32 first, i32 src_rows,
+                                                                         const T* in, T* out) {
+  return detail::declare<detail::GatherRowsFrom, T>(g, std::move(name), count, cols, index, first, src_rows, in, out);
+}
+
 FLOWDSL_INSTANTIATE_FLOAT_TYPES(pad)
 FLOWDSL_INSTANTIATE_FLOAT_TYPES(crop)
 FLOWDSL_INSTANTIATE_FLOAT_TYPES(gather_rows)
+FLOWDSL_INSTANTIATE_FLOAT_TYPES(gather_rows_from)
 
 }  // namespace flowdsl::kernels

@@ -161,10 +161,10 @@ __global__ void crop_kernel(std::int32_t batch, std::int32_t width, float pad_va
 }
 
 /// gather_rows over chunks of W columns (W = 16 / sizeof(T) when every row is 16-byte
-/// aligned, else 1), batching_rows rows a thread at a time.
+/// aligned, else 1), batching_rows rows a thread at a time; row index[r] - first of in.
 template <int W, class T>
 __device__ __forceinline__ void gather_chunks(std::int32_t count, std::int32_t cols, const std::int32_t* index,
-                                              std::int32_t src_rows, const T* in, T* out) {
+                                              std::int32_t first, std::int32_t src_rows, const T* in, T* out) {
   constexpr int R = batching_rows;
   using Chunk = Vec<T, W>;
   Chunk zero;
@@ -176,7 +176,7 @@ __device__ __forceinline__ void gather_chunks(std::int32_t count, std::int32_t c
       Chunk v[R];
 #pragma unroll
       for (int u = 0; u < R; ++u) {
-        const std::int32_t src = r0 + u < count ? index[r0 + u] : -1;
+        const std::int64_t src = r0 + u < count ? std::int64_t{index[r0 + u]} - first : -1;
         v[u] = src >= 0 && src < src_rows ? reinterpret_cast<const Chunk*>(in + static_cast<std::int64_t>(src) * cols)[c] : zero;
       }
 #pragma unroll
@@ -188,15 +188,30 @@ __device__ __forceinline__ void gather_chunks(std::int32_t count, std::int32_t c
 }
 
 template <class T>
+__device__ __forceinline__ void gather_rows_body(std::int32_t count, std::int32_t cols, const std::int32_t* index,
+                                                 std::int32_t first, std::int32_t src_rows, const T* in, T* out) {
+  constexpr int V = 16 / sizeof(T);
+  if (cols % V == 0 && aligned<16>(in) && aligned<16>(out)) {
+    gather_chunks<V>(count, cols, index, first, src_rows, in, out);
+  } else {
+    gather_chunks<1>(count, cols, index, first, src_rows, in, out);
+  }
+}
+
+template <class T>
 __global__ void gather_rows_kernel(std::int32_t count, std::int32_t cols, const std::int32_t* index, std::int32_t src_rows,
                                    const T* in, T* out) {
   ::flowdsl::kernels::detail::programmatic_prologue();
-  constexpr int V = 16 / sizeof(T);
-  if (cols % V == 0 && aligned<16>(in) && aligned<16>(out)) {
-    gather_chunks<V>(count, cols, index, src_rows, in, out);
-  } else {
-    gather_chunks<1>(count, cols, index, src_rows, in, out);
-  }
+  gather_rows_body(count, cols, index, 0, src_rows, in, out);
+}
+
+/// gather_rows of the rows first .. first + src_rows of a larger table, of which `in` holds
+/// just those (a rank's share of an embedding split by vocabulary).
+template <class T>
+__global__ void gather_rows_from_kernel(std::int32_t count, std::int32_t cols, const std::int32_t* index,
+                                        std::int32_t first, std::int32_t src_rows, const T* in, T* out) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
+  gather_rows_body(count, cols, index, first, src_rows, in, out);
 }
 
 }  // namespace flowdsl::kernels::detail

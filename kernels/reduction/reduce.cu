@@ -63,6 +63,8 @@ struct ByNormRow : ByCachedRow<Block> {
     "cols", "x: rows * cols", "out: rows")                                                                                                     \
   X(RowArgmax, ByRow<Block>, "row_argmax", "out[r] = first index of the max of row r", (row_argmax_kernel<Block, T...>),  \
     "rows", "cols", "x: rows * cols", "out: rows")                                                                                             \
+  X(RowArgmaxKey, ByRow<Block>, "row_argmax_key", "keys[r] = argmax key of row r (first index + first); max over ranks, argmax_key_token", \
+    (row_argmax_key_kernel<Block, T...>), "rows", "cols", "first", "x: rows * cols", "keys: rows")                                           \
   X(Softmax, ByCachedRow<Block>, "softmax", "row-wise stable softmax", (softmax_kernel<Block, T...>), "rows", "cols", "x: rows * cols",  \
     "y: rows * cols")                                                                                                                    \
   X(LayerNorm, ByNormRow<Block>, "layer_norm", "row-wise layer normalisation", (layer_norm_kernel<Block, T...>), "rows",  \
@@ -111,6 +113,19 @@ struct OneBlock : Descriptor {
     return {1, row_block};
   }
 };
+/// A thread a row.
+struct ByRowThread : Descriptor {
+  using instances = NoTypes;
+  template <class... A>
+  static LaunchShape shape(i32 rows, const A&...) {
+    return {blocks_for(rows, row_block), row_block};
+  }
+};
+#define FLOWDSL_KEY_KERNELS(X)                                                                                         \
+  X(ArgmaxKeyToken, ByRowThread, "argmax_key_token", "out[r] = the index row_argmax_key's keys[r] holds (-1: empty)",  \
+    argmax_key_token_kernel, "rows", "keys: rows", "out: rows")
+FLOWDSL_KEY_KERNELS(FLOWDSL_KERNEL)
+
 #define FLOWDSL_SUM_KERNELS(X)                                                                                         \
   X(SumPartial, BySumBlocks, "sum_partial", "partials[block] = sum of the block's grid-stride share of x (double)",    \
     sum_partial_kernel<T...>, "n", "x: n", "partials: grid.x")                                                                    \
@@ -128,6 +143,7 @@ void register_reductions(KernelRegistry& registry) {
 #define FLOWDSL_BOTH_BLOCKS(Desc, ...) , Desc<32>, Desc<row_block>
   register_kernels<void FLOWDSL_ROW_KERNELS(FLOWDSL_BOTH_BLOCKS)>(registry);
 #undef FLOWDSL_BOTH_BLOCKS
+  FLOWDSL_REGISTER_LIST(registry, FLOWDSL_KEY_KERNELS);
   FLOWDSL_REGISTER_LIST(registry, FLOWDSL_SUM_KERNELS);
   FLOWDSL_REGISTER_LIST(registry, FLOWDSL_RMS_KERNELS);
 }
@@ -148,6 +164,17 @@ KernelNode<i32, i32, const T*, float*> row_mean(Into g, std::string name, i32 ro
 template <class T>
 KernelNode<i32, i32, const T*, i32*> row_argmax(Into g, std::string name, i32 rows, i32 cols, const T* x, i32* out) {
   return detail::declare_by_row<detail::RowArgmax, T>(g, std::move(name), rows, cols, x, out);
+}
+template <class T>
+KernelNode<i32, i32, i32, const T*, u64*> row_argmax_key(Into g, std::string name, i32 rows, i32 cols, i32 first, const T* x,
+                                                         u64* keys) {
+  if (first < 0) {
+    throw UsageError("flowdsl: node '" + name + "': first (" + std::to_string(first) + ") must not be negative");
+  }
+  return detail::declare_by_row<detail::RowArgmaxKey, T>(g, std::move(name), rows, cols, first, x, keys);
+}
+KernelNode<i32, const u64*, i32*> argmax_key_token(Into g, std::string name, i32 rows, const u64* keys, i32* out) {
+  return detail::declare<detail::ArgmaxKeyToken>(g, std::move(name), rows, keys, out);
 }
 template <class T>
 KernelNode<i32, i32, const T*, T*> softmax(Into g, std::string name, i32 rows, i32 cols, const T* x, T* y) {
@@ -181,6 +208,7 @@ FLOWDSL_INSTANTIATE_FLOAT_TYPES(row_sum)
 FLOWDSL_INSTANTIATE_FLOAT_TYPES(row_max)
 FLOWDSL_INSTANTIATE_FLOAT_TYPES(row_mean)
 FLOWDSL_INSTANTIATE_FLOAT_TYPES(row_argmax)
+FLOWDSL_INSTANTIATE_FLOAT_TYPES(row_argmax_key)
 FLOWDSL_INSTANTIATE_FLOAT_TYPES(softmax)
 FLOWDSL_INSTANTIATE_FLOAT_TYPES(layer_norm)
 FLOWDSL_INSTANTIATE_FLOAT_TYPES(sum)

@@ -6,6 +6,7 @@
 
 #include <climits>
 
+#include "argmax_key.hpp"
 #include "block_reduce.cuh"
 
 namespace flowdsl::kernels::detail {
@@ -41,6 +42,33 @@ __global__ void __launch_bounds__(row_block) row_argmax_kernel(int rows, int col
     for_each_in_row<TPR>(r, cols, groups.lane(), [&](int c, float v) { best = ArgMaxOp{}(best, ArgMaxPair{v, c}); });
     const ArgMaxPair total = group_reduce<TPR>(best, ArgMaxOp{});
     if (groups.lane() == 0) out[row] = total.index == INT_MAX ? -1 : total.index;
+  }
+}
+
+/// row_argmax with the answer as an argmax key (argmax_key.hpp) of the index plus `first`, so
+/// that rows split by columns over ranks give, by the largest of their keys, the argmax of the
+/// whole row: keys[r] = 0 for an empty row.
+template <int TPR, class T>
+__global__ void __launch_bounds__(row_block)
+    row_argmax_key_kernel(int rows, int cols, int first, const T* x, std::uint64_t* keys) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
+  const RowGroups<TPR> groups;
+  for (int row = groups.first(); row < rows; row += groups.stride()) {
+    const T* r = x + static_cast<std::int64_t>(row) * cols;
+    ArgMaxPair best{-INFINITY, INT_MAX};
+    for_each_in_row<TPR>(r, cols, groups.lane(), [&](int c, float v) { best = ArgMaxOp{}(best, ArgMaxPair{v, c}); });
+    const ArgMaxPair total = group_reduce<TPR>(best, ArgMaxOp{});
+    if (groups.lane() == 0) {
+      keys[row] = total.index == INT_MAX ? 0 : argmax_key(total.value, static_cast<std::int64_t>(first) + total.index);
+    }
+  }
+}
+
+/// out[r] = the index keys[r] holds (-1 for the key 0 of an empty row), a thread a row.
+__global__ void argmax_key_token_kernel(int rows, const std::uint64_t* keys, std::int32_t* out) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
+  for (std::int64_t r = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; r < rows; r += std::int64_t{gridDim.x} * blockDim.x) {
+    out[r] = argmax_key_index(keys[r]);
   }
 }
 

@@ -1,16 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
 // The host references of the kernel library where they carry logic of their own: padding and
 // masks, CartPole's rules and resets, softmax on large inputs, the stencil, random numbers, the
-// values the condition kernels set.
+// values the condition kernels set, argmax keys across a row's parts.
+#include <algorithm>
 #include <cmath>
 #include <iterator>
 #include <limits>
+#include <random>
 
 #include "catch.hpp"
 #include "counter_hash.hpp"
+#include "reduction/argmax_key.hpp"
 #include "reference.hpp"
 
 namespace ref = flowdsl::kernels::reference;
+namespace fk = flowdsl::kernels;
 #if defined(FLOWDSL_CATCH2_V3)
 using Catch::Approx;
 #endif
@@ -67,6 +71,49 @@ TEST_CASE("Row reductions: argmax takes the first of equal maxima", "[reference]
   CHECK(ref::row_max(2, 4, x) == ref::Floats{3, -2});
   CHECK(ref::row_sum(2, 4, x) == std::vector<double>{6, -18});
   CHECK(ref::row_argmax(1, 0, {}) == std::vector<std::int32_t>{-1});
+}
+
+TEST_CASE("Argmax keys of a row's parts meet in their max as the row's argmax", "[reference][reduce]") {
+  const float inf = std::numeric_limits<float>::infinity();
+  // Rows of 12: ties within and across parts, negatives only, -0 before +0, infinities.
+  const std::vector<ref::Floats> rows = {
+      {1, 3, 3, -1, -5, -2, 3, -9, 0, 2, 3, 1},      {-7, -3, -3, -8, -5, -2.5f, -2, -9, -4, -2, -11, -3},
+      {-0.0f, 0, 0, -1, -1, -1, -1, -1, -1, -1, -1, -1}, {-inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf},
+      {5, 1, 2, 3, 4, inf, 0, inf, -inf, 1, 2, 3},   {1e-30f, -1e-30f, 2e-30f, 1e30f, -1e30f, 1e30f, 0, 0, 0, 0, 0, 0}};
+  std::mt19937 rng(5);
+  std::vector<ref::Floats> all(rows);
+  for (int i = 0; i < 200; ++i) {  // small integers: many ties
+    ref::Floats r(12);
+    for (float& v : r) v = float(std::uniform_int_distribution<int>(-3, 3)(rng));
+    all.push_back(r);
+  }
+  for (const ref::Floats& x : all) {
+    const std::int32_t want = ref::row_argmax(1, 12, x)[0];
+    for (const int parts : {1, 2, 3, 4, 6, 12}) {
+      const int cols = 12 / parts;
+      std::uint64_t best = 0;
+      for (int p = 0; p < parts; ++p) {
+        const ref::Floats part(x.begin() + p * cols, x.begin() + (p + 1) * cols);
+        best = std::max(best, ref::row_argmax_key(1, cols, p * cols, part)[0]);
+      }
+      INFO(parts << " parts");
+      CHECK(fk::detail::argmax_key_index(best) == want);
+    }
+  }
+  CHECK(ref::row_argmax_key(1, 0, 5, {}) == std::vector<std::uint64_t>{0});
+  CHECK(fk::detail::argmax_key_index(0) == -1);
+}
+
+TEST_CASE("Gathering from a share of a table takes the rows it holds and zeros the rest", "[reference][batching]") {
+  const ref::Floats share = {10, 11, 20, 21, 30, 31};  // rows 4, 5, 6 of a larger table, 2 columns
+  CHECK(ref::gather_rows_from(2, {5, 3, 6, 4, 7, -1}, 4, 3, share) == ref::Floats{20, 21, 0, 0, 30, 31, 10, 11, 0, 0, 0, 0});
+  // Two shares' gathers add up to the whole table's.
+  const ref::Floats whole = {1, 2, 3, 4, 5, 6, 7, 8};
+  const std::vector<std::int32_t> index = {3, 0, 2, 1, 9};
+  ref::Floats sum = ref::gather_rows_from(2, index, 0, 2, {1, 2, 3, 4});
+  const ref::Floats high = ref::gather_rows_from(2, index, 2, 2, {5, 6, 7, 8});
+  for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += high[i];
+  CHECK(sum == ref::gather_rows(2, index, 4, whole));
 }
 
 TEST_CASE("CartPole follows gym's equations of motion", "[reference][cartpole]") {

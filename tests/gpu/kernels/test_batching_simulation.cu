@@ -2,6 +2,7 @@
 // Pad, crop and gather; the heat-diffusion step with its residual; the CartPole step with
 // reset-on-done: against the host references, through a Graph and Runtime.
 #include <random>
+#include <tuple>
 
 #include "kernel_test_support.cuh"
 
@@ -107,6 +108,36 @@ TEMPLATE_TEST_CASE("Gather takes the selected rows into a batch", "[kernels][bat
     Runner runner;
     runner.run(g);
     CHECK(mismatches(download(out), ref::gather_rows(cols, index, src_rows, in), 0.0) == 0);
+  }
+}
+
+TEMPLATE_TEST_CASE("Gathering from a share of a table takes its rows, zeros for the rest", "[kernels][batching]",
+                   KERNEL_TYPES) {
+  using T = TestType;
+  // (first, rows held, cols): a share in the middle of a table of 3000 rows, one at its start.
+  const std::tuple<int, int, int> shares[] = {{1000, 1000, 64}, {0, 31, 31}, {2999, 1, 8}, {7, 300, 1}};
+  for (const auto& [first, src_rows, cols] : shares) {
+    INFO("type " << type_name<T>() << ", rows " << first << " .. " << first + src_rows << " of " << cols);
+    const std::vector<float> in = random_values<T>(std::size_t(src_rows) * cols, 25);
+    std::mt19937 rng(26);
+    std::uniform_int_distribution<int> pick(-2, 3001);
+    std::vector<std::int32_t> index(515);
+    for (auto& i : index) i = pick(rng);
+    index[0] = first;
+    index[1] = first + src_rows - 1;
+    index[2] = first + src_rows;
+    index[3] = first - 1;
+    const int count = static_cast<int>(index.size());
+    DeviceBuffer<T> din(in.size()), out(std::size_t(count) * cols);
+    DeviceBuffer<std::int32_t> dindex(count);
+    upload(din, in);
+    dindex.upload(index);
+    out.poison();
+    flowdsl::Graph g;
+    fk::gather_rows_from(g, "gather", count, cols, dindex.get(), first, src_rows, din.get(), out.get());
+    Runner runner;
+    runner.run(g);
+    CHECK(mismatches(download(out), ref::gather_rows_from(cols, index, first, src_rows, in), 0.0) == 0);
   }
 }
 

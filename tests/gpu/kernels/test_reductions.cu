@@ -3,6 +3,7 @@
 // host references, through a Graph and Runtime, on every element type; rows short enough for
 // a warp each and long enough for a block each, none a multiple of the block size.
 #include "kernel_test_support.cuh"
+#include "reduction/argmax_key.hpp"
 
 namespace fk = flowdsl::kernels;
 namespace ref = flowdsl::kernels::reference;
@@ -66,6 +67,48 @@ TEMPLATE_TEST_CASE("Row reductions match the host reference", "[kernels][reduce]
     CHECK(sum_mismatches(means.download(), want_mean, mean_scale, 1e-5) == 0);
     CHECK(mismatches(maxima.download(), ref::row_max(s.rows, s.cols, x), 0.0) == 0);  // max is exact
     CHECK(argmax.download() == ref::row_argmax(s.rows, s.cols, x));
+  }
+}
+
+TEMPLATE_TEST_CASE("Argmax keys of a row's column parts give the row's argmax", "[kernels][reduce]", KERNEL_TYPES) {
+  using T = TestType;
+  for (const Shape s : shapes) {
+    for (const int parts : {1, 3}) {
+      INFO("type " << type_name<T>() << ", " << s.rows << " x " << s.cols << " in " << parts << " parts");
+      // Values from few levels (many ties, across parts too); each part is a matrix of its own.
+      const std::size_t n = std::size_t(s.rows) * s.cols;
+      std::vector<float> x = random_values<T>(n, 13, -4.0f, 4.0f);
+      for (float& v : x) v = std::round(v);
+      const int width = (s.cols + parts - 1) / parts;
+      std::vector<std::uint64_t> best(std::size_t(s.rows), 0);
+      DeviceBuffer<std::uint64_t> keys(s.rows);
+      DeviceBuffer<std::int32_t> tokens(s.rows);
+      for (int p = 0; p < parts; ++p) {
+        const int first = p * width, cols = std::max(0, std::min(s.cols, first + width) - first);
+        std::vector<float> part(std::size_t(s.rows) * cols);
+        for (int r = 0; r < s.rows; ++r) {
+          std::copy_n(x.begin() + std::size_t(r) * s.cols + first, cols, part.begin() + std::size_t(r) * cols);
+        }
+        DeviceBuffer<T> dx(std::max<std::size_t>(1, part.size()));
+        upload(dx, part);
+        keys.poison();
+        tokens.poison();
+        flowdsl::Graph g;
+        auto key = fk::row_argmax_key(g, "key", s.rows, cols, first, dx.get(), keys.get());
+        fk::argmax_key_token(g, "token", s.rows, static_cast<const std::uint64_t*>(keys.get()), tokens.get()).after(key);
+        Runner runner;
+        runner.run(g);
+        const std::vector<std::uint64_t> got = keys.download();
+        CHECK(got == ref::row_argmax_key(s.rows, cols, first, part));
+        std::vector<std::int32_t> local = ref::row_argmax(s.rows, cols, part);
+        for (auto& i : local) i = i < 0 ? -1 : i + first;
+        CHECK(tokens.download() == local);
+        for (std::size_t r = 0; r < best.size(); ++r) best[r] = std::max(best[r], got[r]);
+      }
+      std::vector<std::int32_t> combined(best.size());
+      for (std::size_t r = 0; r < best.size(); ++r) combined[r] = fk::detail::argmax_key_index(best[r]);
+      CHECK(combined == ref::row_argmax(s.rows, s.cols, x));
+    }
   }
 }
 
