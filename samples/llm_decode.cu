@@ -246,6 +246,26 @@ bool generate(const Options& o, const Model& m, const Model& part, const Paralle
     step->g.programmatic_edges(o.programmatic);
     return step;
   };
+  // The logits of the last step's rows, [rows, vocab]. With the vocabulary split over ranks each
+  // holds [rows, its share]: a gather over the ranks (every rank launches it) puts them together.
+  const int held = part.vocabulary_held();
+  DeviceArray<bf16> gathered(held < c.vocab ? std::size_t(B) * c.vocab : 0);
+  const auto logits_now = [&](int rows) {
+    if (held == c.vocab) return logits_of(s, rows, c.vocab);
+    flowdsl::Graph g;
+    tp->gather(g, "logits", s.logits.get(), gathered.get(), std::size_t(rows) * held);
+    runtime.launch(g, stream.get());
+    SAMPLE_CHECK(cudaStreamSynchronize(stream.get()));
+    std::vector<bf16> bits(std::size_t(rows) * c.vocab);
+    SAMPLE_CHECK(cudaMemcpy(bits.data(), gathered.get(), bits.size() * sizeof(bf16), cudaMemcpyDeviceToHost));
+    std::vector<float> out(bits.size());
+    const std::size_t share = std::size_t(rows) * held;  // rank r's [rows, held] at r * share
+    for (std::size_t i = 0; i < bits.size(); ++i) {
+      const std::size_t rank = i / share, row = i % share / held, v = i % held;
+      out[row * c.vocab + rank * held + v] = __bfloat162float(bits[i]);
+    }
+    return out;
+  };
 
   // Prefill: chunk k holds tokens k*chunk .. of every sequence that still has some.
   std::vector<std::vector<i32>> generated(static_cast<std::size_t>(B));
@@ -272,7 +292,7 @@ bool generate(const Options& o, const Model& m, const Model& part, const Paralle
     runtime.launch(step->g, stream.get());
     SAMPLE_CHECK(cudaStreamSynchronize(stream.get()));
     const std::vector<i32> next = get(s.next, std::size_t(B));
-    const std::vector<float> logits = o.dump_logits > 0 ? logits_of(s, B, c.vocab) : std::vector<float>();
+    const std::vector<float> logits = o.dump_logits > 0 ? logits_now(B) : std::vector<float>();
     for (int b = 0; b < B; ++b) {
       if (!ends[std::size_t(b)]) continue;
       generated[std::size_t(b)].push_back(next[std::size_t(b)]);
@@ -303,7 +323,7 @@ bool generate(const Options& o, const Model& m, const Model& part, const Paralle
     latency.push_back(ms_since(t));
     const std::vector<i32> next = get(s.tokens, std::size_t(B));
     for (int b = 0; b < B; ++b) generated[std::size_t(b)].push_back(next[std::size_t(b)]);
-    if (i < o.dump_logits) dumped[std::size_t(i)] = logits_of(s, B, c.vocab);
+    if (i < o.dump_logits) dumped[std::size_t(i)] = logits_now(B);
   }
   std::sort(latency.begin(), latency.end());
   const double p50 = latency.empty() ? 0.0 : latency[latency.size() / 2];
@@ -888,7 +908,7 @@ int main(int argc, char** argv) {
 #ifdef FLOWDSL_HAS_NCCL
   app.add_flag("--ranks", o.ranks,
                "tensor parallel over the ranks the launcher started (NCCL_NVLS_ENABLE=0 mpirun -np 2 llm_decode --ranks "
-               "...; one process: one rank): heads and MLP columns split, two all-reduces a layer; generation, "
+               "...; one process: one rank): heads, MLP columns and vocabulary split, two all-reduces a layer; greedy generation, "
                "--check and --bench");
 #endif
   CLI11_PARSE(app, argc, argv);
@@ -938,10 +958,18 @@ int main(int argc, char** argv) {
       tp.sum = [&](fk::Into g, const std::string& name, bf16* data, std::size_t count) -> flowdsl::NodeHandle {
         return flowdsl::nccl::all_reduce(g, name, *comm, data, data, count, ncclBfloat16, ncclSum);
       };
+      tp.max = [&](fk::Into g, const std::string& name, std::uint64_t* keys, std::size_t count) -> flowdsl::NodeHandle {
+        return flowdsl::nccl::all_reduce(g, name, *comm, keys, keys, count, ncclUint64, ncclMax);
+      };
+      tp.gather = [&](fk::Into g, const std::string& name, const bf16* send, bf16* recv,
+                      std::size_t count) -> flowdsl::NodeHandle {
+        return flowdsl::nccl::all_gather(g, name, *comm, send, recv, count, ncclBfloat16);
+      };
       split = &tp;
-      std::printf("tensor parallel over %d rank%s: %d/%d heads, %d MLP columns a rank; %.2f GB of weights a rank\n",
+      std::printf("tensor parallel over %d rank%s: %d/%d heads, %d MLP columns, %d tokens a rank; %.2f GB of weights "
+                  "a rank\n",
                   tp.world, tp.world == 1 ? "" : "s", part.config.heads, part.config.kv_heads, part.config.intermediate,
-                  double(part.bytes_per_step) / 1e9);
+                  part.vocab_rows, double(part.bytes_per_step) / 1e9);
     }
 #endif
     const Model& graph_model = split != nullptr ? part : m;

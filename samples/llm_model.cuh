@@ -114,6 +114,10 @@ struct Model {
   };
   std::vector<Layer> layers;
   const bf16 *embed = nullptr, *final_norm = nullptr, *lm_head = nullptr;
+  /// The rows of embed and lm_head this model holds: vocab_rows tokens from vocab_first (0: the
+  /// whole vocabulary; a rank's share when split, see shard).
+  int vocab_first = 0, vocab_rows = 0;
+  int vocabulary_held() const { return vocab_rows > 0 ? vocab_rows : config.vocab; }
   std::size_t bytes_per_step = 0;  ///< weights a decode step reads: every layer's, the norm and the LM head
   std::optional<HostModel> host;
 };
@@ -295,6 +299,7 @@ struct State {
   int max_tokens = 0, max_context = 0;
   DeviceArray<i32> tokens, positions, seq_of_token, block_table, last_index, next;
   DeviceArray<bf16> x, h, qkv, q, attn, o, gate_up, act, mlp, hlast, logits;
+  DeviceArray<std::uint64_t> keys;  // argmax keys of the rows (a vocabulary split over ranks)
   DeviceArray<float> inv_freq, workspace;
   std::vector<DeviceArray<bf16>> k_cache, v_cache;
 
@@ -324,6 +329,7 @@ struct State {
     mlp = DeviceArray<bf16>(T * H);
     hlast = DeviceArray<bf16>(std::size_t(sequences) * H);
     logits = DeviceArray<bf16>(std::max(T, std::size_t(sequences)) * c.vocab);
+    keys = DeviceArray<std::uint64_t>(std::max(T, std::size_t(sequences)));
     // The splits depend on the tokens of a step: the workspace holds what any step up to
     // max_tokens needs.
     std::int64_t floats = 1;
@@ -359,21 +365,31 @@ struct State {
 /// `name`). The model given with it is this rank's shard().
 struct Parallel {
   int rank = 0, world = 1;
+  /// A node that sums data[0 .. count) over the ranks in place.
   std::function<flowdsl::NodeHandle(flowdsl::kernels::Into g, const std::string& name, bf16* data, std::size_t count)> sum;
+  /// A node that takes the largest of keys[0 .. count) over the ranks in place (argmax keys).
+  std::function<flowdsl::NodeHandle(flowdsl::kernels::Into g, const std::string& name, std::uint64_t* keys, std::size_t count)>
+      max;
+  /// A node that gathers every rank's send[0 .. count) into recv, rank r's at recv + r * count.
+  std::function<flowdsl::NodeHandle(flowdsl::kernels::Into g, const std::string& name, const bf16* send, bf16* recv,
+                                    std::size_t count)>
+      gather;
 };
 
 /// This rank's part of `full` split over `world` ranks: its share of the query and key/value heads
-/// (rows of the fused qkv matrix) and of the MLP's columns (rows of gate and of up), and the
-/// matching columns of the output and down projections, copied into an allocation of its own;
-/// the embedding, the norms and the LM head stay whole (pointers into `full`, which must outlive
-/// the part). Its config counts this rank's heads and columns.
-/// \throws std::runtime_error when the heads, key/value heads or MLP columns do not divide by world.
+/// (rows of the fused qkv matrix) and of the MLP's columns (rows of gate and of up), the
+/// matching columns of the output and down projections, and its share of the vocabulary (rows
+/// of the embedding and of the LM head, one copy when they are tied), copied into an allocation
+/// of its own; the norms stay pointers into `full`, which must outlive the part. Its config
+/// counts this rank's heads and columns, and its vocab_first and vocab_rows its tokens.
+/// \throws std::runtime_error when the heads, key/value heads, MLP columns or vocabulary do not
+/// divide by world.
 inline Model shard(const Model& full, int rank, int world) {
   const Config& c = full.config;
-  if (world < 1 || c.heads % world != 0 || c.kv_heads % world != 0 || c.intermediate % world != 0) {
+  if (world < 1 || c.heads % world != 0 || c.kv_heads % world != 0 || c.intermediate % world != 0 || c.vocab % world != 0) {
     throw std::runtime_error(std::to_string(world) + " ranks do not divide " + std::to_string(c.heads) + " heads, " +
-                             std::to_string(c.kv_heads) + " key/value heads and " + std::to_string(c.intermediate) +
-                             " MLP columns");
+                             std::to_string(c.kv_heads) + " key/value heads, " + std::to_string(c.intermediate) +
+                             " MLP columns and " + std::to_string(c.vocab) + " tokens");
   }
   Model m;
   m.config = c;
@@ -385,7 +401,9 @@ inline Model shard(const Model& full, int rank, int world) {
   const std::size_t qkv = std::size_t(p.qkv_out()) * H, o = H * std::size_t(p.heads) * D,
                     gate_up = 2 * std::size_t(p.intermediate) * H, down = H * std::size_t(p.intermediate);
   const std::size_t per_layer = qkv + o + gate_up + down;
-  m.memory = DeviceArray<bf16>(per_layer * std::size_t(c.layers));
+  const std::size_t V = std::size_t(c.vocab / world), vocab_block = V * H;
+  const bool tied = full.lm_head == full.embed;
+  m.memory = DeviceArray<bf16>(per_layer * std::size_t(c.layers) + (tied ? 1 : 2) * vocab_block);
   const auto rows = [&](bf16* to, const bf16* from, std::size_t first, std::size_t count) {
     SAMPLE_CHECK(cudaMemcpy(to, from + first * H, count * H * E, cudaMemcpyDeviceToDevice));
   };
@@ -418,11 +436,21 @@ inline Model shard(const Model& full, int rank, int world) {
     L.down = w;
     m.layers.push_back(L);
   }
-  m.embed = full.embed;
+  // The vocabulary: this rank's V tokens, from token r * V, of the embedding and the LM head.
+  bf16* vocabulary = m.memory.get() + per_layer * std::size_t(c.layers);
+  m.vocab_first = static_cast<int>(r * V);
+  m.vocab_rows = static_cast<int>(V);
+  rows(vocabulary, full.embed, r * V, V);
+  m.embed = vocabulary;
+  if (tied) {
+    m.lm_head = vocabulary;
+  } else {
+    rows(vocabulary + vocab_block, full.lm_head, r * V, V);
+    m.lm_head = vocabulary + vocab_block;
+  }
   m.final_norm = full.final_norm;
-  m.lm_head = full.lm_head;
-  // What this rank reads a step: its part of every layer, the norms, the whole LM head.
-  m.bytes_per_step = E * (std::size_t(c.layers) * (per_layer + 2 * H) + H + std::size_t(c.vocab) * H);
+  // What this rank reads a step: its part of every layer and of the LM head, the norms.
+  m.bytes_per_step = E * (std::size_t(c.layers) * (per_layer + 2 * H) + H + vocab_block);
   return m;
 }
 
@@ -463,7 +491,15 @@ inline std::string declare_step(flowdsl::kernels::Into g, const Model& m, State&
   // attention's and the MLP's outputs into the residual stream x itself: 7 kernels a layer. With
   // cuBLASLt the norms are kernels of their own (add_rms_norm adds, then normalises): 9 (10).
   const bool fused = kind == LinearKind::gemv;
-  chain(fk::gather_rows(g, "embed", tokens, H, s.tokens.get(), c.vocab, m.embed, s.x.get()), "embed");
+  // Split over ranks, the vocabulary too: each rank gathers the tokens it holds (zeros for the
+  // others' tokens), and a sum gives every rank the whole embedding of the step.
+  const int V = m.vocabulary_held();
+  if (split) {
+    chain(fk::gather_rows_from(g, "embed", tokens, H, s.tokens.get(), m.vocab_first, V, m.embed, s.x.get()), "embed");
+    sum(s.x.get(), "embed.sum");
+  } else {
+    chain(fk::gather_rows(g, "embed", tokens, H, s.tokens.get(), c.vocab, m.embed, s.x.get()), "embed");
+  }
   if (!fused) {
     chain(fk::rms_norm(g, "norm.0", tokens, H, c.rms_norm_eps, static_cast<const bf16*>(s.x.get()),
                        m.layers[0].input_norm, s.h.get()),
@@ -536,13 +572,22 @@ inline std::string declare_step(flowdsl::kernels::Into g, const Model& m, State&
     head_in = s.hlast.get();
   }
   if (fused) {
-    chain(fk::linear_norm(g, "lm_head", rows, c.vocab, H, c.rms_norm_eps, head_in, m.final_norm, m.lm_head, s.logits.get()),
+    chain(fk::linear_norm(g, "lm_head", rows, V, H, c.rms_norm_eps, head_in, m.final_norm, m.lm_head, s.logits.get()),
           "lm_head");
   } else {
-    cublaslt("lm_head", rows, c.vocab, H, head_in, m.lm_head, s.logits.get());
+    cublaslt("lm_head", rows, V, H, head_in, m.lm_head, s.logits.get());
   }
   i32* out = decode ? s.tokens.get() : s.next.get();
-  if (temperature > 0.0f) {
+  if (split) {
+    // Each rank's logits are its share of the vocabulary: the largest argmax key over the ranks
+    // is the whole row's argmax (greedy only).
+    if (temperature > 0.0f) throw std::runtime_error("a vocabulary split over ranks decodes greedily (temperature 0)");
+    chain(fk::row_argmax_key(g, "argmax", rows, V, m.vocab_first, static_cast<const bf16*>(s.logits.get()), s.keys.get()),
+          "argmax");
+    chain(tp->max(g, "argmax.max", s.keys.get(), std::size_t(rows)), "argmax.max");
+    chain(fk::argmax_key_token(g, "argmax.token", rows, static_cast<const std::uint64_t*>(s.keys.get()), out),
+          "argmax.token");
+  } else if (temperature > 0.0f) {
     chain(fk::sample_top_p(g, "sample", rows, c.vocab, temperature, top_k, top_p, seed, sample_step,
                            static_cast<const bf16*>(s.logits.get()), out),
           "sample");
