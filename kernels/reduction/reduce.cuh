@@ -32,17 +32,26 @@ __global__ void __launch_bounds__(row_block) row_reduce_kernel(int rows, int col
   }
 }
 
-template <int TPR, class T>
-__global__ void __launch_bounds__(row_block) row_argmax_kernel(int rows, int cols, const T* x, std::int32_t* out) {
-  ::flowdsl::kernels::detail::programmatic_prologue();
+/// Each row's argmax (value and first index; index INT_MAX for an empty row), handed to
+/// write(row, pair) on the row group's first lane.
+template <int TPR, class T, class Write>
+__device__ __forceinline__ void for_each_row_argmax(int rows, int cols, const T* x, Write write) {
   const RowGroups<TPR> groups;
   for (int row = groups.first(); row < rows; row += groups.stride()) {
     const T* r = x + static_cast<std::int64_t>(row) * cols;
     ArgMaxPair best{-INFINITY, INT_MAX};
     for_each_in_row<TPR>(r, cols, groups.lane(), [&](int c, float v) { best = ArgMaxOp{}(best, ArgMaxPair{v, c}); });
     const ArgMaxPair total = group_reduce<TPR>(best, ArgMaxOp{});
-    if (groups.lane() == 0) out[row] = total.index == INT_MAX ? -1 : total.index;
+    if (groups.lane() == 0) write(row, total);
   }
+}
+
+template <int TPR, class T>
+__global__ void __launch_bounds__(row_block) row_argmax_kernel(int rows, int cols, const T* x, std::int32_t* out) {
+  ::flowdsl::kernels::detail::programmatic_prologue();
+  for_each_row_argmax<TPR>(rows, cols, x, [&](int row, const ArgMaxPair& total) {
+    out[row] = total.index == INT_MAX ? -1 : total.index;
+  });
 }
 
 /// row_argmax with the answer as an argmax key (argmax_key.hpp) of the index plus `first`, so
@@ -52,16 +61,9 @@ template <int TPR, class T>
 __global__ void __launch_bounds__(row_block)
     row_argmax_key_kernel(int rows, int cols, int first, const T* x, std::uint64_t* keys) {
   ::flowdsl::kernels::detail::programmatic_prologue();
-  const RowGroups<TPR> groups;
-  for (int row = groups.first(); row < rows; row += groups.stride()) {
-    const T* r = x + static_cast<std::int64_t>(row) * cols;
-    ArgMaxPair best{-INFINITY, INT_MAX};
-    for_each_in_row<TPR>(r, cols, groups.lane(), [&](int c, float v) { best = ArgMaxOp{}(best, ArgMaxPair{v, c}); });
-    const ArgMaxPair total = group_reduce<TPR>(best, ArgMaxOp{});
-    if (groups.lane() == 0) {
-      keys[row] = total.index == INT_MAX ? 0 : argmax_key(total.value, static_cast<std::int64_t>(first) + total.index);
-    }
-  }
+  for_each_row_argmax<TPR>(rows, cols, x, [&](int row, const ArgMaxPair& total) {
+    keys[row] = total.index == INT_MAX ? 0 : argmax_key(total.value, static_cast<std::int64_t>(first) + total.index);
+  });
 }
 
 /// out[r] = the index keys[r] holds (-1 for the key 0 of an empty row), a thread a row.

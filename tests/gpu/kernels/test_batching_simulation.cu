@@ -87,27 +87,43 @@ TEMPLATE_TEST_CASE("Crop writes exactly the rows' range wherever the output star
   }
 }
 
+namespace {
+/// gather_rows (from_share false) or gather_rows_from of index over a table's rows first .. first
+/// + src_rows, against the host reference.
+template <class T>
+void check_gather(bool from_share, int first, int src_rows, int cols, const std::vector<std::int32_t>& index,
+                  unsigned seed) {
+  const std::vector<float> in = random_values<T>(std::size_t(src_rows) * cols, seed);
+  const int count = static_cast<int>(index.size());
+  DeviceBuffer<T> din(in.size()), out(std::size_t(count) * cols);
+  DeviceBuffer<std::int32_t> dindex(count);
+  upload(din, in);
+  dindex.upload(index);
+  out.poison();
+  flowdsl::Graph g;
+  if (!from_share) {
+    fk::gather_rows(g, "gather", count, cols, dindex.get(), src_rows, din.get(), out.get());
+  } else {
+    fk::gather_rows_from(g, "gather", count, cols, dindex.get(), first, src_rows, din.get(), out.get());
+  }
+  Runner runner;
+  runner.run(g);
+  const std::vector<float> want = from_share ? ref::gather_rows_from(cols, index, first, src_rows, in)
+                                             : ref::gather_rows(cols, index, src_rows, in);
+  CHECK(mismatches(download(out), want, 0.0) == 0);
+}
+}  // namespace
+
 TEMPLATE_TEST_CASE("Gather takes the selected rows into a batch", "[kernels][batching]", KERNEL_TYPES) {
   using T = TestType;
   const std::pair<int, int> shapes[] = {{1, 1}, {31, 31}, {1000, 1000}, {(1 << 20) + 3, 1}};
   for (const auto& [src_rows, cols] : shapes) {
     INFO("type " << type_name<T>() << ", " << src_rows << " rows of " << cols);
-    const std::vector<float> in = random_values<T>(std::size_t(src_rows) * cols, 23);
     std::mt19937 rng(24);
     std::uniform_int_distribution<int> pick(-2, src_rows + 1);  // a few out of range
     std::vector<std::int32_t> index(std::min(src_rows, 4099) + 1);
     for (auto& i : index) i = pick(rng);
-    const int count = static_cast<int>(index.size());
-    DeviceBuffer<T> din(in.size()), out(std::size_t(count) * cols);
-    DeviceBuffer<std::int32_t> dindex(count);
-    upload(din, in);
-    dindex.upload(index);
-    out.poison();
-    flowdsl::Graph g;
-    fk::gather_rows(g, "gather", count, cols, dindex.get(), src_rows, din.get(), out.get());
-    Runner runner;
-    runner.run(g);
-    CHECK(mismatches(download(out), ref::gather_rows(cols, index, src_rows, in), 0.0) == 0);
+    check_gather<T>(false, 0, src_rows, cols, index, 23);
   }
 }
 
@@ -118,7 +134,6 @@ TEMPLATE_TEST_CASE("Gathering from a share of a table takes its rows, zeros for 
   const std::tuple<int, int, int> shares[] = {{1000, 1000, 64}, {0, 31, 31}, {2999, 1, 8}, {7, 300, 1}};
   for (const auto& [first, src_rows, cols] : shares) {
     INFO("type " << type_name<T>() << ", rows " << first << " .. " << first + src_rows << " of " << cols);
-    const std::vector<float> in = random_values<T>(std::size_t(src_rows) * cols, 25);
     std::mt19937 rng(26);
     std::uniform_int_distribution<int> pick(-2, 3001);
     std::vector<std::int32_t> index(515);
@@ -127,17 +142,7 @@ TEMPLATE_TEST_CASE("Gathering from a share of a table takes its rows, zeros for 
     index[1] = first + src_rows - 1;
     index[2] = first + src_rows;
     index[3] = first - 1;
-    const int count = static_cast<int>(index.size());
-    DeviceBuffer<T> din(in.size()), out(std::size_t(count) * cols);
-    DeviceBuffer<std::int32_t> dindex(count);
-    upload(din, in);
-    dindex.upload(index);
-    out.poison();
-    flowdsl::Graph g;
-    fk::gather_rows_from(g, "gather", count, cols, dindex.get(), first, src_rows, din.get(), out.get());
-    Runner runner;
-    runner.run(g);
-    CHECK(mismatches(download(out), ref::gather_rows_from(cols, index, first, src_rows, in), 0.0) == 0);
+    check_gather<T>(true, first, src_rows, cols, index, 25);
   }
 }
 
